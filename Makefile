@@ -1,0 +1,91 @@
+# Tool versions, pinned here and nowhere else. A bump takes effect on the next `make tools`:
+# each tool is installed as bin/<name>-<version> and bin/<name> links to it.
+# Temporal CLI v1.5.1 is the newest release that installs from the Go module proxy
+# (DESIGN.md §2); staticcheck v0.8.x is the line that supports Go 1.26.
+TEMPORAL_VERSION    ?= v1.5.1
+STATICCHECK_VERSION ?= v0.8.2
+
+# The image `docker-build` tags.
+IMG ?= managed-agents:dev
+# go test's own default (10m per package binary) is too short for the integration suites.
+TEST_TIMEOUT ?= 30m
+
+LOCALBIN := $(CURDIR)/bin
+TEMPORAL := $(LOCALBIN)/temporal
+STATICCHECK := $(LOCALBIN)/staticcheck
+
+# Tests and `dev` look for the Temporal CLI on PATH: ./bin comes first.
+export PATH := $(LOCALBIN):$(PATH)
+
+.DEFAULT_GOAL := help
+SHELL := /usr/bin/env bash -o pipefail
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} \
+		/^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2 } \
+		/^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: build
+build: ## Build the managed-agents binary into bin/.
+	go build -o $(LOCALBIN)/managed-agents .
+
+.PHONY: run
+run: ## Run everything a laptop needs in one process (managed-agents dev).
+	go run . dev
+
+.PHONY: test
+test: ## Run what CI runs: go vet, then all tests including the integration ones (PostgreSQL, Temporal, ...).
+	go vet ./...
+	go test -tags integration -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: test-unit
+test-unit: ## Run the unit tests only (fast, no services).
+	go test ./...
+
+.PHONY: lint
+lint: $(STATICCHECK) ## Run go vet and staticcheck (over the integration tests too).
+	go vet -tags integration ./...
+	$(STATICCHECK) -tags integration ./...
+
+.PHONY: clean
+clean: ## Remove build outputs (keeps the tools in bin/, which take minutes to build).
+	rm -rf $(LOCALBIN)/managed-agents dist/
+
+##@ Build
+
+.PHONY: docker-build
+docker-build: ## Build a static binary and the container image $(IMG).
+	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o $(LOCALBIN)/managed-agents .
+	docker build -t $(IMG) .
+
+##@ Tools
+
+.PHONY: tools
+tools: $(TEMPORAL) $(STATICCHECK) ## Install the pinned tools into bin/ (the Temporal CLI takes a few minutes to compile).
+
+# bin/<tool>-<version> is built once per version; bin/<tool> is relinked every time (phony)
+# so that it always points at the pinned version, also after a downgrade.
+.PHONY: $(TEMPORAL) $(STATICCHECK)
+$(TEMPORAL): $(TEMPORAL)-$(TEMPORAL_VERSION)
+	@ln -sf $(notdir $<) $@
+$(TEMPORAL)-$(TEMPORAL_VERSION):
+	$(call go-install,$@,github.com/temporalio/cli/cmd/temporal,$(TEMPORAL_VERSION))
+
+$(STATICCHECK): $(STATICCHECK)-$(STATICCHECK_VERSION)
+	@ln -sf $(notdir $<) $@
+$(STATICCHECK)-$(STATICCHECK_VERSION):
+	$(call go-install,$@,honnef.co/go/tools/cmd/staticcheck,$(STATICCHECK_VERSION))
+
+# go-install installs package $(2) at version $(3) as the file $(1). It builds in a
+# temporary GOBIN so that a failed or interrupted build leaves nothing behind in bin/.
+define go-install
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	echo "go install $(2)@$(3)"; \
+	GOBIN="$$tmp" go install $(2)@$(3); \
+	mkdir -p $(LOCALBIN); mv "$$tmp/$(notdir $(2))" $(1)
+endef

@@ -1,0 +1,96 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/managed-agents/managed-agents/internal/httpapi"
+	"github.com/managed-agents/managed-agents/internal/sessions"
+	"github.com/managed-agents/managed-agents/internal/store"
+)
+
+// API is the wired REST API: store, notifier, service and HTTP handler.
+type API struct {
+	Store    *store.Store
+	Service  *sessions.Service
+	Handler  http.Handler
+	notifier *store.Notifier
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+// NewAPI connects to the database, applies migrations, starts the notifier and builds the
+// handler. Close releases it all.
+func NewAPI(ctx context.Context, databaseURL string, logger *slog.Logger) (*API, error) {
+	if databaseURL == "" {
+		return nil, errors.New("MANAGED_AGENT_DATABASE_URL is not set: point it at PostgreSQL, or use `managed-agents dev` to run a private one")
+	}
+	st, err := store.Open(ctx, databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Migrate(ctx, logger); err != nil {
+		st.Close()
+		return nil, err
+	}
+	notifier := store.NewNotifier(st.Pool(), logger)
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		notifier.Run(runCtx)
+	}()
+	svc := sessions.New(st, notifier, logger)
+	handler := httpapi.New(httpapi.Config{Service: svc, Auth: svc, Logger: logger, Ready: func(ctx context.Context) error {
+		select {
+		case <-notifier.Ready():
+		default:
+			return errors.New("event notifier is not listening yet")
+		}
+		return st.Ping(ctx)
+	}})
+	return &API{Store: st, Service: svc, Handler: handler, notifier: notifier, stop: stop, done: done}, nil
+}
+
+// Close stops the notifier and closes the database pool.
+func (a *API) Close() {
+	a.stop()
+	<-a.done
+	a.Store.Close()
+}
+
+// BindAPIKey makes key valid, in its own workspace if it is new.
+func (a *API) BindAPIKey(ctx context.Context, key string) (string, error) {
+	ws, err := a.Store.EnsureAPIKey(ctx, key, "default")
+	if err != nil {
+		return "", fmt.Errorf("register api key: %w", err)
+	}
+	return ws, nil
+}
+
+// Serve runs an HTTP server on ln until ctx ends, then drains it.
+func Serve(ctx context.Context, ln net.Listener, handler http.Handler, logger *slog.Logger) error {
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	if d, ok := handler.(interface{ CloseStreams() }); ok {
+		srv.RegisterOnShutdown(d.CloseStreams)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Shutdown ends live streams (RegisterOnShutdown) and waits for other requests.
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+	}
+	return nil
+}

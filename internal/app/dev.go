@@ -1,0 +1,83 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/managed-agents/managed-agents/internal/pgserver"
+)
+
+// RunDev runs everything a laptop needs in one process on embedded defaults: a private
+// PostgreSQL under the data dir (unless MANAGED_AGENT_DATABASE_URL is set) and the API. It
+// stops what it started when ctx ends; data survives restarts.
+func RunDev(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
+	}
+	dbURL := cfg.DatabaseURL
+	if dbURL == "" {
+		pg, err := pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(cfg.DataDir, "postgres"), Logger: logger})
+		if err != nil {
+			return fmt.Errorf("start private PostgreSQL: %w", err)
+		}
+		defer func() {
+			if err := pg.Stop(context.WithoutCancel(ctx)); err != nil {
+				logger.Error("stop PostgreSQL", "error", err)
+			}
+		}()
+		dbURL = pg.URL()
+	}
+	api, err := NewAPI(ctx, dbURL, logger)
+	if err != nil {
+		return err
+	}
+	defer api.Close()
+
+	key, generated, err := devAPIKey(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := api.BindAPIKey(ctx, key); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (MANAGED_AGENT_ADDR / --addr): %w", cfg.Addr, err)
+	}
+	url := "http://" + ln.Addr().String()
+	fmt.Fprintf(os.Stdout, "managed-agents dev is running\n  URL:      %s\n  API key:  %s%s\n  data dir: %s\n\nTry:\n  curl -s %s/v1/agents -H 'x-api-key: %s' -H 'anthropic-version: 2023-06-01' -H 'anthropic-beta: managed-agents-2026-04-01'\n\n",
+		url, key, map[bool]string{true: " (generated; kept in the data dir)", false: ""}[generated], cfg.DataDir, url, key)
+	return Serve(ctx, ln, api.Handler, logger)
+}
+
+// devAPIKey returns the configured key, or the one generated on a first start and kept in
+// the data dir so restarts print the same key.
+func devAPIKey(cfg Config) (key string, generated bool, err error) {
+	if cfg.APIKey != "" {
+		return cfg.APIKey, false, nil
+	}
+	path := filepath.Join(cfg.DataDir, "api-key")
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), true, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", false, fmt.Errorf("read %s: %w", path, err)
+	}
+	raw := make([]byte, 24)
+	_, _ = rand.Read(raw)
+	key = "sk-ma-dev-" + base64.RawURLEncoding.EncodeToString(raw)
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", false, fmt.Errorf("write %s: %w", path, err)
+	}
+	return key, true, nil
+}

@@ -1,0 +1,100 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/managed-agents/managed-agents/internal/ids"
+	"github.com/managed-agents/managed-agents/internal/sessions"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+type ctxKey int
+
+const (
+	requestIDKey ctxKey = iota
+	workspaceKey
+)
+
+func newRequestID() string { return ids.New(ids.Request) }
+
+func withRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey, id)
+}
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+func workspace(ctx context.Context) string {
+	ws, _ := ctx.Value(workspaceKey).(string)
+	return ws
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		// Every response type marshals; reaching this is a programming error.
+		status, body = http.StatusInternalServerError, []byte(`{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// writeError writes the error envelope of API.md §9.1. Permanent 409s carry
+// x-should-retry: false, or the SDK would repeat the request twice (§9.3).
+func writeError(w http.ResponseWriter, r *http.Request, status int, errType, msg, code string) {
+	env := wire.ErrorEnvelope{Type: "error", Error: wire.ErrorObject{Type: errType, Message: msg}, RequestID: requestID(r.Context())}
+	if code != "" {
+		env.Error.Details = &wire.ErrorDetails{ErrorCode: code}
+	}
+	if status == http.StatusConflict {
+		w.Header().Set("x-should-retry", "false")
+	}
+	writeJSON(w, status, env)
+}
+
+// apiError is a request error found by this package (decoding, query parsing).
+type apiError struct {
+	status  int
+	errType string
+	msg     string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(msg string) error {
+	return &apiError{status: http.StatusBadRequest, errType: "invalid_request_error", msg: msg}
+}
+
+// respondError maps any error to its status and envelope; unexpected errors are logged with
+// the request id and answered without detail.
+func (s *Server) respondError(w http.ResponseWriter, r *http.Request, err error) {
+	var se *sessions.Error
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		writeError(w, r, ae.status, ae.errType, ae.msg, "")
+	case errors.As(err, &se):
+		status, typ := http.StatusBadRequest, "invalid_request_error"
+		switch se.Kind {
+		case sessions.KindNotFound:
+			status, typ = http.StatusNotFound, "not_found_error"
+		case sessions.KindConflict:
+			status, typ = http.StatusConflict, "conflict_error"
+		case sessions.KindStaleVersion:
+			status = http.StatusConflict
+		}
+		writeError(w, r, status, typ, se.Message, se.Code)
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away; nobody reads the answer.
+	default:
+		s.logger.ErrorContext(r.Context(), "request failed", "request_id", requestID(r.Context()), "method", r.Method,
+			"path", r.URL.Path, "error", err)
+		writeError(w, r, http.StatusInternalServerError, "api_error", "Internal server error", "")
+	}
+}

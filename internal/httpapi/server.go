@@ -1,0 +1,158 @@
+// Package httpapi serves the Managed Agents REST API and its SSE streams: routing, auth,
+// request decoding, pagination and the error envelope.
+//
+// Handlers call package sessions for every rule and never touch the store directly; this
+// package must never import store, workflow, Temporal or Kubernetes packages.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/managed-agents/managed-agents/internal/sessions"
+)
+
+// maxBodyBytes is the request body limit of the hosted API (API.md §4.1: >32 MB → 413).
+const maxBodyBytes = 32 << 20
+
+// betaManagedAgents is the beta every Managed Agents route requires.
+const betaManagedAgents = "managed-agents-2026-04-01"
+
+// Authenticator maps an API key to its workspace.
+type Authenticator interface {
+	Authenticate(ctx context.Context, key string) (workspaceID string, err error)
+}
+
+// Config configures the HTTP API.
+type Config struct {
+	Service *sessions.Service
+	Auth    Authenticator
+	Logger  *slog.Logger
+	// Ready reports whether the server can serve sessions end to end (for /readyz).
+	Ready func(ctx context.Context) error
+	// Heartbeat is the SSE keep-alive interval; 15 s when zero.
+	Heartbeat time.Duration
+}
+
+// Server is the HTTP API.
+type Server struct {
+	svc       *sessions.Service
+	auth      Authenticator
+	logger    *slog.Logger
+	ready     func(ctx context.Context) error
+	heartbeat time.Duration
+	mux       *http.ServeMux
+	// draining is closed by CloseStreams: live streams end so a graceful shutdown can finish.
+	draining  chan struct{}
+	drainOnce sync.Once
+}
+
+// CloseStreams ends every live SSE stream; clients reconnect (with after_id) elsewhere.
+func (s *Server) CloseStreams() { s.drainOnce.Do(func() { close(s.draining) }) }
+
+// New builds the API handler.
+func New(cfg Config) *Server {
+	s := &Server{svc: cfg.Service, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready, heartbeat: cfg.Heartbeat, mux: http.NewServeMux(), draining: make(chan struct{})}
+	if s.heartbeat == 0 {
+		s.heartbeat = 15 * time.Second
+	}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	api := func(pattern string, h apiHandler) { s.mux.Handle(pattern, s.authenticated(h)) }
+
+	api("POST /v1/agents", s.createAgent)
+	api("GET /v1/agents", s.listAgents)
+	api("GET /v1/agents/{id}", s.getAgent)
+	api("POST /v1/agents/{id}", s.updateAgent)
+	api("POST /v1/agents/{id}/archive", s.archiveAgent)
+	api("GET /v1/agents/{id}/versions", s.listAgentVersions)
+
+	api("POST /v1/environments", s.createEnvironment)
+	api("GET /v1/environments", s.listEnvironments)
+	api("GET /v1/environments/{id}", s.getEnvironment)
+	api("POST /v1/environments/{id}", s.updateEnvironment)
+	api("DELETE /v1/environments/{id}", s.deleteEnvironment)
+	api("POST /v1/environments/{id}/archive", s.archiveEnvironment)
+
+	api("POST /v1/sessions", s.createSession)
+	api("GET /v1/sessions", s.listSessions)
+	api("GET /v1/sessions/{id}", s.getSession)
+	api("POST /v1/sessions/{id}", s.updateSession)
+	api("DELETE /v1/sessions/{id}", s.deleteSession)
+	api("POST /v1/sessions/{id}/archive", s.archiveSession)
+	api("GET /v1/sessions/{id}/events", s.listEvents)
+	api("POST /v1/sessions/{id}/events", s.sendEvents)
+	api("GET /v1/sessions/{id}/events/stream", s.streamEvents)
+
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	// Unknown routes are 404 before any auth check, as on the hosted service.
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, http.StatusNotFound, "not_found_error", "Not found: "+r.Method+" "+r.URL.Path, "")
+	})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.ready != nil {
+		if err := s.ready(r.Context()); err != nil {
+			s.logger.WarnContext(r.Context(), "not ready", "error", err)
+			writeError(w, r, http.StatusServiceUnavailable, "api_error", "not ready", "")
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// ServeHTTP adds the request id and recovers from panics so a bug answers 500 in the API's
+// error shape instead of dropping the connection.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rid := newRequestID()
+	w.Header().Set("request-id", rid)
+	r = r.WithContext(withRequestID(r.Context(), rid))
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.logger.ErrorContext(r.Context(), "handler panic", "request_id", rid, "panic", p)
+			if !rec.wrote {
+				writeError(rec, r, http.StatusInternalServerError, "api_error", "Internal server error", "")
+			}
+		}
+		s.logger.DebugContext(r.Context(), "request", "request_id", rid, "method", r.Method, "path", r.URL.Path,
+			"status", rec.status, "duration", time.Since(start))
+	}()
+	s.mux.ServeHTTP(rec, r)
+}
+
+// statusRecorder remembers the status for the access log and keeps Flush working for SSE.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush on the real writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -1,0 +1,141 @@
+//go:build integration
+
+package pgserver
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// testLogger shows our log lines with -v or when the test fails.
+func testLogger(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
+
+func startServer(t *testing.T, opts Options) *Server {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
+	begin := time.Now()
+	s, err := Start(t.Context(), opts)
+	require.NoError(t, err)
+	t.Logf("Start took %s", time.Since(begin))
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	return s
+}
+
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+func TestRestartKeepsData(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "pg")
+
+	s := startServer(t, Options{DataDir: dataDir, Fast: true})
+	require.Contains(t, s.URL(), "postgres://postgres@/managed_agents?host="+dataDir)
+	conn := connect(t, s.URL())
+	_, err := conn.Exec(t.Context(), "CREATE TABLE notes (body text); INSERT INTO notes VALUES ('kept')")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(t.Context()))
+	require.NoError(t, s.Stop(t.Context()))
+	require.NoError(t, s.Stop(t.Context()), "a second Stop is a no-op")
+	require.NoFileExists(t, filepath.Join(dataDir, "postmaster.pid"))
+
+	s = startServer(t, Options{DataDir: dataDir, Fast: true})
+	var body string
+	require.NoError(t, connect(t, s.URL()).QueryRow(t.Context(), "SELECT body FROM notes").Scan(&body))
+	require.Equal(t, "kept", body)
+}
+
+func TestDatabaseNames(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "pg")
+	tests := []struct {
+		database string
+		want     string
+	}{
+		{database: "", want: DefaultDatabase},
+		{database: "other", want: "other"},
+		{database: "Needs Quoting-1", want: "Needs Quoting-1"},
+	}
+	for _, tt := range tests {
+		s := startServer(t, Options{DataDir: dataDir, Database: tt.database, Fast: true})
+		var got string
+		require.NoError(t, connect(t, s.URL()).QueryRow(t.Context(), "SELECT current_database()").Scan(&got))
+		require.Equal(t, tt.want, got)
+		require.NoError(t, s.Stop(t.Context()))
+	}
+}
+
+func TestLongDataDirGetsShortSocketDir(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), strings.Repeat("d", 40), strings.Repeat("e", 40), "pg")
+	require.Greater(t, len(filepath.Join(dataDir, socketName)), maxSocketPath)
+
+	s := startServer(t, Options{DataDir: dataDir, Fast: true})
+	require.True(t, strings.HasPrefix(s.socketDir, "/tmp/mapg"), s.socketDir)
+	var one int
+	require.NoError(t, connect(t, s.URL()).QueryRow(t.Context(), "SELECT 1").Scan(&one))
+	require.NoError(t, s.Stop(t.Context()))
+	require.NoDirExists(t, s.socketDir)
+}
+
+// A crash leaves postmaster.pid behind; its pid may since belong to an unrelated live
+// process, which PostgreSQL alone would take for a running server.
+func TestStartAfterCrash(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "pg")
+	s := startServer(t, Options{DataDir: dataDir, Fast: true})
+	conn := connect(t, s.URL())
+	_, err := conn.Exec(t.Context(), "SET synchronous_commit = on; CREATE TABLE notes (body text); INSERT INTO notes VALUES ('kept')")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(t.Context()))
+
+	require.NoError(t, syscall.Kill(-s.process.Pid, syscall.SIGKILL))
+	<-s.exited
+	pidFile := filepath.Join(dataDir, "postmaster.pid")
+	lock, err := os.ReadFile(pidFile)
+	require.NoError(t, err, "a killed server leaves its pid file")
+	// PostgreSQL treats a pid it may not signal, or its parent's, as stale by itself; a live
+	// process of the server's own user is what fools it.
+	u, err := resolveServerUser()
+	require.NoError(t, err)
+	sleeper := exec.Command("sleep", "60")
+	sleeper.SysProcAttr = u.sysProcAttr()
+	require.NoError(t, sleeper.Start())
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
+	_, rest, _ := strings.Cut(string(lock), "\n")
+	require.NoError(t, os.WriteFile(pidFile, []byte(strconv.Itoa(sleeper.Process.Pid)+"\n"+rest), 0o600))
+
+	s = startServer(t, Options{DataDir: dataDir, Fast: true})
+	var body string
+	require.NoError(t, connect(t, s.URL()).QueryRow(t.Context(), "SELECT body FROM notes").Scan(&body))
+	require.Equal(t, "kept", body)
+}
+
+func TestRefusesSecondServerOnSameDir(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "pg")
+	s := startServer(t, Options{DataDir: dataDir, Fast: true})
+
+	_, err := Start(t.Context(), Options{DataDir: dataDir, Fast: true, Logger: testLogger(t)})
+	require.ErrorContains(t, err, "already running")
+
+	var one int
+	require.NoError(t, connect(t, s.URL()).QueryRow(t.Context(), "SELECT 1").Scan(&one), "the first server is untouched")
+}

@@ -1,0 +1,65 @@
+// Package sessions is the service layer: the business rules of agents, environments,
+// sessions and their event logs, shared by the HTTP API and (later) the controllers.
+//
+// It uses store for persistence and must never import httpapi, Temporal or Kubernetes
+// packages; callers see its rules only through the *Error values it returns.
+package sessions
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/managed-agents/managed-agents/internal/store"
+)
+
+// Kind classifies a rule violation; the HTTP layer maps each kind to a status and error type.
+type Kind int
+
+// Kinds of errors.
+const (
+	// KindInvalid is bad input or an operation the current state does not allow (400).
+	KindInvalid Kind = iota + 1
+	// KindNotFound is an unknown id, or one of another workspace (404).
+	KindNotFound
+	// KindConflict is a permanent conflict with stored state (409, not worth retrying).
+	KindConflict
+	// KindStaleVersion is an optimistic-concurrency failure on an agent update (409; the
+	// hosted service reports it as invalid_request_error, API.md §17).
+	KindStaleVersion
+)
+
+// Error is a rule violation with a message meant for API clients.
+type Error struct {
+	Kind    Kind
+	Message string
+	// Code is the optional stable error_code of API.md §9.2.
+	Code string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func invalidf(format string, args ...any) *Error {
+	return &Error{Kind: KindInvalid, Message: fmt.Sprintf(format, args...)}
+}
+
+func notFoundf(format string, args ...any) *Error {
+	return &Error{Kind: KindNotFound, Message: fmt.Sprintf(format, args...)}
+}
+
+func conflictf(format string, args ...any) *Error {
+	return &Error{Kind: KindConflict, Message: fmt.Sprintf(format, args...)}
+}
+
+// withCode sets the stable error code.
+func (e *Error) withCode(code string) *Error {
+	e.Code = code
+	return e
+}
+
+// notFoundAs turns store.ErrNotFound into a client-facing not-found error and wraps the rest.
+func notFoundAs(err error, format string, args ...any) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return notFoundf(format, args...)
+	}
+	return err
+}

@@ -1,0 +1,294 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/managed-agents/managed-agents/internal/store"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// clientEvent is the union of client event fields; DecodeStrict rejects anything else, and
+// per-type checks reject fields that do not belong to the event's type.
+type clientEvent struct {
+	Type            string               `json:"type"`
+	Content         *[]wire.ContentBlock `json:"content"`
+	SessionThreadID *string              `json:"session_thread_id"`
+	ToolUseID       *string              `json:"tool_use_id"`
+	Result          *string              `json:"result"`
+	DenyMessage     *string              `json:"deny_message"`
+	CustomToolUseID *string              `json:"custom_tool_use_id"`
+	IsError         *bool                `json:"is_error"`
+	Description     *string              `json:"description"`
+	Rubric          json.RawMessage      `json:"rubric"`
+	MaxIterations   *int                 `json:"max_iterations"`
+}
+
+// parsedEvent is a validated client event ready to append.
+type parsedEvent struct {
+	store.NewEvent
+	// ref is the event id this event answers, if any.
+	ref string
+}
+
+func parseInitialEvents(raw []json.RawMessage) ([]store.NewEvent, error) {
+	if len(raw) > maxInitialEvents {
+		return nil, invalidf("initial_events: at most %d events are allowed", maxInitialEvents)
+	}
+	out := make([]store.NewEvent, 0, len(raw))
+	for i, r := range raw {
+		field := fmt.Sprintf("initial_events[%d]", i)
+		ev, err := decodeClientEvent(field, r)
+		if err != nil {
+			return nil, err
+		}
+		if ev.Type != wire.EventUserMessage {
+			return nil, invalidf("%s.type: only user.message is allowed in initial_events", field)
+		}
+		p, err := buildClientEvent(field, ev, false)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.NewEvent)
+	}
+	return out, nil
+}
+
+func decodeClientEvent(field string, raw json.RawMessage) (clientEvent, error) {
+	var ev clientEvent
+	if err := wire.DecodeStrict(raw, &ev); err != nil {
+		return ev, invalidf("%s: %v", field, err)
+	}
+	return ev, nil
+}
+
+// buildClientEvent checks one event's fields for its type (API.md §5.2) and returns its
+// stored form. selfHosted allows user.tool_result.
+func buildClientEvent(field string, ev clientEvent, selfHosted bool) (parsedEvent, error) {
+	has := map[string]bool{
+		"content": ev.Content != nil, "session_thread_id": ev.SessionThreadID != nil, "tool_use_id": ev.ToolUseID != nil,
+		"result": ev.Result != nil, "deny_message": ev.DenyMessage != nil, "custom_tool_use_id": ev.CustomToolUseID != nil,
+		"is_error": ev.IsError != nil, "description": ev.Description != nil, "rubric": ev.Rubric != nil, "max_iterations": ev.MaxIterations != nil,
+	}
+	allowOnly := func(allowed ...string) error {
+		ok := map[string]bool{}
+		for _, a := range allowed {
+			ok[a] = true
+		}
+		for name, present := range has {
+			if present && !ok[name] {
+				return invalidf("%s.%s: not a field of %s", field, name, ev.Type)
+			}
+		}
+		return nil
+	}
+	body := map[string]any{}
+	var p parsedEvent
+	p.Type = ev.Type
+	switch ev.Type {
+	case wire.EventUserMessage:
+		if err := allowOnly("content"); err != nil {
+			return p, err
+		}
+		if ev.Content == nil || len(*ev.Content) == 0 {
+			return p, invalidf("%s.content: must have at least one block", field)
+		}
+		if err := wire.ValidateContent(field+".content", *ev.Content, wire.UserMessageBlocks); err != nil {
+			return p, invalidf("%s", err.Error())
+		}
+		body["content"] = *ev.Content
+	case wire.EventUserInterrupt:
+		if err := allowOnly("session_thread_id"); err != nil {
+			return p, err
+		}
+		if ev.SessionThreadID != nil {
+			return p, invalidf("%s.session_thread_id: this session has no thread %q (multiagent threads are not supported yet)", field, *ev.SessionThreadID)
+		}
+	case wire.EventUserToolConfirmation:
+		// session_thread_id is accepted and ignored: answers are routed by event id (API.md §15 row 30).
+		if err := allowOnly("tool_use_id", "result", "deny_message", "session_thread_id"); err != nil {
+			return p, err
+		}
+		if ev.ToolUseID == nil || *ev.ToolUseID == "" {
+			return p, invalidf("%s.tool_use_id: is required", field)
+		}
+		if ev.Result == nil || (*ev.Result != "allow" && *ev.Result != "deny") {
+			return p, invalidf("%s.result: must be allow or deny", field)
+		}
+		if ev.DenyMessage != nil && *ev.Result != "deny" {
+			return p, invalidf("%s.deny_message: only allowed with result deny", field)
+		}
+		body["tool_use_id"], body["result"], body["session_thread_id"] = *ev.ToolUseID, *ev.Result, nil
+		if ev.DenyMessage != nil {
+			body["deny_message"] = *ev.DenyMessage
+		}
+		p.ref = *ev.ToolUseID
+	case wire.EventUserCustomToolResult, wire.EventUserToolResult:
+		idField, idVal := "custom_tool_use_id", ev.CustomToolUseID
+		if ev.Type == wire.EventUserToolResult {
+			if !selfHosted {
+				return p, invalidf("%s.type: user.tool_result is only accepted on self_hosted environments", field)
+			}
+			idField, idVal = "tool_use_id", ev.ToolUseID
+		}
+		if err := allowOnly(idField, "content", "is_error", "session_thread_id"); err != nil {
+			return p, err
+		}
+		if idVal == nil || *idVal == "" {
+			return p, invalidf("%s.%s: is required", field, idField)
+		}
+		body[idField], body["session_thread_id"] = *idVal, nil
+		if ev.Content != nil {
+			if err := wire.ValidateContent(field+".content", *ev.Content, wire.ToolResultBlocks); err != nil {
+				return p, invalidf("%s", err.Error())
+			}
+			body["content"] = *ev.Content
+		}
+		if ev.IsError != nil {
+			body["is_error"] = *ev.IsError
+		}
+		// Results are processed on receipt (API.md §5.1).
+		p.Processed = true
+		p.ref = *idVal
+	case wire.EventUserDefineOutcome:
+		return p, invalidf("%s.type: user.define_outcome is not supported by this server yet", field)
+	case wire.EventSystemMessage:
+		return p, invalidf("%s.type: system.message is not supported by this model", field).withCode("model_does_not_support_mid_conversation_system")
+	case "":
+		return p, invalidf("%s.type: is required", field)
+	default:
+		return p, invalidf("%s.type: unknown client event type %q", field, ev.Type)
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return p, fmt.Errorf("encode event body: %w", err)
+	}
+	p.Body = raw
+	return p, nil
+}
+
+// answerKinds says which event an answer must reference and which answers already count.
+var answerKinds = map[string]struct {
+	target  []string
+	field   string
+	answers []string
+}{
+	wire.EventUserToolConfirmation: {[]string{wire.EventAgentToolUse, wire.EventAgentMCPToolUse}, "tool_use_id", []string{wire.EventUserToolConfirmation, wire.EventUserToolResult}},
+	wire.EventUserToolResult:       {[]string{wire.EventAgentToolUse}, "tool_use_id", []string{wire.EventUserToolConfirmation, wire.EventUserToolResult}},
+	wire.EventUserCustomToolResult: {[]string{wire.EventAgentCustomToolUse}, "custom_tool_use_id", []string{wire.EventUserCustomToolResult}},
+}
+
+// SendEvents validates every event, then appends them all in one transaction and returns the
+// echoes in request order. Nothing is written if any event is rejected.
+func (s *Service) SendEvents(ctx context.Context, workspaceID, sessionID string, raw []json.RawMessage) ([]wire.Event, error) {
+	if len(raw) == 0 {
+		return nil, invalidf("events: must have at least one event")
+	}
+	if len(raw) > maxEventsPerRequest {
+		return nil, invalidf("events: at most %d events per request", maxEventsPerRequest)
+	}
+	decoded := make([]clientEvent, len(raw))
+	for i, r := range raw {
+		ev, err := decodeClientEvent(fmt.Sprintf("events[%d]", i), r)
+		if err != nil {
+			return nil, err
+		}
+		decoded[i] = ev
+	}
+	var out []wire.Event
+	err := s.store.InTx(ctx, func(q *store.Queries) error {
+		sess, err := q.GetSession(ctx, workspaceID, sessionID, true)
+		if err != nil {
+			return notFoundAs(err, "session %s not found", sessionID)
+		}
+		if sess.ArchivedAt != nil || sess.Status == StatusTerminated {
+			return conflictf("session %s is %s; it accepts no new events", sessionID, terminalWord(sess))
+		}
+		env, err := q.GetEnvironment(ctx, workspaceID, sess.EnvironmentID, false)
+		if err != nil {
+			return fmt.Errorf("load session environment: %w", err)
+		}
+		selfHosted := envType(env) == "self_hosted"
+		events := make([]store.NewEvent, len(decoded))
+		answered := map[string]bool{}
+		for i, ev := range decoded {
+			field := fmt.Sprintf("events[%d]", i)
+			p, err := buildClientEvent(field, ev, selfHosted)
+			if err != nil {
+				return err
+			}
+			if p.ref != "" {
+				if answered[p.ref] {
+					return invalidf("%s: event %s is answered twice in this request", field, p.ref)
+				}
+				if err := checkAnswer(ctx, q, sessionID, field, p); err != nil {
+					return err
+				}
+				answered[p.ref] = true
+			}
+			// An interrupt on a session with nothing running applies at once (a no-op).
+			if p.Type == wire.EventUserInterrupt && sess.Status == StatusIdle {
+				p.Processed = true
+			}
+			events[i] = p.NewEvent
+		}
+		out, err = q.AppendEvents(ctx, sessionID, events, s.now())
+		return err
+	})
+	return out, err
+}
+
+// checkAnswer rejects answers to unknown ids, to events of the wrong kind, and to events
+// already answered, so nothing is half-applied.
+func checkAnswer(ctx context.Context, q *store.Queries, sessionID, field string, p parsedEvent) error {
+	kind := answerKinds[p.Type]
+	target, err := q.GetEvent(ctx, sessionID, p.ref)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return invalidf("%s.%s: no event %s in this session", field, kind.field, p.ref)
+		}
+		return err
+	}
+	okType := false
+	for _, t := range kind.target {
+		okType = okType || target.Type == t
+	}
+	if !okType {
+		return invalidf("%s.%s: event %s is a %s, not something %s answers", field, kind.field, p.ref, target.Type, p.Type)
+	}
+	if p.Type == wire.EventUserToolConfirmation {
+		var tu struct {
+			EvaluatedPermission string `json:"evaluated_permission"`
+		}
+		if err := json.Unmarshal(target.Body, &tu); err != nil {
+			return fmt.Errorf("decode %s: %w", target.ID, err)
+		}
+		if tu.EvaluatedPermission != "ask" {
+			return invalidf("%s.tool_use_id: event %s does not await confirmation", field, p.ref)
+		}
+	}
+	if _, err := q.EventReferencing(ctx, sessionID, kind.answers, kind.field, p.ref); err == nil {
+		return invalidf("%s.%s: event %s was already answered", field, kind.field, p.ref)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+func envType(env store.EnvironmentRecord) string {
+	var c struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(env.Config, &c) // stored configs are always valid JSON
+	return c.Type
+}
+
+// ListEvents returns one page of a session's log.
+func (s *Service) ListEvents(ctx context.Context, workspaceID, sessionID string, p EventListParams) ([]wire.Event, bool, error) {
+	if _, err := s.store.GetSession(ctx, workspaceID, sessionID, false); err != nil {
+		return nil, false, notFoundAs(err, "session %s not found", sessionID)
+	}
+	return s.store.ListEvents(ctx, sessionID, p)
+}

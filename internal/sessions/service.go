@@ -1,0 +1,36 @@
+package sessions
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/managed-agents/managed-agents/internal/store"
+)
+
+// ListParams selects one page of a created_at-ordered list.
+type ListParams = store.ListParams
+
+// Keyset is a position in such a list.
+type Keyset = store.Keyset
+
+// SessionListParams filters the sessions list.
+type SessionListParams = store.SessionListParams
+
+// EventListParams selects a page of a session's log.
+type EventListParams = store.EventListParams
+
+// Service implements the API's business rules on top of the store.
+type Service struct {
+	store    *store.Store
+	notifier *store.Notifier
+	logger   *slog.Logger
+	now      func() time.Time
+}
+
+// New returns a service. The notifier feeds live streams.
+func New(st *store.Store, notifier *store.Notifier, logger *slog.Logger) *Service {
+	return &Service{store: st, notifier: notifier, logger: logger, now: func() time.Time {
+		// Microseconds: what PostgreSQL keeps, so echoed and re-read timestamps agree.
+		return time.Now().UTC().Truncate(time.Microsecond)
+	}}
+}

@@ -1,0 +1,442 @@
+package sessions
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/managed-agents/managed-agents/internal/ids"
+	"github.com/managed-agents/managed-agents/internal/store"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// Session statuses (API.md §8.1).
+const (
+	StatusIdle         = "idle"
+	StatusRunning      = "running"
+	StatusRescheduling = "rescheduling"
+	StatusTerminated   = "terminated"
+)
+
+// CreateSession resolves the agent snapshot, checks the environment and stores the session
+// with its initial events, all in one transaction.
+func (s *Service) CreateSession(ctx context.Context, workspaceID string, p wire.SessionCreateParams) (wire.Session, error) {
+	ref, err := parseSessionAgent(p.Agent)
+	if err != nil {
+		return wire.Session{}, err
+	}
+	if p.EnvironmentID == "" {
+		return wire.Session{}, invalidf("environment_id: is required")
+	}
+	if p.Title != nil {
+		if err := checkLen("title", *p.Title, 0, maxTitleLen); err != nil {
+			return wire.Session{}, err
+		}
+	}
+	if err := validateMetadata("metadata", p.Metadata); err != nil {
+		return wire.Session{}, err
+	}
+	if err := checkUnsupportedSessionFields(p); err != nil {
+		return wire.Session{}, err
+	}
+	initial, err := parseInitialEvents(p.InitialEvents)
+	if err != nil {
+		return wire.Session{}, err
+	}
+	var out wire.Session
+	err = s.store.InTx(ctx, func(q *store.Queries) error {
+		agent, err := s.loadSessionAgent(ctx, q, workspaceID, ref)
+		if err != nil {
+			return err
+		}
+		snap, err := buildSnapshot(agent, ref)
+		if err != nil {
+			return err
+		}
+		env, err := q.GetEnvironment(ctx, workspaceID, p.EnvironmentID, false)
+		if err != nil {
+			return notFoundAs(err, "environment %s not found", p.EnvironmentID)
+		}
+		if env.ArchivedAt != nil {
+			return invalidf("environment_id: environment %s is archived", env.ID).withCode("environment_archived")
+		}
+		rawSnap, err := json.Marshal(snap)
+		if err != nil {
+			return fmt.Errorf("encode agent snapshot: %w", err)
+		}
+		usage, err := json.Marshal(wire.ZeroUsage())
+		if err != nil {
+			return fmt.Errorf("encode usage: %w", err)
+		}
+		now := s.now()
+		rec := store.SessionRecord{ID: ids.New(ids.Session), WorkspaceID: workspaceID, AgentID: agent.ID, AgentVersion: agent.Version,
+			EnvironmentID: env.ID, Title: p.Title, Metadata: p.Metadata, Agent: rawSnap, Status: StatusIdle, Usage: usage,
+			CreatedAt: now, UpdatedAt: now}
+		if err := q.InsertSession(ctx, rec); err != nil {
+			return err
+		}
+		if _, err := q.AppendEvents(ctx, rec.ID, initial, now); err != nil {
+			return err
+		}
+		out, err = s.sessionFromRecord(rec)
+		return err
+	})
+	return out, err
+}
+
+// checkUnsupportedSessionFields refuses features this server does not provide yet rather
+// than accepting and silently ignoring them.
+func checkUnsupportedSessionFields(p wire.SessionCreateParams) error {
+	if len(p.Resources) > 0 {
+		return invalidf("resources: session resources are not supported by this server yet")
+	}
+	if len(p.VaultIDs) > 0 {
+		return invalidf("vault_ids: vaults are not supported by this server yet")
+	}
+	if !isJSONNull(p.Budget) {
+		return invalidf("budget: budgets are not supported by this server yet").withCode("model_not_budgetable")
+	}
+	return nil
+}
+
+// parseSessionAgent accepts an agent id string, {type:"agent",id,version?} or
+// {type:"agent_with_overrides",…}.
+func parseSessionAgent(raw json.RawMessage) (wire.SessionAgentParam, error) {
+	raw = bytes.TrimSpace(raw)
+	if isJSONNull(raw) {
+		return wire.SessionAgentParam{}, invalidf("agent: is required")
+	}
+	if raw[0] == '"' {
+		var id string
+		if err := json.Unmarshal(raw, &id); err != nil {
+			return wire.SessionAgentParam{}, invalidf("agent: %v", err)
+		}
+		if id == "" {
+			return wire.SessionAgentParam{}, invalidf("agent: must not be empty")
+		}
+		return wire.SessionAgentParam{Type: "agent", ID: id}, nil
+	}
+	var p wire.SessionAgentParam
+	if err := wire.DecodeStrict(raw, &p); err != nil {
+		return p, invalidf("agent: %v", err)
+	}
+	switch p.Type {
+	case "agent":
+		if p.Model.Set || p.System.Set || p.Tools.Set || p.MCPServers.Set || p.Skills.Set {
+			return p, invalidf("agent: overrides need type agent_with_overrides")
+		}
+	case "agent_with_overrides":
+	default:
+		return p, invalidf("agent.type: must be agent or agent_with_overrides")
+	}
+	if p.ID == "" {
+		return p, invalidf("agent.id: is required")
+	}
+	if p.Version != nil && *p.Version < 1 {
+		return p, invalidf("agent.version: must be at least 1")
+	}
+	return p, nil
+}
+
+func (s *Service) loadSessionAgent(ctx context.Context, q *store.Queries, workspaceID string, ref wire.SessionAgentParam) (wire.Agent, error) {
+	var version int64
+	if ref.Version != nil {
+		version = *ref.Version
+	}
+	rec, err := q.GetAgent(ctx, workspaceID, ref.ID, version, false)
+	if err != nil {
+		if version > 0 && errors.Is(err, store.ErrNotFound) {
+			if ok, _ := q.AgentExists(ctx, workspaceID, ref.ID); ok {
+				return wire.Agent{}, notFoundf("agent.version: %d not found", version)
+			}
+		}
+		return wire.Agent{}, notFoundAs(err, "agent %s not found", ref.ID)
+	}
+	if rec.ArchivedAt != nil {
+		return wire.Agent{}, invalidf("agent: agent %s is archived", rec.ID)
+	}
+	return agentFromRecord(rec)
+}
+
+// buildSnapshot applies overrides to the agent version: omitted inherits, null or [] clears,
+// a value replaces. The snapshot keeps the base agent's id and version.
+func buildSnapshot(a wire.Agent, ref wire.SessionAgentParam) (wire.SessionAgent, error) {
+	snap := wire.SessionAgent{ID: a.ID, Type: "agent", Version: a.Version, Name: a.Name, Description: a.Description, System: a.System,
+		Model: a.Model, Tools: a.Tools, MCPServers: a.MCPServers, Skills: a.Skills, Multiagent: a.Multiagent, ExecutionIdentity: a.ExecutionIdentity}
+	if ref.Model.Set {
+		if ref.Model.Null {
+			return snap, invalidf("agent.model: cannot be null").withCode("agent_model_required")
+		}
+		m, err := resolveModel("agent.model", ref.Model.Value)
+		if err != nil {
+			return snap, err
+		}
+		// An override's effort is ignored and the agent's is not carried over (API.md §4.1).
+		m.Effort = nil
+		snap.Model = m
+	}
+	if ref.System.Set {
+		snap.System = clearable(ref.System, nil)
+		if snap.System != nil {
+			if err := checkLen("agent.system", *snap.System, 0, maxSystemLen); err != nil {
+				return snap, err
+			}
+		}
+	}
+	if ref.Tools.Set || ref.MCPServers.Set {
+		rawTools, rawServers, err := toolsPatch(a.AgentConfig, ref.Tools, ref.MCPServers)
+		if err != nil {
+			return snap, err
+		}
+		if snap.Tools, snap.MCPServers, err = resolveTools(rawTools, rawServers); err != nil {
+			return snap, &Error{Kind: KindInvalid, Message: "agent." + err.Error()}
+		}
+	}
+	if ref.Skills.Set {
+		skills, err := resolveSkills("agent.skills", ref.Skills.Value)
+		if err != nil {
+			return snap, err
+		}
+		snap.Skills = skills
+	}
+	if len(snap.Skills) > 0 && len(snap.Tools) == 0 {
+		return snap, invalidf("agent.tools: skills need the read tool; tools cannot be cleared while the agent has skills")
+	}
+	if snap.Tools == nil {
+		snap.Tools = []wire.Tool{}
+	}
+	if snap.MCPServers == nil {
+		snap.MCPServers = []wire.MCPServer{}
+	}
+	if snap.Skills == nil {
+		snap.Skills = []wire.Skill{}
+	}
+	return snap, nil
+}
+
+func (s *Service) sessionFromRecord(r store.SessionRecord) (wire.Session, error) {
+	var snap wire.SessionAgent
+	if err := json.Unmarshal(r.Agent, &snap); err != nil {
+		return wire.Session{}, fmt.Errorf("decode session %s agent: %w", r.ID, err)
+	}
+	usage := wire.ZeroUsage()
+	if len(r.Usage) > 0 {
+		if err := json.Unmarshal(r.Usage, &usage); err != nil {
+			return wire.Session{}, fmt.Errorf("decode session %s usage: %w", r.ID, err)
+		}
+	}
+	end := s.now()
+	if r.TerminatedAt != nil {
+		end = *r.TerminatedAt // duration is frozen once terminated
+	}
+	return wire.Session{ID: r.ID, Type: "session", Status: r.Status, Title: r.Title, Agent: snap, EnvironmentID: r.EnvironmentID,
+		Resources: []json.RawMessage{}, VaultIDs: []string{}, Metadata: r.Metadata, Budget: json.RawMessage("null"),
+		OutcomeEvaluations: []json.RawMessage{},
+		Stats:              wire.SessionStats{ActiveSeconds: r.ActiveSeconds, DurationSeconds: end.Sub(r.CreatedAt).Seconds()},
+		Usage:              usage, CreatedAt: wire.Time(r.CreatedAt), UpdatedAt: wire.Time(r.UpdatedAt), ArchivedAt: wire.TimePtr(r.ArchivedAt)}, nil
+}
+
+// GetSession returns a session of the workspace.
+func (s *Service) GetSession(ctx context.Context, workspaceID, id string) (wire.Session, error) {
+	rec, err := s.store.GetSession(ctx, workspaceID, id, false)
+	if err != nil {
+		return wire.Session{}, notFoundAs(err, "session %s not found", id)
+	}
+	return s.sessionFromRecord(rec)
+}
+
+// ListSessions returns one page of sessions.
+func (s *Service) ListSessions(ctx context.Context, workspaceID string, p SessionListParams) ([]wire.Session, bool, error) {
+	recs, more, err := s.store.ListSessions(ctx, workspaceID, p)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]wire.Session, len(recs))
+	for i, r := range recs {
+		if out[i], err = s.sessionFromRecord(r); err != nil {
+			return nil, false, err
+		}
+	}
+	return out, more, nil
+}
+
+// UpdateSession changes title, metadata or the session-local tools, and records what
+// changed as a session.updated event.
+func (s *Service) UpdateSession(ctx context.Context, workspaceID, id string, p wire.SessionUpdateParams) (wire.Session, error) {
+	if !isJSONNull(p.Budget) {
+		return wire.Session{}, invalidf("budget: budgets are not supported by this server yet")
+	}
+	if len(p.VaultIDs) > 0 {
+		return wire.Session{}, invalidf("vault_ids: updating vault_ids is not yet supported")
+	}
+	var out wire.Session
+	err := s.store.InTx(ctx, func(q *store.Queries) error {
+		rec, err := q.GetSession(ctx, workspaceID, id, true)
+		if err != nil {
+			return notFoundAs(err, "session %s not found", id)
+		}
+		if rec.ArchivedAt != nil || rec.Status == StatusTerminated {
+			return conflictf("session %s is %s and read-only", id, terminalWord(rec))
+		}
+		changed := map[string]any{}
+		if p.Title.Set {
+			var title *string
+			if !p.Title.Null {
+				if err := checkLen("title", p.Title.Value, 0, maxTitleLen); err != nil {
+					return err
+				}
+				title = &p.Title.Value
+			}
+			if !equalPtr(title, rec.Title) {
+				rec.Title = title
+				changed["title"] = title
+			}
+		}
+		if p.Metadata != nil {
+			md, err := patchMetadata("metadata", rec.Metadata, p.Metadata, false)
+			if err != nil {
+				return err
+			}
+			if !equalMaps(md, rec.Metadata) {
+				rec.Metadata = md
+				changed["metadata"] = wire.Metadata(md)
+			}
+		}
+		if p.Agent != nil && (p.Agent.Tools.Set || p.Agent.MCPServers.Set) {
+			snap, changedAgent, err := updateSnapshotTools(rec, *p.Agent)
+			if err != nil {
+				return err
+			}
+			if changedAgent {
+				if rec.Agent, err = json.Marshal(snap); err != nil {
+					return fmt.Errorf("encode agent snapshot: %w", err)
+				}
+				changed["agent"] = snap
+			}
+		}
+		if len(changed) > 0 {
+			now := s.now()
+			rec.UpdatedAt = now
+			if err := q.UpdateSession(ctx, rec); err != nil {
+				return err
+			}
+			body, err := json.Marshal(changed)
+			if err != nil {
+				return fmt.Errorf("encode session.updated: %w", err)
+			}
+			if _, err := q.AppendEvents(ctx, rec.ID, []store.NewEvent{{Type: wire.EventSessionUpdated, Body: body, Processed: true}}, now); err != nil {
+				return err
+			}
+		}
+		out, err = s.sessionFromRecord(rec)
+		return err
+	})
+	return out, err
+}
+
+func updateSnapshotTools(rec store.SessionRecord, p wire.SessionAgentUpdate) (wire.SessionAgent, bool, error) {
+	var snap wire.SessionAgent
+	if err := json.Unmarshal(rec.Agent, &snap); err != nil {
+		return snap, false, fmt.Errorf("decode session agent: %w", err)
+	}
+	// Tools change what the next turn may do; the hosted service requires an idle session.
+	if rec.Status != StatusIdle {
+		return snap, false, invalidf("agent: the session's tools can only be updated while it is idle (it is %s); interrupt it and wait for idle", rec.Status)
+	}
+	rawTools, rawServers, err := toolsPatch(wire.AgentConfig{Tools: snap.Tools, MCPServers: snap.MCPServers}, p.Tools, p.MCPServers)
+	if err != nil {
+		return snap, false, err
+	}
+	before, err := json.Marshal(snap)
+	if err != nil {
+		return snap, false, fmt.Errorf("encode session agent: %w", err)
+	}
+	if snap.Tools, snap.MCPServers, err = resolveTools(rawTools, rawServers); err != nil {
+		return snap, false, &Error{Kind: KindInvalid, Message: "agent." + err.Error()}
+	}
+	if len(snap.Skills) > 0 && len(snap.Tools) == 0 {
+		return snap, false, invalidf("agent.tools: skills need the read tool; tools cannot be cleared while the agent has skills")
+	}
+	after, err := json.Marshal(snap)
+	if err != nil {
+		return snap, false, fmt.Errorf("encode session agent: %w", err)
+	}
+	return snap, !bytes.Equal(before, after), nil
+}
+
+// ArchiveSession makes an idle session read-only and terminated; no event is appended
+// (API.md §17). Archiving twice keeps the first archived_at.
+func (s *Service) ArchiveSession(ctx context.Context, workspaceID, id string) (wire.Session, error) {
+	var out wire.Session
+	err := s.store.InTx(ctx, func(q *store.Queries) error {
+		rec, err := q.GetSession(ctx, workspaceID, id, true)
+		if err != nil {
+			return notFoundAs(err, "session %s not found", id)
+		}
+		if rec.Status == StatusRunning {
+			return invalidf(`Session %s cannot be archived while its status is "running". Only pending or idle sessions may be archived.`, id)
+		}
+		if rec.ArchivedAt == nil {
+			now := s.now()
+			rec.ArchivedAt, rec.UpdatedAt, rec.Status = &now, now, StatusTerminated
+			if rec.TerminatedAt == nil {
+				rec.TerminatedAt = &now
+			}
+			if err := q.UpdateSession(ctx, rec); err != nil {
+				return err
+			}
+		}
+		out, err = s.sessionFromRecord(rec)
+		return err
+	})
+	return out, err
+}
+
+// DeleteSession removes a session that is not running, with its events. Live streams are
+// woken and end with session.deleted.
+func (s *Service) DeleteSession(ctx context.Context, workspaceID, id string) error {
+	return s.store.InTx(ctx, func(q *store.Queries) error {
+		rec, err := q.GetSession(ctx, workspaceID, id, true)
+		if err != nil {
+			return notFoundAs(err, "session %s not found", id)
+		}
+		if rec.Status == StatusRunning {
+			return invalidf("Cannot delete session while it is running. Send an interrupt event or wait for the session to complete.")
+		}
+		if err := q.DeleteSession(ctx, id); err != nil {
+			if errors.Is(err, store.ErrReferenced) {
+				return conflictf("session %s still has a sandbox; its teardown has not finished, retry shortly", id)
+			}
+			return err
+		}
+		return nil
+	})
+}
+
+func terminalWord(r store.SessionRecord) string {
+	if r.ArchivedAt != nil {
+		return "archived"
+	}
+	return "terminated"
+}
+
+func equalPtr(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,75 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+
+	"github.com/managed-agents/managed-agents/internal/store"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// streamBatch bounds one read of a live stream so a long backlog is sent in pieces.
+const streamBatch = 500
+
+// Stream follows a session's log: the committed events after a cursor, in log order.
+type Stream struct {
+	store     *store.Store
+	sessionID string
+	cursor    int64
+	wake      <-chan struct{}
+	cancel    func()
+}
+
+// OpenStream starts following a session. Without resumeAfter it starts at the end of the
+// log (the contract has no replay); with an event id it replays everything after that event
+// (our resume extension). It subscribes before reading the cursor, so no event committed in
+// between is missed.
+func (s *Service) OpenStream(ctx context.Context, workspaceID, sessionID, resumeAfter string) (*Stream, error) {
+	wake, cancel := s.notifier.Subscribe(sessionID)
+	st := &Stream{store: s.store, sessionID: sessionID, wake: wake, cancel: cancel}
+	sess, err := s.store.GetSession(ctx, workspaceID, sessionID, false)
+	if err != nil {
+		cancel()
+		return nil, notFoundAs(err, "session %s not found", sessionID)
+	}
+	st.cursor = sess.LastSeq
+	if resumeAfter != "" {
+		ev, err := s.store.GetEvent(ctx, sessionID, resumeAfter)
+		if err != nil {
+			cancel()
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, invalidf("after_id: no event %s in this session", resumeAfter)
+			}
+			return nil, err
+		}
+		st.cursor = ev.Seq
+	}
+	return st, nil
+}
+
+// Wake receives a value when the log may have grown.
+func (st *Stream) Wake() <-chan struct{} { return st.wake }
+
+// Next returns the events committed after the cursor (possibly none) and advances it.
+// deleted reports that the session no longer exists.
+func (st *Stream) Next(ctx context.Context) (events []wire.Event, deleted bool, err error) {
+	evs, _, err := st.store.EventsAfter(ctx, st.sessionID, st.cursor, streamBatch)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(evs) > 0 {
+		st.cursor = evs[len(evs)-1].Seq
+		return evs, false, nil
+	}
+	exists, err := st.store.SessionExists(ctx, st.sessionID)
+	if err != nil {
+		return nil, false, err
+	}
+	return nil, !exists, nil
+}
+
+// Pending reports whether the last Next may have left events behind (a full batch).
+func (st *Stream) Pending(n int) bool { return n == streamBatch }
+
+// Close stops following.
+func (st *Stream) Close() { st.cancel() }

@@ -1,0 +1,172 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/managed-agents/managed-agents/internal/ids"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// NewEvent is an event to append.
+type NewEvent struct {
+	Type string
+	// Body is the type-specific fields as a JSON object (no id, type or processed_at).
+	Body json.RawMessage
+	// Processed sets processed_at to the append time; otherwise it stays null (queued).
+	Processed bool
+}
+
+// AppendEvents appends events to a session's log in one statement and returns them with
+// their ids and seqs. The seqs come from bumping sessions.last_seq, whose row lock orders
+// concurrent appends, so the log stays gap-free. A wake-up NOTIFY is queued in the same
+// transaction and is delivered only if it commits.
+func (q *Queries) AppendEvents(ctx context.Context, sessionID string, evs []NewEvent, now time.Time) ([]wire.Event, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	var last int64
+	err := q.db.QueryRow(ctx, `UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq`,
+		sessionID, len(evs)).Scan(&last)
+	if err != nil {
+		return nil, fmt.Errorf("reserve event seqs: %w", classify(err))
+	}
+	out := make([]wire.Event, len(evs))
+	seqs := make([]int64, len(evs))
+	evIDs := make([]string, len(evs))
+	types := make([]string, len(evs))
+	bodies := make([]string, len(evs))
+	processed := make([]*time.Time, len(evs))
+	for i, ev := range evs {
+		body := ev.Body
+		if len(body) == 0 {
+			body = json.RawMessage("{}")
+		}
+		out[i] = wire.Event{ID: ids.New(ids.Event), Type: ev.Type, Body: body, Seq: last - int64(len(evs)) + int64(i) + 1, CreatedAt: now}
+		if ev.Processed {
+			t := now
+			out[i].ProcessedAt = &t
+		}
+		seqs[i], evIDs[i], types[i], bodies[i], processed[i] = out[i].Seq, out[i].ID, ev.Type, string(body), out[i].ProcessedAt
+	}
+	_, err = q.db.Exec(ctx, `INSERT INTO events (session_id, seq, id, type, body, processed_at, created_at)
+		SELECT $1, s, i, t, b::jsonb, p, $7 FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::timestamptz[]) AS u(s, i, t, b, p)`,
+		sessionID, seqs, evIDs, types, bodies, processed, now)
+	if err != nil {
+		return nil, fmt.Errorf("insert events: %w", classify(err))
+	}
+	if err := q.notify(ctx, sessionID, last); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MarkProcessed sets processed_at on queued events.
+func (q *Queries) MarkProcessed(ctx context.Context, sessionID string, eventIDs []string, now time.Time) error {
+	_, err := q.db.Exec(ctx, `UPDATE events SET processed_at = $3 WHERE session_id = $1 AND id = ANY($2) AND processed_at IS NULL`,
+		sessionID, eventIDs, now)
+	if err != nil {
+		return fmt.Errorf("mark events processed: %w", err)
+	}
+	return nil
+}
+
+// EventListParams selects a page of a session's log.
+type EventListParams struct {
+	Limit int
+	Desc  bool
+	// AfterSeq continues strictly after this seq in the list's order (0 = from the start).
+	AfterSeq int64
+	Types    []string
+	// The processed_at window (API.md §2.5: created_at[...] filters compare processed_at).
+	ProcessedGT, ProcessedGTE, ProcessedLT, ProcessedLTE *time.Time
+}
+
+const eventColumns = `id, type, processed_at, body, seq, created_at`
+
+func scanEvent(row pgx.Row) (wire.Event, error) {
+	var e wire.Event
+	var body []byte
+	err := row.Scan(&e.ID, &e.Type, &e.ProcessedAt, &body, &e.Seq, &e.CreatedAt)
+	e.Body = body
+	return e, err
+}
+
+// ListEvents returns one page of a session's log in log order.
+func (q *Queries) ListEvents(ctx context.Context, sessionID string, p EventListParams) ([]wire.Event, bool, error) {
+	var b sqlBuilder
+	b.where("session_id = %s", sessionID)
+	if len(p.Types) > 0 {
+		b.where("type = ANY(%s)", p.Types)
+	}
+	for _, f := range []struct {
+		op string
+		t  *time.Time
+	}{{">", p.ProcessedGT}, {">=", p.ProcessedGTE}, {"<", p.ProcessedLT}, {"<=", p.ProcessedLTE}} {
+		if f.t != nil {
+			b.where("processed_at "+f.op+" %s", *f.t)
+		}
+	}
+	dir, op := "ASC", ">"
+	if p.Desc {
+		dir, op = "DESC", "<"
+	}
+	if p.AfterSeq > 0 {
+		b.where("seq "+op+" %s", p.AfterSeq)
+	}
+	sql := `SELECT ` + eventColumns + ` FROM events` + b.clause() + ` ORDER BY seq ` + dir + ` LIMIT ` + strconv.Itoa(p.Limit+1)
+	return q.collectEvents(ctx, sql, b.args, p.Limit)
+}
+
+// EventsAfter returns up to limit events with seq > after, in log order: the read of a live
+// stream after a wake-up.
+func (q *Queries) EventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]wire.Event, bool, error) {
+	return q.collectEvents(ctx, `SELECT `+eventColumns+` FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT `+strconv.Itoa(limit+1),
+		[]any{sessionID, after}, limit)
+}
+
+func (q *Queries) collectEvents(ctx context.Context, sql string, args []any, limit int) ([]wire.Event, bool, error) {
+	rows, err := q.db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("list events: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Event, error) { return scanEvent(r) })
+	if err != nil {
+		return nil, false, fmt.Errorf("list events: %w", err)
+	}
+	out, more := trim(out, limit, false)
+	return out, more, nil
+}
+
+// GetEvent returns one event of a session by id.
+func (q *Queries) GetEvent(ctx context.Context, sessionID, eventID string) (wire.Event, error) {
+	e, err := scanEvent(q.db.QueryRow(ctx, `SELECT `+eventColumns+` FROM events WHERE session_id = $1 AND id = $2`, sessionID, eventID))
+	if err != nil {
+		return wire.Event{}, fmt.Errorf("get event %s: %w", eventID, classify(err))
+	}
+	return e, nil
+}
+
+// EventReferencing returns the first event of one of types whose body field equals id, e.g.
+// the user.tool_confirmation that answers a tool_use; ErrNotFound when none.
+func (q *Queries) EventReferencing(ctx context.Context, sessionID string, types []string, field, id string) (wire.Event, error) {
+	e, err := scanEvent(q.db.QueryRow(ctx, `SELECT `+eventColumns+` FROM events
+		WHERE session_id = $1 AND type = ANY($2) AND body->>$3 = $4 ORDER BY seq LIMIT 1`, sessionID, types, field, id))
+	if err != nil {
+		return wire.Event{}, fmt.Errorf("find event referencing %s: %w", id, classify(err))
+	}
+	return e, nil
+}
+
+// notify queues a wake-up for the session's subscribers; seq -1 means deleted.
+func (q *Queries) notify(ctx context.Context, sessionID string, seq int64) error {
+	if _, err := q.db.Exec(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, sessionID+":"+strconv.FormatInt(seq, 10)); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,133 @@
+// Package store owns PostgreSQL: the embedded migrations, every query, the event log and the
+// LISTEN/NOTIFY notifier.
+//
+// It holds no business rules (those are in package sessions) and must never import HTTP,
+// Temporal or Kubernetes packages.
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Errors callers branch on.
+var (
+	ErrNotFound = errors.New("not found")
+	// ErrDuplicate is a unique-constraint violation (e.g. an environment name in use).
+	ErrDuplicate = errors.New("duplicate")
+	// ErrReferenced is a foreign-key violation: a row is still referenced.
+	ErrReferenced = errors.New("still referenced")
+)
+
+// querier is what both the pool and a transaction offer.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error)
+}
+
+// Store is the database handle.
+type Store struct {
+	pool *pgxpool.Pool
+	// Queries run outside any explicit transaction.
+	*Queries
+}
+
+// Queries runs the project's queries against the pool or a transaction.
+type Queries struct {
+	db querier
+}
+
+// Open connects to PostgreSQL. It does not migrate.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	return &Store{pool: pool, Queries: &Queries{db: pool}}, nil
+}
+
+// Close releases every connection.
+func (s *Store) Close() { s.pool.Close() }
+
+// Pool exposes the pool for the notifier and health checks.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Ping checks the database is reachable.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// InTx runs fn in one transaction: committed if fn returns nil, rolled back otherwise, so a
+// rejected request writes nothing.
+func (s *Store) InTx(ctx context.Context, fn func(q *Queries) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return fn(&Queries{db: tx})
+	})
+}
+
+// Migrate applies the embedded migrations. A session-level advisory lock makes concurrent
+// runs from several replicas safe: one applies, the others wait and find nothing to do.
+func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) error {
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return fmt.Errorf("create migration lock: %w", err)
+	}
+	sub, err := fsSub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, sub,
+		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("prepare migrations: %w", err)
+	}
+	results, err := provider.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("apply migrations: %w", err)
+	}
+	for _, r := range results {
+		logger.InfoContext(ctx, "applied migration", "version", r.Source.Version, "duration", r.Duration)
+	}
+	return nil
+}
+
+// classify maps PostgreSQL errors to the package's sentinel errors.
+func classify(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505":
+			return fmt.Errorf("%w: %s", ErrDuplicate, pgErr.ConstraintName)
+		case "23503":
+			return fmt.Errorf("%w: %s", ErrReferenced, pgErr.ConstraintName)
+		}
+	}
+	return err
+}

@@ -1,0 +1,131 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// ContentBlock is one block of event content (API.md §5.1): text, image, document,
+// search_result or redacted. Fields not used by a block's type stay empty.
+type ContentBlock struct {
+	Type      string          `json:"type"`
+	Text      *string         `json:"text,omitempty"`
+	Source    json.RawMessage `json:"source,omitempty"`
+	Title     *string         `json:"title,omitempty"`
+	Context   *string         `json:"context,omitempty"`
+	Content   []ContentBlock  `json:"content,omitempty"`
+	Citations json.RawMessage `json:"citations,omitempty"`
+}
+
+// UnmarshalJSON rejects unknown fields.
+func (c *ContentBlock) UnmarshalJSON(b []byte) error {
+	type plain ContentBlock
+	var p plain
+	if err := DecodeStrict(b, &p); err != nil {
+		return err
+	}
+	*c = ContentBlock(p)
+	return nil
+}
+
+// Block sets allowed in each place (API.md §5.1).
+var (
+	UserMessageBlocks = map[string]bool{"text": true, "image": true, "document": true}
+	ToolResultBlocks  = map[string]bool{"text": true, "image": true, "document": true, "search_result": true}
+)
+
+// ValidateContent checks each block's required fields for its type and that the type is
+// allowed where it is used. field is the path used in messages.
+func ValidateContent(field string, blocks []ContentBlock, allowed map[string]bool) error {
+	for i, b := range blocks {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if !allowed[b.Type] {
+			return fmt.Errorf("%s.type: %q is not allowed here", f, b.Type)
+		}
+		if err := b.validate(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b ContentBlock) validate(f string) error {
+	only := func(ok ...bool) error {
+		for _, o := range ok {
+			if !o {
+				return fmt.Errorf("%s: unexpected field for a %s block", f, b.Type)
+			}
+		}
+		return nil
+	}
+	switch b.Type {
+	case "text":
+		if b.Text == nil {
+			return fmt.Errorf("%s.text: is required", f)
+		}
+		return only(b.Source == nil, b.Title == nil, b.Context == nil, b.Content == nil, b.Citations == nil)
+	case "image":
+		if err := validateSource(f+".source", b.Source, "base64", "url", "file"); err != nil {
+			return err
+		}
+		return only(b.Text == nil, b.Title == nil, b.Context == nil, b.Content == nil, b.Citations == nil)
+	case "document":
+		if err := validateSource(f+".source", b.Source, "base64", "text", "url", "file"); err != nil {
+			return err
+		}
+		return only(b.Text == nil, b.Content == nil, b.Citations == nil)
+	case "search_result":
+		var src string
+		if err := json.Unmarshal(b.Source, &src); err != nil || src == "" {
+			return fmt.Errorf("%s.source: must be a URL string", f)
+		}
+		if b.Title == nil {
+			return fmt.Errorf("%s.title: is required", f)
+		}
+		if err := ValidateContent(f+".content", b.Content, map[string]bool{"text": true}); err != nil {
+			return err
+		}
+		return only(b.Text == nil, b.Context == nil)
+	}
+	return fmt.Errorf("%s.type: unknown content block type %q", f, b.Type)
+}
+
+type blockSource struct {
+	Type      string  `json:"type"`
+	MediaType *string `json:"media_type"`
+	Data      *string `json:"data"`
+	URL       *string `json:"url"`
+	FileID    *string `json:"file_id"`
+}
+
+func validateSource(f string, raw json.RawMessage, kinds ...string) error {
+	if len(raw) == 0 {
+		return fmt.Errorf("%s: is required", f)
+	}
+	var s blockSource
+	if err := DecodeStrict(raw, &s); err != nil {
+		return fmt.Errorf("%s: %w", f, err)
+	}
+	allowed := false
+	for _, k := range kinds {
+		allowed = allowed || s.Type == k
+	}
+	if !allowed {
+		return fmt.Errorf("%s.type: %q is not allowed here", f, s.Type)
+	}
+	switch s.Type {
+	case "base64", "text":
+		if s.MediaType == nil || s.Data == nil || s.URL != nil || s.FileID != nil {
+			return fmt.Errorf("%s: a %s source needs media_type and data only", f, s.Type)
+		}
+	case "url":
+		if s.URL == nil || *s.URL == "" || s.MediaType != nil || s.Data != nil || s.FileID != nil {
+			return fmt.Errorf("%s: a url source needs url only", f)
+		}
+	case "file":
+		if s.FileID == nil || *s.FileID == "" || s.MediaType != nil || s.Data != nil || s.URL != nil {
+			return fmt.Errorf("%s: a file source needs file_id only", f)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+)
+
+// Event is a persisted event: the envelope (id, type, processed_at) plus the type-specific
+// fields kept as one JSON object in Body. Keeping the body opaque lets the log store every
+// event type, including ones added later, without a schema change.
+type Event struct {
+	ID          string
+	Type        string
+	ProcessedAt *time.Time
+	// Body holds the type-specific fields as a JSON object, without id, type or processed_at.
+	Body json.RawMessage
+	// Seq is the event's position in its session's log; it is not part of the wire form.
+	Seq       int64
+	CreatedAt time.Time
+}
+
+// MarshalJSON writes {"type","id",<body fields>,"processed_at"} without decoding the body.
+func (e Event) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.Grow(len(e.Body) + 96)
+	b.WriteString(`{"type":`)
+	writeJSONString(&b, e.Type)
+	b.WriteString(`,"id":`)
+	writeJSONString(&b, e.ID)
+	body := bytes.TrimSpace(e.Body)
+	if len(body) > 2 { // more than "{}"
+		b.WriteByte(',')
+		b.Write(bytes.TrimSpace(body[1 : len(body)-1]))
+	}
+	b.WriteString(`,"processed_at":`)
+	if e.ProcessedAt == nil {
+		b.WriteString("null")
+	} else {
+		writeJSONString(&b, FormatTime(*e.ProcessedAt))
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+func writeJSONString(b *bytes.Buffer, s string) {
+	enc, _ := json.Marshal(s) // marshaling a string cannot fail
+	b.Write(enc)
+}
+
+// Event types (API.md §5).
+const (
+	EventUserMessage          = "user.message"
+	EventUserInterrupt        = "user.interrupt"
+	EventUserToolConfirmation = "user.tool_confirmation"
+	EventUserCustomToolResult = "user.custom_tool_result"
+	EventUserToolResult       = "user.tool_result"
+	EventUserDefineOutcome    = "user.define_outcome"
+	EventSystemMessage        = "system.message"
+
+	EventAgentMessage       = "agent.message"
+	EventAgentThinking      = "agent.thinking"
+	EventAgentToolUse       = "agent.tool_use"
+	EventAgentToolResult    = "agent.tool_result"
+	EventAgentMCPToolUse    = "agent.mcp_tool_use"
+	EventAgentMCPToolResult = "agent.mcp_tool_result"
+	EventAgentCustomToolUse = "agent.custom_tool_use"
+
+	EventSessionStatusRunning     = "session.status_running"
+	EventSessionStatusIdle        = "session.status_idle"
+	EventSessionStatusRescheduled = "session.status_rescheduled"
+	EventSessionStatusTerminated  = "session.status_terminated"
+	EventSessionError             = "session.error"
+	EventSessionUpdated           = "session.updated"
+	EventSessionUsage             = "session.usage"
+	EventSessionDeleted           = "session.deleted"
+)
+
+// EventTypes is the complete filter enum of GET …/events `types[]` (API.md §5.3).
+var EventTypes = []string{
+	"user.message", "user.interrupt", "user.tool_confirmation", "user.custom_tool_result",
+	"agent.custom_tool_use", "agent.message", "agent.thinking", "agent.mcp_tool_use",
+	"agent.mcp_tool_result", "agent.tool_use", "agent.tool_result", "agent.thread_message_received",
+	"agent.thread_message_sent", "agent.thread_context_compacted", "session.error",
+	"session.status_rescheduled", "session.status_running", "session.status_idle",
+	"session.status_terminated", "session.thread_created", "span.outcome_evaluation_start",
+	"span.outcome_evaluation_end", "span.model_request_start", "span.model_request_end",
+	"span.outcome_evaluation_ongoing", "user.define_outcome", "session.thread_status_running",
+	"session.thread_status_idle", "session.thread_status_terminated", "user.tool_result",
+	"session.thread_status_rescheduled", "session.updated", "system.message", "session.usage",
+	"workflow_run.created", "workflow_run.status_running", "workflow_run.status_idle",
+	"workflow_run.status_ended", "workflow_run.error", "workflow_run.phase_started",
+	"workflow_run.phase_ended",
+}
