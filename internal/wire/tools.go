@@ -519,8 +519,8 @@ func (t Tool) MarshalJSON() ([]byte, error) {
 	return nil, errors.New("wire: Tool has no member set")
 }
 
-// UnmarshalJSON reads a resolved tool back (from storage). Unlike the request side it
-// tolerates unknown fields, because stored rows may predate a field being dropped.
+// UnmarshalJSON reads a resolved tool back from storage. Only the request types need
+// path-naming errors, so this dispatches on `type` and lets encoding/json do the rest.
 func (t *Tool) UnmarshalJSON(data []byte) error {
 	var head struct {
 		Type string `json:"type"`

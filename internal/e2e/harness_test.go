@@ -1,0 +1,96 @@
+//go:build integration
+
+package e2e
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/app"
+	"github.com/managed-agents/managed-agents/internal/ids"
+	"github.com/managed-agents/managed-agents/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// env is one running server on its own database.
+type env struct {
+	t   *testing.T
+	api *app.API
+	srv *httptest.Server
+	// key is an API key of the first workspace; client uses it.
+	key    string
+	client anthropic.Client
+}
+
+// newEnv starts the API on a fresh database with one workspace and its key.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	api, err := app.NewAPI(ctx, pgtest.URL(t), logger)
+	require.NoError(t, err)
+	srv := httptest.NewServer(api.Handler)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		api.Close()
+	})
+	e := &env{t: t, api: api, srv: srv}
+	e.key = e.newKey()
+	e.client = e.clientFor(e.key)
+	return e
+}
+
+// newKey creates a key in a new workspace.
+func (e *env) newKey() string {
+	e.t.Helper()
+	key := "sk-test-" + ids.New("")
+	_, err := e.api.BindAPIKey(context.Background(), key)
+	require.NoError(e.t, err)
+	return key
+}
+
+// clientFor is the official SDK pointed at the server, retries off so every request is
+// seen exactly once.
+func (e *env) clientFor(key string, opts ...option.RequestOption) anthropic.Client {
+	base := []option.RequestOption{option.WithBaseURL(e.srv.URL), option.WithAPIKey(key), option.WithMaxRetries(0)}
+	return anthropic.NewClient(append(base, opts...)...)
+}
+
+// raw sends a request with curl-like headers (x-api-key, the beta) and returns status and body.
+func (e *env) raw(method, path, body string, headers ...string) (*http.Response, string) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	require.NoError(e.t, err)
+	req.Header.Set("x-api-key", e.key)
+	req.Header.Set("anthropic-version", "2023-06-01")
+	req.Header.Set("anthropic-beta", "managed-agents-2026-04-01")
+	req.Header.Set("content-type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+			continue
+		}
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	return resp, string(b)
+}
