@@ -1,0 +1,145 @@
+// Package model defines the stateless model client the agent loop talks to: one request in,
+// one complete assistant message out, optionally streamed as it is generated.
+//
+// Implementations live in sub-packages (fake, anthropic). This package must never import
+// store, httpapi, sessions, workflow, Temporal or Kubernetes packages.
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Block types used in messages.
+const (
+	BlockText       = "text"
+	BlockThinking   = "thinking"
+	BlockToolUse    = "tool_use"
+	BlockToolResult = "tool_result"
+)
+
+// Stop reasons of a response.
+const (
+	StopEndTurn   = "end_turn"
+	StopToolUse   = "tool_use"
+	StopMaxTokens = "max_tokens"
+	StopRefusal   = "refusal"
+)
+
+// Message is one turn of the conversation sent to the model.
+type Message struct {
+	Role    string  `json:"role"` // "user" or "assistant"
+	Content []Block `json:"content"`
+}
+
+// Block is one content block. Only the fields of its Type are set.
+type Block struct {
+	Type string `json:"type"`
+	// Text of a text block.
+	Text string `json:"text,omitempty"`
+	// Thinking text and its signature of a thinking block.
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	// ID, Name and Input of a tool_use block.
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+	// ToolUseID, Content and IsError of a tool_result block.
+	ToolUseID string  `json:"tool_use_id,omitempty"`
+	Content   []Block `json:"content,omitempty"`
+	IsError   bool    `json:"is_error,omitempty"`
+}
+
+// Tool is a tool offered to the model.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// Request is one model call.
+type Request struct {
+	Model     string    `json:"model"`
+	System    string    `json:"system,omitempty"`
+	Messages  []Message `json:"messages"`
+	Tools     []Tool    `json:"tools,omitempty"`
+	MaxTokens int       `json:"max_tokens"`
+}
+
+// Usage is the token accounting of one call.
+type Usage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+}
+
+// Response is the complete assistant message.
+type Response struct {
+	Content    []Block `json:"content"`
+	StopReason string  `json:"stop_reason"`
+	Usage      Usage   `json:"usage"`
+}
+
+// Delta kinds of a stream.
+const (
+	// DeltaBlockStart announces content block Index of Type.
+	DeltaBlockStart = "block_start"
+	// DeltaText appends Text to text block Index.
+	DeltaText = "text"
+	// DeltaThinking appends Text to thinking block Index.
+	DeltaThinking = "thinking"
+	// DeltaBlockStop ends block Index.
+	DeltaBlockStop = "block_stop"
+)
+
+// Delta is one piece of a streamed response, for previews only: the Response a stream
+// returns is authoritative.
+type Delta struct {
+	Kind  string
+	Index int
+	// Type is the block type on DeltaBlockStart.
+	Type string
+	Text string
+}
+
+// Client calls a model. Implementations are stateless and safe for concurrent use.
+type Client interface {
+	// Create returns the complete response.
+	Create(ctx context.Context, req Request) (Response, error)
+	// Stream calls onDelta as the response is generated, then returns the complete response.
+	Stream(ctx context.Context, req Request, onDelta func(Delta)) (Response, error)
+}
+
+// ErrorKind classifies model failures for retry decisions.
+type ErrorKind string
+
+// Kinds of model errors (API.md §5.5 maps them to session.error types).
+const (
+	ErrOverloaded  ErrorKind = "overloaded"   // 529: retryable
+	ErrRateLimited ErrorKind = "rate_limited" // 429: retryable
+	ErrServer      ErrorKind = "server"       // 5xx, timeouts, dropped connections: retryable
+	ErrInvalid     ErrorKind = "invalid"      // other 4xx: not retryable
+)
+
+// Error is a failed model call.
+type Error struct {
+	Kind    ErrorKind
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("model %s error (status %d): %s", e.Kind, e.Status, e.Message)
+}
+
+// Retryable reports whether trying again may succeed.
+func (e *Error) Retryable() bool { return e.Kind != ErrInvalid }
+
+// IsRetryable reports whether err is a model error worth retrying.
+func IsRetryable(err error) bool {
+	var me *Error
+	return errors.As(err, &me) && me.Retryable()
+}
