@@ -15,6 +15,9 @@ import (
 
 // NewEvent is an event to append.
 type NewEvent struct {
+	// ID is the event id; empty means a new sevt_ id. Callers pre-assign it when the id must
+	// be known before the commit (a preview announces the id of the event it precedes).
+	ID   string
 	Type string
 	// Body is the type-specific fields as a JSON object (no id, type or processed_at).
 	Body json.RawMessage
@@ -47,7 +50,11 @@ func (q *Queries) AppendEvents(ctx context.Context, sessionID string, evs []NewE
 		if len(body) == 0 {
 			body = json.RawMessage("{}")
 		}
-		out[i] = wire.Event{ID: ids.New(ids.Event), Type: ev.Type, Body: body, Seq: last - int64(len(evs)) + int64(i) + 1, CreatedAt: now}
+		id := ev.ID
+		if id == "" {
+			id = ids.New(ids.Event)
+		}
+		out[i] = wire.Event{ID: id, Type: ev.Type, Body: body, Seq: last - int64(len(evs)) + int64(i) + 1, CreatedAt: now}
 		if ev.Processed {
 			t := now
 			out[i].ProcessedAt = &t
