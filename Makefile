@@ -11,6 +11,9 @@ IMG ?= managed-agents:dev
 TEST_TIMEOUT ?= 30m
 
 LOCALBIN := $(CURDIR)/bin
+CA_BUNDLE := /etc/ssl/certs/ca-certificates.crt
+# Files the Dockerfile copies into the image besides the binary.
+IMAGE_ROOTFS := dist/image/rootfs
 TEMPORAL := $(LOCALBIN)/temporal
 STATICCHECK := $(LOCALBIN)/staticcheck
 
@@ -59,8 +62,14 @@ clean: ## Remove build outputs (keeps the tools in bin/, which take minutes to b
 ##@ Build
 
 .PHONY: docker-build
-docker-build: ## Build a static binary and the container image $(IMG).
+docker-build: ## Build a static binary and the container image (IMG, default managed-agents:dev).
 	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o $(LOCALBIN)/managed-agents .
+	@# A scratch image has no CA bundle (the HTTPS model client needs one) and no /tmp.
+	@test -f $(CA_BUNDLE) || { echo "$(CA_BUNDLE) is missing: apt-get install ca-certificates" >&2; exit 1; }
+	rm -rf $(IMAGE_ROOTFS)
+	mkdir -p $(IMAGE_ROOTFS)/etc/ssl/certs $(IMAGE_ROOTFS)/tmp
+	chmod 1777 $(IMAGE_ROOTFS)/tmp
+	cp $(CA_BUNDLE) $(IMAGE_ROOTFS)/etc/ssl/certs/ca-certificates.crt
 	docker build -t $(IMG) .
 
 ##@ Tools
