@@ -129,6 +129,10 @@ func agentFromRecord(rec store.AgentRecord) (wire.Agent, error) {
 
 // UpdateAgent applies an update and writes a new version only when something changed.
 func (s *Service) UpdateAgent(ctx context.Context, workspaceID, id string, p wire.AgentUpdateParams) (wire.Agent, error) {
+	// Versions start at 1, so a smaller one is malformed rather than stale.
+	if p.Version != nil && *p.Version < 1 {
+		return wire.Agent{}, invalidf("version: must be an integer of at least 1")
+	}
 	var out wire.Agent
 	err := s.store.InTx(ctx, func(q *store.Queries) error {
 		rec, err := q.GetAgent(ctx, workspaceID, id, 0, true)
@@ -289,14 +293,14 @@ func toolsPatch(cur wire.AgentConfig, t, srv wire.Nullable[json.RawMessage]) (js
 func (s *Service) ArchiveAgent(ctx context.Context, workspaceID, id string) (wire.Agent, error) {
 	var out wire.Agent
 	err := s.store.InTx(ctx, func(q *store.Queries) error {
-		rec, err := q.GetAgent(ctx, workspaceID, id, 0, true)
-		if err != nil {
+		if _, err := q.GetAgent(ctx, workspaceID, id, 0, true); err != nil {
 			return notFoundAs(err, "agent %s not found", id)
 		}
 		if err := q.ArchiveAgent(ctx, id, s.now()); err != nil {
 			return err
 		}
-		if rec, err = q.GetAgent(ctx, workspaceID, id, 0, false); err != nil {
+		rec, err := q.GetAgent(ctx, workspaceID, id, 0, false)
+		if err != nil {
 			return err
 		}
 		out, err = agentFromRecord(rec)
