@@ -46,12 +46,19 @@ func (q *Queries) InsertAgent(ctx context.Context, id, workspaceID string, confi
 // GetAgent returns version (0 = latest) of an agent in the workspace. With forUpdate the agent
 // row is locked until the transaction ends, serializing concurrent updates.
 func (q *Queries) GetAgent(ctx context.Context, workspaceID, id string, version int64, forUpdate bool) (AgentRecord, error) {
+	if forUpdate {
+		// Lock in a statement of its own: FOR UPDATE on the join below would, after waiting
+		// for a concurrent update, recheck the new latest_version against the old version
+		// row and find nothing. The read that follows takes a fresh snapshot.
+		var locked string
+		err := q.db.QueryRow(ctx, `SELECT id FROM agents WHERE id = $1 AND workspace_id = $2 FOR UPDATE`, id, workspaceID).Scan(&locked)
+		if err != nil {
+			return AgentRecord{}, fmt.Errorf("lock agent %s: %w", id, classify(err))
+		}
+	}
 	sql := `SELECT ` + agentColumns + ` FROM agents a JOIN agent_versions v ON v.agent_id = a.id
 		AND v.version = CASE WHEN $3 = 0 THEN a.latest_version ELSE $3 END
 		WHERE a.id = $1 AND a.workspace_id = $2`
-	if forUpdate {
-		sql += ` FOR UPDATE OF a`
-	}
 	r, err := scanAgent(q.db.QueryRow(ctx, sql, id, workspaceID, version))
 	if err != nil {
 		return AgentRecord{}, fmt.Errorf("get agent %s: %w", id, classify(err))

@@ -26,21 +26,18 @@ type NewEvent struct {
 }
 
 // AppendEvents appends events to a session's log in one statement and returns them with
-// their ids and seqs. The seqs come from bumping sessions.last_seq, whose row lock orders
-// concurrent appends, so the log stays gap-free. A wake-up NOTIFY is queued in the same
-// transaction and is delivered only if it commits.
+// their ids and seqs. The seqs come from bumping sessions.last_seq in the same statement as
+// the insert, so the row lock that orders concurrent appends is held until the events are
+// committed, also outside a transaction: no reader can see a seq before every smaller one,
+// and the log stays gap-free. A wake-up NOTIFY is queued in the same transaction and is
+// delivered only if it commits.
 func (q *Queries) AppendEvents(ctx context.Context, sessionID string, evs []NewEvent, now time.Time) ([]wire.Event, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	var last int64
-	err := q.db.QueryRow(ctx, `UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq`,
-		sessionID, len(evs)).Scan(&last)
-	if err != nil {
-		return nil, fmt.Errorf("reserve event seqs: %w", classify(err))
-	}
+	// The time PostgreSQL keeps, so what is returned equals what is read back later.
+	now = now.UTC().Truncate(time.Microsecond)
 	out := make([]wire.Event, len(evs))
-	seqs := make([]int64, len(evs))
 	evIDs := make([]string, len(evs))
 	types := make([]string, len(evs))
 	bodies := make([]string, len(evs))
@@ -54,18 +51,25 @@ func (q *Queries) AppendEvents(ctx context.Context, sessionID string, evs []NewE
 		if id == "" {
 			id = ids.New(ids.Event)
 		}
-		out[i] = wire.Event{ID: id, Type: ev.Type, Body: body, Seq: last - int64(len(evs)) + int64(i) + 1, CreatedAt: now}
+		out[i] = wire.Event{ID: id, Type: ev.Type, Body: body, CreatedAt: now}
 		if ev.Processed {
 			t := now
 			out[i].ProcessedAt = &t
 		}
-		seqs[i], evIDs[i], types[i], bodies[i], processed[i] = out[i].Seq, out[i].ID, ev.Type, string(body), out[i].ProcessedAt
+		evIDs[i], types[i], bodies[i], processed[i] = out[i].ID, ev.Type, string(body), out[i].ProcessedAt
 	}
-	_, err = q.db.Exec(ctx, `INSERT INTO events (session_id, seq, id, type, body, processed_at, created_at)
-		SELECT $1, s, i, t, b::jsonb, p, $7 FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::timestamptz[]) AS u(s, i, t, b, p)`,
-		sessionID, seqs, evIDs, types, bodies, processed, now)
+	var last int64
+	err := q.db.QueryRow(ctx, `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq),
+		ins AS (INSERT INTO events (session_id, seq, id, type, body, processed_at, created_at)
+			SELECT $1, s.last_seq - $2 + u.n, u.i, u.t, u.b::jsonb, u.p, $7
+			FROM s, unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[]) WITH ORDINALITY AS u(i, t, b, p, n))
+		SELECT last_seq FROM s`,
+		sessionID, len(evs), evIDs, types, bodies, processed, now).Scan(&last)
 	if err != nil {
-		return nil, fmt.Errorf("insert events: %w", classify(err))
+		return nil, fmt.Errorf("append events: %w", classify(err))
+	}
+	for i := range out {
+		out[i].Seq = last - int64(len(evs)) + int64(i) + 1
 	}
 	if err := q.notify(ctx, sessionID, last); err != nil {
 		return nil, err

@@ -59,11 +59,15 @@ func (n *Notifier) Subscribe(sessionID string) (<-chan struct{}, func()) {
 // Run listens until ctx ends, reconnecting with backoff. After every (re)connect it wakes
 // every subscriber, because notifications sent while disconnected are gone.
 func (n *Notifier) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	const initialBackoff = 100 * time.Millisecond
+	backoff := initialBackoff
 	for ctx.Err() == nil {
-		err := n.listen(ctx)
+		connected, err := n.listen(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if connected {
+			backoff = initialBackoff // a working connection that later broke starts over
 		}
 		n.logger.WarnContext(ctx, "notifier connection lost; reconnecting", "error", err, "backoff", backoff)
 		select {
@@ -75,23 +79,25 @@ func (n *Notifier) Run(ctx context.Context) {
 	}
 }
 
-func (n *Notifier) listen(ctx context.Context) error {
+// listen holds one LISTEN connection until it fails; connected reports whether LISTEN was
+// established.
+func (n *Notifier) listen(ctx context.Context) (connected bool, err error) {
 	pooled, err := n.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	// Taken out of the pool for good: a connection with an active LISTEN must not be reused.
 	conn := pooled.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+EventsChannel); err != nil {
-		return err
+		return false, err
 	}
 	n.readyOnce.Do(func() { close(n.ready) })
 	n.wakeAll()
 	for {
 		msg, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		sessionID, _, _ := strings.Cut(msg.Payload, ":")
 		n.wake(sessionID)

@@ -1,0 +1,135 @@
+//go:build integration
+
+package store
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/ids"
+)
+
+func newKey() string { return "sk-ant-test-" + ids.New("") }
+
+func TestAPIKeysAreStoredHashed(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := t.Context()
+	ws, err := st.CreateWorkspace(ctx, "hashed")
+	require.NoError(t, err)
+	require.True(t, ids.HasPrefix(ws, ids.Workspace))
+	key := newKey()
+	require.NoError(t, st.CreateAPIKey(ctx, ws, key))
+
+	var row string
+	var hash []byte
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT row_to_json(k)::text, key_hash FROM api_keys k WHERE workspace_id = $1`, ws).Scan(&row, &hash))
+	require.NotContains(t, row, key, "the stored row does not hold the key")
+	require.False(t, bytes.Contains(hash, []byte(key)))
+	sum := sha256.Sum256([]byte(key))
+	require.Equal(t, sum[:], hash, "the key is stored as its SHA-256 digest")
+
+	got, err := st.WorkspaceForKey(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, ws, got)
+}
+
+func TestWorkspaceForKeyErrors(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := t.Context()
+	ws, err := st.CreateWorkspace(ctx, "w")
+	require.NoError(t, err)
+	key := newKey()
+	require.NoError(t, st.CreateAPIKey(ctx, ws, key))
+
+	cases := []struct {
+		name string
+		key  string
+	}{
+		{"unknown key", newKey()},
+		{"empty key", ""},
+		{"prefix of a key", key[:len(key)-1]},
+		{"key in another case", strings.ToUpper(key)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := st.WorkspaceForKey(ctx, tc.key)
+			require.ErrorIs(t, err, ErrNotFound)
+		})
+	}
+
+	t.Run("a key can be registered once", func(t *testing.T) {
+		other, err := st.CreateWorkspace(ctx, "other")
+		require.NoError(t, err)
+		require.ErrorIs(t, st.CreateAPIKey(ctx, other, key), ErrDuplicate)
+	})
+}
+
+func TestEnsureAPIKeyIsIdempotent(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := t.Context()
+	key := newKey()
+
+	first, err := st.EnsureAPIKey(ctx, key, "dev")
+	require.NoError(t, err)
+	again, err := st.EnsureAPIKey(ctx, key, "dev")
+	require.NoError(t, err)
+	require.Equal(t, first, again)
+	found, err := st.WorkspaceForKey(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, first, found)
+
+	other, err := st.EnsureAPIKey(ctx, newKey(), "dev")
+	require.NoError(t, err)
+	require.NotEqual(t, first, other, "another key gets its own workspace")
+	require.Equal(t, 2, countRows(t, st, "workspaces"))
+	require.Equal(t, 2, countRows(t, st, "api_keys"))
+}
+
+// Several replicas starting at once with the same configured key must agree on one workspace.
+func TestEnsureAPIKeyConcurrentlyCreatesOneWorkspace(t *testing.T) {
+	t.Parallel()
+	const replicas, callsEach = 4, 3
+	url := migratedURL(t)
+	key := newKey()
+
+	var mu sync.Mutex
+	got := map[string]int{}
+	errs := make([]error, replicas*callsEach)
+	var wg sync.WaitGroup
+	for r := range replicas {
+		st := openStore(t, url)
+		for c := range callsEach {
+			wg.Go(func() {
+				ws, err := st.EnsureAPIKey(t.Context(), key, "dev")
+				errs[r*callsEach+c] = err
+				mu.Lock()
+				got[ws]++
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "call %d", i)
+	}
+	require.Len(t, got, 1, "every call returned the same workspace: %v", got)
+
+	st := openStore(t, url)
+	require.Equal(t, 1, countRows(t, st, "workspaces"))
+	require.Equal(t, 1, countRows(t, st, "api_keys"))
+}
+
+func countRows(t *testing.T, st *Store, table string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, st.Pool().QueryRow(t.Context(), `SELECT count(*) FROM `+table).Scan(&n))
+	return n
+}
