@@ -17,9 +17,7 @@ func (s *Server) authenticated(h apiHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("x-api-key")
 		if key == "" {
-			if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-				key = strings.TrimSpace(v)
-			}
+			key = bearerToken(r.Header.Get("Authorization"))
 		}
 		if key == "" {
 			writeError(w, r, http.StatusUnauthorized, "authentication_error", "invalid x-api-key", "")
@@ -56,4 +54,14 @@ func hasBeta(values []string, want string) bool {
 		}
 	}
 	return false
+}
+
+// bearerToken returns the credentials of an Authorization: Bearer header, or "". The scheme
+// name is case-insensitive (RFC 9110 §11.1), so "bearer" from hand-written clients counts too.
+func bearerToken(header string) string {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -11,15 +12,12 @@ import (
 // decodeBody reads a JSON object body into v: at most 32 MB (413 beyond), unknown fields
 // rejected, every error naming the field.
 func decodeBody(r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBodyBytes))
+	body, err := readBody(r)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return &apiError{status: http.StatusRequestEntityTooLarge, errType: "request_too_large", msg: "Request exceeds the maximum allowed number of bytes (32 MB)."}
-		}
-		return badRequest("could not read request body: " + err.Error())
+		return err
 	}
-	if len(body) == 0 {
+	// A bare null would decode as an empty object and blame the first required field.
+	if len(bytes.TrimSpace(body)) == 0 || bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
 		return badRequest("request body must be a JSON object")
 	}
 	if err := wire.DecodeStrict(body, v); err != nil {
@@ -30,9 +28,9 @@ func decodeBody(r *http.Request, v any) error {
 
 // decodeOptionalBody is decodeBody for endpoints whose body may be empty (archive).
 func decodeOptionalBody(r *http.Request) error {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBodyBytes))
+	body, err := readBody(r)
 	if err != nil {
-		return badRequest("could not read request body: " + err.Error())
+		return err
 	}
 	if len(body) == 0 {
 		return nil
@@ -42,4 +40,18 @@ func decodeOptionalBody(r *http.Request) error {
 		return badRequest(err.Error())
 	}
 	return nil
+}
+
+// readBody reads at most 32 MB; a larger body is a 413 on every endpoint, including those
+// whose body is optional.
+func readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, &apiError{status: http.StatusRequestEntityTooLarge, errType: "request_too_large", msg: "Request exceeds the maximum allowed number of bytes (32 MB)."}
+		}
+		return nil, badRequest("could not read request body: " + err.Error())
+	}
+	return body, nil
 }

@@ -112,7 +112,8 @@ func (q query) pageCursor(order string) (*cursor, error) {
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(s, cursorPrefix))
 	var c cursor
-	if err != nil || !strings.HasPrefix(s, cursorPrefix) || json.Unmarshal(raw, &c) != nil {
+	// Every cursor we issue names its order; one without is not ours.
+	if err != nil || !strings.HasPrefix(s, cursorPrefix) || json.Unmarshal(raw, &c) != nil || (c.Order != "asc" && c.Order != "desc") {
 		return nil, badRequest("invalid page cursor")
 	}
 	if c.Order != order {

@@ -41,7 +41,7 @@ func resolveAgentCreate(p wire.AgentCreateParams) (wire.AgentConfig, error) {
 	if err != nil {
 		return wire.AgentConfig{}, err
 	}
-	cfg := wire.AgentConfig{Name: p.Name, Model: model, Description: p.Description, System: p.System, Metadata: p.Metadata}
+	cfg := wire.AgentConfig{Name: p.Name, Model: model, Description: p.Description, System: p.System, Metadata: wire.Metadata(p.Metadata)}
 	if cfg.Tools, cfg.MCPServers, err = resolveTools(p.Tools, p.MCPServers); err != nil {
 		return wire.AgentConfig{}, err
 	}

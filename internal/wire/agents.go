@@ -18,7 +18,33 @@ type AgentCreateParams struct {
 	Skills            []SkillParam       `json:"skills"`
 	Multiagent        json.RawMessage    `json:"multiagent"`
 	ExecutionIdentity *ExecutionIdentity `json:"execution_identity"`
-	Metadata          map[string]string  `json:"metadata"`
+	Metadata          MetadataParam      `json:"metadata"`
+}
+
+// MetadataParam is metadata as sent on create: every value must be a string. Plain
+// encoding/json would store a null value as "", silently inventing a value.
+type MetadataParam map[string]string
+
+// UnmarshalJSON rejects null and non-string values, naming the key.
+func (m *MetadataParam) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		*m = nil
+		return nil
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("metadata: %w", ErrNotObject)
+	}
+	out := make(MetadataParam, len(raw))
+	for k, v := range raw {
+		var s *string
+		if err := json.Unmarshal(v, &s); err != nil || s == nil {
+			return fmt.Errorf("metadata.%s: must be a string", k)
+		}
+		out[k] = *s
+	}
+	*m = out
+	return nil
 }
 
 // AgentUpdateParams is the body of POST /v1/agents/{id}: omitted fields are kept, null clears

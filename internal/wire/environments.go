@@ -8,7 +8,7 @@ type EnvironmentCreateParams struct {
 	Description *string                 `json:"description"`
 	Config      *EnvironmentConfigParam `json:"config"`
 	Scope       *string                 `json:"scope"`
-	Metadata    map[string]string       `json:"metadata"`
+	Metadata    MetadataParam           `json:"metadata"`
 }
 
 // EnvironmentUpdateParams is the body of POST /v1/environments/{id}.
