@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Block types used in messages.
@@ -129,6 +130,9 @@ type Error struct {
 	Kind    ErrorKind
 	Status  int
 	Message string
+	// RetryAfter is how long the endpoint asked the caller to wait before trying again
+	// (retry-after / retry-after-ms on 429 and 529); zero when it did not say.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -142,4 +146,21 @@ func (e *Error) Retryable() bool { return e.Kind != ErrInvalid }
 func IsRetryable(err error) bool {
 	var me *Error
 	return errors.As(err, &me) && me.Retryable()
+}
+
+type attemptKey struct{}
+
+// WithAttempt marks calls made with ctx as try number n (1 = the first try) of one model call.
+// Whoever owns retries sets it. A failed call leaves no trace in the conversation, so this is
+// the only stateless way for a client (the fake model's /fail) to tell a retry from a first try.
+func WithAttempt(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, attemptKey{}, n)
+}
+
+// Attempt returns the try number recorded by WithAttempt, or 1 when none was recorded.
+func Attempt(ctx context.Context) int {
+	if n, ok := ctx.Value(attemptKey{}).(int); ok && n > 0 {
+		return n
+	}
+	return 1
 }

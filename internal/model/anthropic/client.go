@@ -1,0 +1,203 @@
+// Package anthropic is the model client for an Anthropic-shaped Messages endpoint
+// (POST {base}/v1/messages, anthropic-version 2023-06-01) with API-key (x-api-key) or bearer
+// authentication. Create makes one non-streaming call; Stream sets "stream": true and turns
+// the server-sent events into model.Delta callbacks and the final model.Response.
+//
+// Every failure the endpoint or the network causes is a *model.Error classified for the
+// caller's retry decision (429 rate_limited; 529 or overloaded_error overloaded; 5xx, 408,
+// timeouts, dropped connections, truncated or malformed streams and mid-stream api_error
+// events server; other 4xx invalid). The client never retries by itself: the durable workflow
+// owns retries and their backoff, and sees retry-after in model.Error.RetryAfter. A cancelled
+// caller context is returned as that context's error, not as a model error.
+//
+// It is written by hand on net/http rather than on github.com/anthropics/anthropic-sdk-go:
+// the SDK retries by itself (a second, hidden retry loop under the workflow's), its request
+// parameters are union types that would need a conversion layer as large as this package's
+// encoder, its errors would need classifying again anyway, and DESIGN.md §8 keeps the SDK out
+// of the binary (tests only). The tests use the SDK as an independent reader of the wire
+// format the test server speaks.
+//
+// Content blocks other than text, thinking and tool_use (redacted_thinking, server tool
+// blocks, citations) have no place in model.Block and are dropped from responses.
+//
+// It imports only the model package and the standard library.
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/managed-agents/managed-agents/internal/model"
+)
+
+// Defaults of a Client.
+const (
+	DefaultBaseURL = "https://api.anthropic.com"
+	// APIVersion is sent as the anthropic-version header.
+	APIVersion = "2023-06-01"
+	// DefaultMaxTokens applies when a request does not set MaxTokens; every current model
+	// accepts it.
+	DefaultMaxTokens = 4096
+	// DefaultTimeout bounds one call, the value the API documentation recommends.
+	DefaultTimeout = 10 * time.Minute
+)
+
+// maxErrorBody bounds how much of an error response is read for its message.
+const maxErrorBody = 64 << 10
+
+// Client calls the Messages endpoint. It is stateless and safe for concurrent use.
+type Client struct {
+	endpoint  string
+	apiKey    string
+	bearer    string
+	headers   http.Header
+	http      *http.Client
+	timeout   time.Duration
+	maxTokens int
+}
+
+var _ model.Client = (*Client)(nil)
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithBaseURL sets the endpoint's base URL; "/v1/messages" is appended to it.
+func WithBaseURL(base string) Option { return func(c *Client) { c.endpoint = base } }
+
+// WithAPIKey authenticates with the x-api-key header.
+func WithAPIKey(key string) Option { return func(c *Client) { c.apiKey = key } }
+
+// WithBearerToken authenticates with "Authorization: Bearer TOKEN" (gateways, proxies).
+func WithBearerToken(token string) Option { return func(c *Client) { c.bearer = token } }
+
+// WithHTTPClient sets the HTTP client (transport, proxies, TLS). Its own Timeout, if any,
+// also cuts streams, so prefer WithTimeout.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
+
+// WithTimeout bounds each call, the whole stream included; 0 means no bound of its own.
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithMaxTokens sets max_tokens for requests that leave MaxTokens at 0.
+func WithMaxTokens(n int) Option { return func(c *Client) { c.maxTokens = n } }
+
+// WithHeader adds a header to every call, e.g. anthropic-beta.
+func WithHeader(key, value string) Option {
+	return func(c *Client) { c.headers.Add(key, value) }
+}
+
+// New returns a client. Without WithAPIKey or WithBearerToken it sends no credentials, which
+// suits local gateways that add their own.
+func New(opts ...Option) (*Client, error) {
+	c := &Client{
+		endpoint:  DefaultBaseURL,
+		headers:   http.Header{},
+		http:      http.DefaultClient,
+		timeout:   DefaultTimeout,
+		maxTokens: DefaultMaxTokens,
+	}
+	for _, opt := range opts {
+		opt(c)
+	}
+	base, err := url.Parse(c.endpoint)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("anthropic: base URL %q must be an absolute http or https URL", c.endpoint)
+	}
+	if c.maxTokens < 1 {
+		return nil, fmt.Errorf("anthropic: max tokens must be at least 1, got %d", c.maxTokens)
+	}
+	if c.timeout < 0 {
+		return nil, fmt.Errorf("anthropic: timeout must not be negative, got %s", c.timeout)
+	}
+	if c.http == nil {
+		return nil, errors.New("anthropic: HTTP client must not be nil")
+	}
+	c.endpoint = strings.TrimSuffix(base.String(), "/") + "/v1/messages"
+	return c, nil
+}
+
+// Create makes a non-streaming call.
+func (c *Client) Create(ctx context.Context, req model.Request) (model.Response, error) {
+	return c.call(ctx, req, false, readMessage)
+}
+
+// Stream makes a streaming call, calling onDelta (which may be nil) as blocks arrive.
+func (c *Client) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Response, error) {
+	return c.call(ctx, req, true, func(body io.Reader) (model.Response, error) {
+		return readStream(body, onDelta)
+	})
+}
+
+// errTimedOut is the cause of the client's own deadline, to tell it from the caller's.
+var errTimedOut = errors.New("anthropic call timed out")
+
+// call sends one request and reads its answer with read.
+func (c *Client) call(ctx context.Context, req model.Request, stream bool, read func(io.Reader) (model.Response, error)) (model.Response, error) {
+	body, err := encodeRequest(req, c.maxTokens, stream)
+	if err != nil {
+		return model.Response{}, fmt.Errorf("anthropic: encode request: %w", err)
+	}
+	callCtx := ctx
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithTimeoutCause(ctx, c.timeout, errTimedOut)
+		defer cancel()
+	}
+	resp, err := c.send(callCtx, body, stream)
+	if err == nil {
+		defer resp.Body.Close()
+		if resp.StatusCode < 200 || resp.StatusCode > 299 {
+			return model.Response{}, statusError(resp, time.Now())
+		}
+		var out model.Response
+		if out, err = read(resp.Body); err == nil {
+			return out, nil
+		}
+	}
+	return model.Response{}, c.failure(ctx, callCtx, err)
+}
+
+func (c *Client) send(ctx context.Context, body []byte, stream bool) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	for k, v := range c.headers {
+		req.Header[k] = slices.Clone(v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	req.Header.Set("anthropic-version", APIVersion)
+	if c.apiKey != "" {
+		req.Header.Set("x-api-key", c.apiKey)
+	}
+	if c.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+c.bearer)
+	}
+	return c.http.Do(req)
+}
+
+// failure turns an error met while sending or reading into what the caller should see.
+func (c *Client) failure(ctx, callCtx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("anthropic: %w", ctx.Err())
+	}
+	var me *model.Error
+	if errors.As(err, &me) {
+		return me
+	}
+	if errors.Is(context.Cause(callCtx), errTimedOut) {
+		return &model.Error{Kind: model.ErrServer, Message: fmt.Sprintf("no complete answer within %s", c.timeout)}
+	}
+	return &model.Error{Kind: model.ErrServer, Message: err.Error()}
+}
