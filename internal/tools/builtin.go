@@ -1,0 +1,158 @@
+package tools
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// Result is the outcome of one built-in tool call as the model sees it: the text of the
+// tool_result block and whether it reports an error. A tool that fails (bad input, a missing
+// file, a timeout) still produces a Result; RunBuiltin never returns a Go error.
+type Result struct {
+	Text    string
+	IsError bool
+}
+
+// MaxResultChars is the longest result text handed to the model; longer output is cut and the
+// full text kept in a sandbox file (API.md §3.2).
+const MaxResultChars = 100_000
+
+// StateDir is the hidden workspace directory where the built-ins keep their state (the bash
+// working directory) and spilled outputs. Keeping state in the sandbox, not in Go, makes the
+// tools stateless across calls, processes and providers.
+const StateDir = ".managed-agents"
+
+// outputsDir holds the full text of results cut at MaxResultChars.
+const outputsDir = StateDir + "/outputs"
+
+// builtinFunc runs one tool on its raw input.
+type builtinFunc func(ctx context.Context, sb sandbox.Sandbox, input json.RawMessage) Result
+
+// builtins maps each executable built-in to its implementation. web_fetch and web_search are
+// declared tools without an implementation on this server.
+var builtins = map[string]builtinFunc{
+	wire.ToolNameBash:      runBash,
+	wire.ToolNameRead:      runRead,
+	wire.ToolNameWrite:     runWrite,
+	wire.ToolNameEdit:      runEdit,
+	wire.ToolNameGlob:      runGlob,
+	wire.ToolNameGrep:      runGrep,
+	wire.ToolNameWebFetch:  notImplemented(wire.ToolNameWebFetch),
+	wire.ToolNameWebSearch: notImplemented(wire.ToolNameWebSearch),
+}
+
+// NeedsSandbox reports whether the built-in tool name runs in a sandbox (every built-in but
+// the web tools, which this server does not execute).
+func NeedsSandbox(name string) bool {
+	return IsBuiltIn(name) && name != wire.ToolNameWebFetch && name != wire.ToolNameWebSearch
+}
+
+// RunBuiltin executes the built-in tool name with the input the model gave it, inside sb.
+// Every tool works only through sb's Exec, ReadFile and WriteFile, so it behaves the same on
+// every provider. Unknown tools, invalid input and sandbox failures come back as a Result with
+// IsError set. Text longer than MaxResultChars is cut and the whole text written to a file
+// under StateDir/outputs, which the result names.
+func RunBuiltin(ctx context.Context, sb sandbox.Sandbox, name string, input json.RawMessage) Result {
+	run, ok := builtins[name]
+	if !ok {
+		return errorf("unknown built-in tool %q (expected one of %s)", name, strings.Join(builtInNames, ", "))
+	}
+	if NeedsSandbox(name) && sb == nil {
+		return errorf("%s needs a sandbox, and this session has none", name)
+	}
+	res := run(ctx, sb, input)
+	// Command output and file names may be any bytes; the model gets valid UTF-8.
+	res.Text = strings.ToValidUTF8(res.Text, "\uFFFD")
+	return spill(ctx, sb, res)
+}
+
+func notImplemented(name string) builtinFunc {
+	return func(context.Context, sandbox.Sandbox, json.RawMessage) Result {
+		return errorf("the %s tool is not implemented on this server", name)
+	}
+}
+
+// decodeInput strictly decodes a tool's input: unknown fields and wrong types are errors that
+// name the field. An absent input decodes as {} so required-field checks report it.
+func decodeInput(tool string, input json.RawMessage, v any) error {
+	trimmed := strings.TrimSpace(string(input))
+	if trimmed == "" || trimmed == "null" {
+		input = json.RawMessage("{}")
+	} else if trimmed[0] != '{' {
+		return fmt.Errorf("invalid input for %s: expected a JSON object", tool)
+	}
+	if err := wire.DecodeStrict(input, v); err != nil {
+		return fmt.Errorf("invalid input for %s: %w", tool, err)
+	}
+	return nil
+}
+
+func errorf(format string, args ...any) Result {
+	return Result{Text: fmt.Sprintf(format, args...), IsError: true}
+}
+
+func inputError(tool, format string, args ...any) Result {
+	return errorf("invalid input for %s: %s", tool, fmt.Sprintf(format, args...))
+}
+
+// sandboxError turns a sandbox failure into a message a model can act on.
+func sandboxError(tool, path string, err error) Result {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return errorf("%s was canceled: %v", tool, err)
+	case errors.Is(err, sandbox.ErrOutsideWorkspace):
+		return errorf("%s: %q is outside the workspace: paths are relative to the workspace root, and `..`, absolute paths elsewhere and symbolic links that lead out of it are refused", tool, path)
+	case errors.Is(err, sandbox.ErrNotExist):
+		return errorf("%s: %q does not exist", tool, path)
+	case errors.Is(err, sandbox.ErrGone):
+		return errorf("%s: the session's sandbox no longer exists", tool)
+	}
+	return errorf("%s: %v", tool, err)
+}
+
+// spill cuts a result longer than MaxResultChars. The full text goes to a file named by its
+// content hash, so a retried call overwrites rather than piles up copies.
+func spill(ctx context.Context, sb sandbox.Sandbox, res Result) Result {
+	total := utf8.RuneCountInString(res.Text)
+	if total <= MaxResultChars {
+		return res
+	}
+	sum := sha256.Sum256([]byte(res.Text))
+	path := outputsDir + "/" + hex.EncodeToString(sum[:8]) + ".txt"
+	var note string
+	if sb == nil {
+		note = "the full output could not be saved: no sandbox"
+	} else if err := sb.WriteFile(ctx, path, []byte(res.Text)); err != nil {
+		note = fmt.Sprintf("the full output could not be saved: %v", err)
+	} else {
+		note = fmt.Sprintf("the full output is in %s; read it in parts with the read tool's view_range or search it with grep", path)
+	}
+	marker := fmt.Sprintf("\n\n[output truncated: showing the first %%d of %d characters; %s]", total, note)
+	keep := MaxResultChars - utf8.RuneCountInString(fmt.Sprintf(marker, MaxResultChars))
+	res.Text = firstRunes(res.Text, keep) + fmt.Sprintf(marker, keep)
+	return res
+}
+
+// firstRunes returns the first n runes of s.
+func firstRunes(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
+}

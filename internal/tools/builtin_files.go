@@ -1,0 +1,191 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// binarySniffLen is how much of a file is checked for NUL bytes to call it binary (what git
+// and grep do).
+const binarySniffLen = 8000
+
+type readInput struct {
+	FilePath  string  `json:"file_path"`
+	ViewRange []int64 `json:"view_range"`
+}
+
+// runRead prints a text file, or the lines view_range selects, numbered like `cat -n`.
+func runRead(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Result {
+	var in readInput
+	if err := decodeInput(wire.ToolNameRead, raw, &in); err != nil {
+		return errorf("%v", err)
+	}
+	if in.FilePath == "" {
+		return inputError(wire.ToolNameRead, "file_path is required")
+	}
+	if in.ViewRange != nil && len(in.ViewRange) != 2 {
+		return inputError(wire.ToolNameRead, "view_range must be [start, end] (got %d numbers)", len(in.ViewRange))
+	}
+	data, err := sb.ReadFile(ctx, in.FilePath)
+	if err != nil {
+		return sandboxError(wire.ToolNameRead, in.FilePath, err)
+	}
+	if isBinary(data) {
+		return errorf("read: %q looks like a binary file (%d bytes); inspect it with bash (for example `xxd` or `file`)", in.FilePath, len(data))
+	}
+	lines := splitLines(string(data))
+	first, last := 1, len(lines)
+	if in.ViewRange != nil {
+		var problem string
+		first, last, problem = lineRange(in.ViewRange[0], in.ViewRange[1], len(lines))
+		if problem != "" {
+			return errorf("read: %s", problem)
+		}
+	}
+	if len(lines) == 0 {
+		return Result{Text: fmt.Sprintf("(%s is empty)", in.FilePath)}
+	}
+	return Result{Text: numberLines(lines[first-1:last], first)}
+}
+
+// lineRange checks a 1-indexed inclusive range against a file of n lines; end ≤ 0 means the
+// last line.
+func lineRange(start, end int64, n int) (first, last int, problem string) {
+	if start < 1 {
+		return 0, 0, fmt.Sprintf("view_range start must be 1 or more (got %d)", start)
+	}
+	if end > 0 && end < start {
+		return 0, 0, fmt.Sprintf("view_range end %d is before start %d", end, start)
+	}
+	if n == 0 && start == 1 {
+		return 1, 0, ""
+	}
+	if start > int64(n) {
+		return 0, 0, fmt.Sprintf("view_range start %d is past the end of the file (%d lines)", start, n)
+	}
+	if end <= 0 || end > int64(n) {
+		end = int64(n)
+	}
+	return int(start), int(end), ""
+}
+
+// splitLines splits text into lines; a final newline does not start another line.
+func splitLines(text string) []string {
+	if text == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+}
+
+func numberLines(lines []string, first int) string {
+	var b strings.Builder
+	for i, line := range lines {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		num := strconv.Itoa(first + i)
+		b.WriteString(strings.Repeat(" ", max(6-len(num), 0)))
+		b.WriteString(num)
+		b.WriteByte('\t')
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+func isBinary(data []byte) bool {
+	return bytes.IndexByte(data[:min(len(data), binarySniffLen)], 0) >= 0
+}
+
+type writeInput struct {
+	FilePath string  `json:"file_path"`
+	Content  *string `json:"content"`
+}
+
+// runWrite creates or replaces a file, creating its parent directories.
+func runWrite(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Result {
+	var in writeInput
+	if err := decodeInput(wire.ToolNameWrite, raw, &in); err != nil {
+		return errorf("%v", err)
+	}
+	if in.FilePath == "" {
+		return inputError(wire.ToolNameWrite, "file_path is required")
+	}
+	if in.Content == nil {
+		return inputError(wire.ToolNameWrite, "content is required")
+	}
+	if err := sb.WriteFile(ctx, in.FilePath, []byte(*in.Content)); err != nil {
+		return sandboxError(wire.ToolNameWrite, in.FilePath, err)
+	}
+	return Result{Text: fmt.Sprintf("Wrote %d bytes to %s.", len(*in.Content), in.FilePath)}
+}
+
+type editInput struct {
+	FilePath   string  `json:"file_path"`
+	OldString  *string `json:"old_string"`
+	NewString  *string `json:"new_string"`
+	ReplaceAll bool    `json:"replace_all"`
+}
+
+// runEdit replaces old_string with new_string in a file. Without replace_all the old string
+// must occur exactly once, so the model cannot change a place it did not mean.
+func runEdit(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Result {
+	var in editInput
+	if err := decodeInput(wire.ToolNameEdit, raw, &in); err != nil {
+		return errorf("%v", err)
+	}
+	if problem := in.check(); problem != "" {
+		return inputError(wire.ToolNameEdit, "%s", problem)
+	}
+	oldS, newS := *in.OldString, *in.NewString
+	data, err := sb.ReadFile(ctx, in.FilePath)
+	if err != nil {
+		return sandboxError(wire.ToolNameEdit, in.FilePath, err)
+	}
+	text := string(data)
+	n := strings.Count(text, oldS)
+	switch {
+	case n == 0:
+		return errorf("edit: old_string was not found in %s (it must match exactly, including whitespace and indentation)", in.FilePath)
+	case n > 1 && !in.ReplaceAll:
+		return errorf("edit: old_string occurs %d times in %s; include more surrounding context to make it unique, or set replace_all to replace every occurrence", n, in.FilePath)
+	}
+	if !in.ReplaceAll {
+		text = strings.Replace(text, oldS, newS, 1)
+	} else {
+		text = strings.ReplaceAll(text, oldS, newS)
+	}
+	if err := sb.WriteFile(ctx, in.FilePath, []byte(text)); err != nil {
+		return sandboxError(wire.ToolNameEdit, in.FilePath, err)
+	}
+	return Result{Text: fmt.Sprintf("Edited %s: replaced %d occurrence%s.", in.FilePath, n, plural(n))}
+}
+
+func (in editInput) check() string {
+	switch {
+	case in.FilePath == "":
+		return "file_path is required"
+	case in.OldString == nil:
+		return "old_string is required"
+	case in.NewString == nil:
+		return "new_string is required"
+	case *in.OldString == "":
+		return "old_string must not be empty (use write to create a file)"
+	case *in.OldString == *in.NewString:
+		return "old_string and new_string are identical, so the edit would change nothing"
+	}
+	return ""
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
