@@ -1,0 +1,366 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/model"
+	"github.com/managed-agents/managed-agents/internal/model/fake"
+	"github.com/managed-agents/managed-agents/internal/runtime"
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+var errCrash = errors.New("worker killed")
+
+// crashingLog simulates a worker dying around its nth Emit call: before the append commits
+// (nothing reaches the log) or after it (the append is in the log but the step never learns).
+type crashingLog struct {
+	*runtime.MemoryLog
+	failAt      int
+	afterCommit bool
+	calls       int
+}
+
+func (c *crashingLog) Emit(ctx context.Context, evs []runtime.NewEvent) ([]wire.Event, error) {
+	c.calls++
+	if c.calls != c.failAt {
+		return c.MemoryLog.Emit(ctx, evs)
+	}
+	if c.afterCommit {
+		if _, err := c.MemoryLog.Emit(ctx, evs); err != nil {
+			return nil, err
+		}
+	}
+	return nil, errCrash
+}
+
+// input builds a step input from the log as committed now, as a retried activity would.
+func input(agent wire.SessionAgent, l *runtime.MemoryLog, em runtime.Emitter, sb runtime.SandboxSource) runtime.Input {
+	return runtime.Input{Agent: agent, History: l.Events(), Emitter: em, Sandbox: sb}
+}
+
+func TestModelTurnRetriedAfterCrash(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		failAt      int
+		afterCommit bool
+		// modelCalls is how often the model is called over the attempt and its retry.
+		modelCalls int
+	}{
+		{name: "no crash", modelCalls: 1},
+		{name: "crash before the request start commits", failAt: 1, modelCalls: 1},
+		{name: "crash before the response commits", failAt: 2, modelCalls: 2},
+		{name: "crash after the response commits", failAt: 2, afterCommit: true, modelCalls: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := &countingModel{Client: fake.New()}
+			core := runtime.NewCore(m)
+			agent := agentWith(t, noTools)
+			l := runtime.NewMemoryLog()
+			l.Append(wire.EventUserMessage, json.RawMessage(`{"content":[{"type":"text","text":"hello"}]}`), true)
+
+			crashing := &crashingLog{MemoryLog: l, failAt: tt.failAt, afterCommit: tt.afterCommit}
+			_, err := core.ModelTurn(t.Context(), input(agent, l, crashing, nil))
+			if tt.failAt > 0 {
+				require.ErrorIs(t, err, errCrash)
+			} else {
+				require.NoError(t, err)
+			}
+
+			// The retry reads the log again and completes whatever is missing.
+			_, err = core.ModelTurn(t.Context(), input(agent, l, l, nil))
+			require.NoError(t, err)
+			// Once complete, further retries do nothing.
+			res, err := core.ModelTurn(t.Context(), input(agent, l, l, nil))
+			require.NoError(t, err)
+			require.False(t, res.Ran)
+
+			evs := l.Events()
+			require.Equal(t, []string{"user.message", "span.model_request_start", "agent.message", "span.model_request_end"}, types(evs),
+				"one request, one message, however the first attempt died")
+			require.Equal(t, evs[1].ID, body(t, evs[3])["model_request_start_id"])
+			require.Equal(t, tt.modelCalls, m.count())
+		})
+	}
+}
+
+func TestExecuteToolRetriedAfterCrash(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		failAt      int
+		afterCommit bool
+		// runs is how often the command ran: a crash before the result commits runs it again
+		// (at least once); a committed result is never run again.
+		runs int
+	}{
+		{name: "no crash", runs: 1},
+		{name: "crash after the result commits", failAt: 1, afterCommit: true, runs: 1},
+		{name: "crash before the result commits", failAt: 1, runs: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			core := runtime.NewCore(fake.New())
+			agent := agentWith(t, allowTools)
+			sb := newLocalSandbox(t)
+			l := runtime.NewMemoryLog()
+			l.Append(wire.EventUserMessage, json.RawMessage(`{"content":[{"type":"text","text":"/tool bash {\"command\":\"echo run >> runs.txt\"}"}]}`), true)
+			_, err := core.ModelTurn(t.Context(), input(agent, l, l, nil))
+			require.NoError(t, err)
+			step, err := runtime.Next(l.Events())
+			require.NoError(t, err)
+			require.Equal(t, runtime.StepExecute, step.Kind)
+			use := step.Calls[0].Event
+
+			crashing := &crashingLog{MemoryLog: l, failAt: tt.failAt, afterCommit: tt.afterCommit}
+			err = core.ExecuteTool(t.Context(), input(agent, l, crashing, sb), use)
+			if tt.failAt > 0 {
+				require.ErrorIs(t, err, errCrash)
+			} else {
+				require.NoError(t, err)
+			}
+			require.NoError(t, core.ExecuteTool(t.Context(), input(agent, l, l, sb), use))
+			require.NoError(t, core.ExecuteTool(t.Context(), input(agent, l, l, sb), use))
+
+			require.Len(t, ofType(l.Events(), wire.EventAgentToolResult), 1)
+			data, err := sb.sb.ReadFile(t.Context(), "runs.txt")
+			require.NoError(t, err)
+			require.Equal(t, tt.runs, strings.Count(string(data), "run\n"))
+			step, err = runtime.Next(l.Events())
+			require.NoError(t, err)
+			require.Equal(t, runtime.StepModel, step.Kind)
+		})
+	}
+}
+
+func TestExecuteToolRefusesCallsThatMayNotRun(t *testing.T) {
+	t.Parallel()
+	core := runtime.NewCore(fake.New(), runtime.WithToolRunner(runtime.ToolRunnerFunc(
+		func(context.Context, sandbox.Sandbox, string, json.RawMessage) runtime.ToolResult {
+			t.Error("no tool may run")
+			return runtime.ToolResult{}
+		})))
+	l := runtime.NewMemoryLog()
+	ask, custom, denied := toolUse("tu1", "bash", `{}`, "ask"), customUse("cu1", "get_weather", `{}`), toolUse("tu2", "bash", `{}`, "ask")
+	h := hist(userMsg("u1", "go"), response("1", ask, custom, denied), confirm("c1", "tu2", "deny"))
+	in := runtime.Input{Agent: agentWith(t, askAndCustom), History: h, Emitter: l, Sandbox: newLocalSandbox(t)}
+
+	for _, use := range []wire.Event{ask, custom, denied} {
+		require.ErrorIs(t, core.ExecuteTool(t.Context(), in, use), runtime.ErrNotRunnable, use.ID)
+	}
+	// A call that is not part of the open turn has nothing left to do.
+	require.NoError(t, core.ExecuteTool(t.Context(), in, toolUse("old", "bash", `{}`, "allow")))
+	require.Empty(t, l.Events())
+}
+
+func TestExecuteToolSandboxFailures(t *testing.T) {
+	t.Parallel()
+	core := runtime.NewCore(fake.New())
+	agent := agentWith(t, allowTools)
+	h := hist(userMsg("u1", "go"), response("1", toolUse("tu1", "bash", `{"command":"true"}`, "allow")))
+	l := runtime.NewMemoryLog()
+
+	err := core.ExecuteTool(t.Context(), runtime.Input{Agent: agent, History: h, Emitter: l}, h[2])
+	require.ErrorContains(t, err, "no sandbox source")
+
+	gone := runtime.SandboxFunc(func(context.Context) (sandbox.Sandbox, error) { return nil, sandbox.ErrGone })
+	err = core.ExecuteTool(t.Context(), runtime.Input{Agent: agent, History: h, Emitter: l, Sandbox: gone}, h[2])
+	require.ErrorIs(t, err, sandbox.ErrGone)
+	require.Empty(t, l.Events(), "no result is invented when the sandbox is unavailable")
+}
+
+func TestWebToolsRunWithoutSandbox(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, allowTools, nil)
+	s.say(`/tool web_search {"query":"go"}`)
+	out, err := s.rt.Run(t.Context(), runtime.Input{Agent: s.agent, History: s.log.Events(), Emitter: s.log})
+	require.NoError(t, err, "no SandboxSource is needed for tools that run without one")
+	require.Equal(t, runtime.StopEndTurn, out.StopReason)
+	res := body(t, ofType(s.log.Events(), wire.EventAgentToolResult)[0])
+	require.Equal(t, true, res["is_error"], "web tools are declared but not implemented")
+}
+
+func TestModelTurnErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		kind      string
+		retryable bool
+	}{
+		{"overloaded", true},
+		{"rate_limited", true},
+		{"server", true},
+		{"invalid", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			t.Parallel()
+			core := runtime.NewCore(fake.New())
+			agent := agentWith(t, noTools)
+			l := runtime.NewMemoryLog()
+			l.Append(wire.EventUserMessage, json.RawMessage(`{"content":[{"type":"text","text":"/fail `+tt.kind+` 1\nhi"}]}`), true)
+
+			_, err := core.ModelTurn(t.Context(), input(agent, l, l, nil))
+			var me *model.Error
+			require.ErrorAs(t, err, &me, "the model error comes back unchanged")
+			require.Equal(t, model.ErrorKind(tt.kind), me.Kind)
+			require.Equal(t, tt.retryable, model.IsRetryable(err))
+			evs := l.Events()
+			require.Equal(t, []string{"user.message", "span.model_request_start", "span.model_request_end"}, types(evs))
+			require.JSONEq(t, `{"model_request_start_id":"`+evs[1].ID+`","is_error":true,"model_usage":{"input_tokens":0,"output_tokens":0,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"speed":null}}`,
+				string(evs[2].Body))
+
+			// The caller's retry (attempt 2) opens a new request and succeeds.
+			res, err := core.ModelTurn(model.WithAttempt(t.Context(), 2), input(agent, l, l, nil))
+			require.NoError(t, err)
+			require.True(t, res.Ran)
+			evs = l.Events()
+			require.Equal(t, []string{"user.message", "span.model_request_start", "span.model_request_end",
+				"span.model_request_start", "agent.message", "span.model_request_end"}, types(evs))
+			require.Equal(t, evs[3].ID, body(t, evs[5])["model_request_start_id"])
+			require.Equal(t, []wire.Event(res.Events), evs[4:])
+		})
+	}
+}
+
+// failingEmitter fails every Emit.
+type failingEmitter struct{}
+
+func (failingEmitter) Emit(context.Context, []runtime.NewEvent) ([]wire.Event, error) {
+	return nil, errCrash
+}
+
+func TestModelTurnErrorAndLogFailure(t *testing.T) {
+	t.Parallel()
+	failing := &scriptedModel{} // an empty script fails with a non-retryable model error
+	core := runtime.NewCore(failing)
+	h := hist(userMsg("u1", "hi"), spanStart("s1")) // reuse the open request: no emit before the call
+	_, err := core.ModelTurn(t.Context(), runtime.Input{Agent: agentWith(t, noTools), History: h, Emitter: failingEmitter{}})
+	var me *model.Error
+	require.ErrorAs(t, err, &me, "the model error survives")
+	require.ErrorIs(t, err, errCrash, "and so does the log failure")
+}
+
+func TestModelTurnSegmentsTextAndPreviews(t *testing.T) {
+	t.Parallel()
+	scripted := &scriptedModel{responses: []model.Response{{
+		Content: []model.Block{
+			{Type: model.BlockThinking, Thinking: "hmm"},
+			text("a"), text("b"),
+			{Type: model.BlockToolUse, ID: "toolu_1", Name: "get_weather", Input: json.RawMessage(`{"city":"Rome"}`)},
+			text("c"),
+			{Type: model.BlockToolUse, ID: "toolu_2", Name: "get_weather", Input: json.RawMessage(`not json`)},
+			text(""),
+		},
+		StopReason: model.StopToolUse,
+		Usage:      model.Usage{InputTokens: 7, OutputTokens: 3, CacheCreationInputTokens: 2, CacheReadInputTokens: 1},
+	}}}
+	core := runtime.NewCore(scripted)
+	l := runtime.NewMemoryLog()
+	l.Append(wire.EventUserMessage, json.RawMessage(`{"content":[{"type":"text","text":"go"}]}`), true)
+	pv := &previewRecorder{}
+	in := input(agentWith(t, `[`+weatherTool+`]`), l, l, nil)
+	in.Previews = pv
+
+	res, err := core.ModelTurn(t.Context(), in)
+	require.NoError(t, err)
+	evs := res.Events
+	require.Equal(t, []string{"agent.thinking", "agent.message", "agent.custom_tool_use", "agent.message", "agent.custom_tool_use", "span.model_request_end"}, types(evs),
+		"text keeps its place around tool calls; an all-empty text run is no message")
+	require.JSONEq(t, `{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}`, string(evs[1].Body))
+	require.JSONEq(t, `{"content":[{"type":"text","text":"c"}]}`, string(evs[3].Body))
+	require.JSONEq(t, `{"name":"get_weather","input":{},"session_thread_id":null}`, string(evs[4].Body), "unparsable input becomes {}")
+	require.JSONEq(t, `{"input_tokens":7,"output_tokens":3,"cache_creation_input_tokens":2,"cache_read_input_tokens":1,"speed":null}`,
+		mustJSON(t, body(t, evs[5])["model_usage"]))
+
+	require.Equal(t, evs[0].ID, pv.starts[0].id)
+	require.Equal(t, []previewStart{{evs[0].ID, "agent.thinking"}, {evs[1].ID, "agent.message"}, {evs[3].ID, "agent.message"}}, pv.starts[:3])
+	require.Len(t, pv.starts, 4, "the empty run was announced too; span.model_request_end closes it")
+	require.Equal(t, map[int]string{0: "a", 1: "b"}, pv.deltas[evs[1].ID])
+	require.Equal(t, map[int]string{0: "c"}, pv.deltas[evs[3].ID])
+}
+
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestStepsDoNothingWhenNotDue(t *testing.T) {
+	t.Parallel()
+	m := &countingModel{Client: fake.New()}
+	core := runtime.NewCore(m)
+	l := runtime.NewMemoryLog()
+	agent := agentWith(t, askTools)
+	// A parked turn: no model call, no rejection and no cap is due.
+	h := hist(userMsg("u1", "go"), response("1", toolUse("tu1", "bash", `{}`, "ask")))
+	in := runtime.Input{Agent: agent, History: h, Emitter: l}
+
+	res, err := core.ModelTurn(t.Context(), in)
+	require.NoError(t, err)
+	require.False(t, res.Ran)
+	require.NoError(t, core.RejectTools(t.Context(), in))
+	require.NoError(t, core.StopAtCap(t.Context(), in))
+	require.Empty(t, l.Events())
+	require.Zero(t, m.count())
+}
+
+func TestRejectAndCapAreIdempotent(t *testing.T) {
+	t.Parallel()
+	core := runtime.NewCore(fake.New())
+	agent := agentWith(t, askTools)
+
+	l := runtime.NewMemoryLog()
+	h := hist(userMsg("u1", "go"), response("1", toolUse("tu1", "bash", `{}`, "ask"), toolUse("tu2", "nope", `{}`, "deny")), confirm("c1", "tu1", "deny", "no"))
+	require.NoError(t, core.RejectTools(t.Context(), runtime.Input{Agent: agent, History: h, Emitter: l}))
+	require.Len(t, l.Events(), 2, "one result per denied call, in one emit")
+	h = append(h, l.Events()...)
+	require.NoError(t, core.RejectTools(t.Context(), runtime.Input{Agent: agent, History: h, Emitter: l}))
+	require.Len(t, l.Events(), 2)
+
+	capLog := runtime.NewMemoryLog()
+	h = hist(userMsg("u1", "/loop"), rounds(runtime.MaxRounds))
+	require.NoError(t, core.StopAtCap(t.Context(), runtime.Input{Agent: agent, History: h, Emitter: capLog}))
+	h = append(h, capLog.Events()...)
+	require.NoError(t, core.StopAtCap(t.Context(), runtime.Input{Agent: agent, History: h, Emitter: capLog}))
+	require.Equal(t, []string{wire.EventSessionError}, types(capLog.Events()))
+}
+
+func TestRunRequiresEmitter(t *testing.T) {
+	t.Parallel()
+	rt := runtime.NewAgentRuntime(runtime.NewCore(fake.New()))
+	_, err := rt.Run(t.Context(), runtime.Input{History: hist(userMsg("u1", "hi"))})
+	require.ErrorContains(t, err, "Emitter")
+}
+
+func TestRunStopsOnLogFailure(t *testing.T) {
+	t.Parallel()
+	rt := runtime.NewAgentRuntime(runtime.NewCore(fake.New()))
+	_, err := rt.Run(t.Context(), runtime.Input{Agent: agentWith(t, noTools), History: hist(userMsg("u1", "hi")), Emitter: failingEmitter{}})
+	require.ErrorIs(t, err, errCrash)
+}
+
+func TestMemoryLog(t *testing.T) {
+	t.Parallel()
+	l := runtime.NewMemoryLog()
+	q := l.Append(wire.EventUserMessage, nil, false)
+	require.Nil(t, q.ProcessedAt)
+	require.JSONEq(t, `{}`, string(q.Body))
+	out, err := l.Emit(t.Context(), []runtime.NewEvent{{ID: "sevt_pre", Type: wire.EventAgentThinking}, {Type: wire.EventAgentThinking}})
+	require.NoError(t, err)
+	require.Equal(t, "sevt_pre", out[0].ID, "a pre-assigned id is kept")
+	require.True(t, strings.HasPrefix(out[1].ID, "sevt_"))
+	require.NotNil(t, out[0].ProcessedAt)
+	require.Equal(t, []int64{1, 2, 3}, []int64{q.Seq, out[0].Seq, out[1].Seq})
+	require.Len(t, l.Events(), 3)
+}
