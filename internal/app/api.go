@@ -9,9 +9,12 @@ import (
 	"net/http"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/managed-agents/managed-agents/internal/httpapi"
 	"github.com/managed-agents/managed-agents/internal/sessions"
 	"github.com/managed-agents/managed-agents/internal/store"
+	"github.com/managed-agents/managed-agents/internal/workflow"
 )
 
 // API is the wired REST API: store, notifier, service and HTTP handler.
@@ -22,6 +25,14 @@ type API struct {
 	notifier *store.Notifier
 	stop     context.CancelFunc
 	done     chan struct{}
+	temporal client.Client
+}
+
+// UseRunner makes sessions run: committed client events start or signal the session's
+// Temporal workflow, and /readyz checks Temporal too.
+func (a *API) UseRunner(tc client.Client, taskQueue string, retry workflow.ModelRetry, logger *slog.Logger) {
+	a.temporal = tc
+	a.Service.SetRunner(&workflow.Runner{Client: tc, TaskQueue: taskQueue, Retry: retry, Logger: logger})
 }
 
 // NewAPI connects to the database, applies migrations, starts the notifier and builds the
@@ -46,15 +57,27 @@ func NewAPI(ctx context.Context, databaseURL string, logger *slog.Logger) (*API,
 		notifier.Run(runCtx)
 	}()
 	svc := sessions.New(st, notifier, logger)
-	handler := httpapi.New(httpapi.Config{Service: svc, Auth: svc, Logger: logger, Ready: func(ctx context.Context) error {
-		select {
-		case <-notifier.Ready():
-		default:
-			return errors.New("event notifier is not listening yet")
+	a := &API{Store: st, Service: svc, notifier: notifier, stop: stop, done: done}
+	a.Handler = httpapi.New(httpapi.Config{Service: svc, Auth: svc, Logger: logger, Ready: a.ready})
+	return a, nil
+}
+
+// ready: the database answers, the notifier listens and, when sessions run, Temporal answers.
+func (a *API) ready(ctx context.Context) error {
+	select {
+	case <-a.notifier.Ready():
+	default:
+		return errors.New("event notifier is not listening yet")
+	}
+	if err := a.Store.Ping(ctx); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	if a.temporal != nil {
+		if _, err := a.temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+			return fmt.Errorf("temporal: %w", err)
 		}
-		return st.Ping(ctx)
-	}})
-	return &API{Store: st, Service: svc, Handler: handler, notifier: notifier, stop: stop, done: done}, nil
+	}
+	return nil
 }
 
 // Close stops the notifier and closes the database pool.

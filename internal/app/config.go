@@ -24,6 +24,34 @@ type Config struct {
 	LogFormat string
 	// DataDir is where dev keeps its private PostgreSQL and generated key (MANAGED_AGENT_DATA_DIR).
 	DataDir string
+
+	// TemporalAddress is host:port of Temporal (MANAGED_AGENT_TEMPORAL_ADDRESS); dev starts a
+	// dev server when it is empty.
+	TemporalAddress string
+	// TemporalNamespace (MANAGED_AGENT_TEMPORAL_NAMESPACE), default "default".
+	TemporalNamespace string
+	// TemporalTLS (MANAGED_AGENT_TEMPORAL_TLS=1) and TemporalAPIKey (MANAGED_AGENT_TEMPORAL_API_KEY).
+	TemporalTLS    bool
+	TemporalAPIKey string
+	// TaskQueue of session workflows (MANAGED_AGENT_TEMPORAL_TASK_QUEUE), default
+	// managed-agents-sessions. API and workers of one deployment must agree.
+	TaskQueue string
+
+	// Model is fake or anthropic (MANAGED_AGENT_MODEL).
+	Model string
+	// AnthropicBaseURL, AnthropicAPIKey, AnthropicAuthToken configure the anthropic model
+	// (MANAGED_AGENT_ANTHROPIC_BASE_URL, _API_KEY, _AUTH_TOKEN).
+	AnthropicBaseURL   string
+	AnthropicAPIKey    string
+	AnthropicAuthToken string
+
+	// Sandbox is the sandbox provider: local (MANAGED_AGENT_SANDBOX).
+	Sandbox string
+	// SandboxDir is where the local provider puts work directories (MANAGED_AGENT_SANDBOX_DIR).
+	SandboxDir string
+	// AllowUnsafeLocalSandbox lets a real model drive the local sandbox
+	// (MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX=1).
+	AllowUnsafeLocalSandbox bool
 }
 
 // FromEnv reads the variables over the given defaults.
@@ -40,6 +68,18 @@ func FromEnv(def Config) Config {
 	set(&c.LogLevel, "MANAGED_AGENT_LOG_LEVEL")
 	set(&c.LogFormat, "MANAGED_AGENT_LOG_FORMAT")
 	set(&c.DataDir, "MANAGED_AGENT_DATA_DIR")
+	set(&c.TemporalAddress, "MANAGED_AGENT_TEMPORAL_ADDRESS")
+	set(&c.TemporalNamespace, "MANAGED_AGENT_TEMPORAL_NAMESPACE")
+	set(&c.TemporalAPIKey, "MANAGED_AGENT_TEMPORAL_API_KEY")
+	set(&c.TaskQueue, "MANAGED_AGENT_TEMPORAL_TASK_QUEUE")
+	set(&c.Model, "MANAGED_AGENT_MODEL")
+	set(&c.AnthropicBaseURL, "MANAGED_AGENT_ANTHROPIC_BASE_URL")
+	set(&c.AnthropicAPIKey, "MANAGED_AGENT_ANTHROPIC_API_KEY")
+	set(&c.AnthropicAuthToken, "MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN")
+	set(&c.Sandbox, "MANAGED_AGENT_SANDBOX")
+	set(&c.SandboxDir, "MANAGED_AGENT_SANDBOX_DIR")
+	c.TemporalTLS = c.TemporalTLS || os.Getenv("MANAGED_AGENT_TEMPORAL_TLS") == "1"
+	c.AllowUnsafeLocalSandbox = c.AllowUnsafeLocalSandbox || os.Getenv("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX") == "1"
 	return c
 }
 

@@ -13,7 +13,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/managed-agents/managed-agents/internal/pgserver"
+	"github.com/managed-agents/managed-agents/internal/workflow"
 )
 
 // RunDev runs everything a laptop needs in one process on embedded defaults: a private
@@ -42,6 +45,18 @@ func RunDev(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	defer api.Close()
 
+	tc, stopTemporal, err := devTemporal(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTemporal()
+	api.UseRunner(tc, cfg.TaskQueue, workflow.DefaultModelRetry, logger)
+	w, err := StartWorker(cfg, tc, api.Service, nil, logger)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+
 	key, generated, err := devAPIKey(cfg)
 	if err != nil {
 		return err
@@ -57,6 +72,34 @@ func RunDev(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	fmt.Fprintf(os.Stdout, "managed-agents dev is running\n  URL:      %s\n  API key:  %s%s\n  data dir: %s\n\nTry:\n  curl -s %s/v1/agents -H 'x-api-key: %s' -H 'anthropic-version: 2023-06-01' -H 'anthropic-beta: managed-agents-2026-04-01'\n\n",
 		url, key, map[bool]string{true: " (generated; kept in the data dir)", false: ""}[generated], cfg.DataDir, url, key)
 	return Serve(ctx, ln, api.Handler, logger)
+}
+
+// devTemporal connects to MANAGED_AGENT_TEMPORAL_ADDRESS, or starts the Temporal CLI dev
+// server with its state in the data dir (so workflows survive a restart of dev).
+func devTemporal(ctx context.Context, cfg Config, logger *slog.Logger) (client.Client, func(), error) {
+	if cfg.TemporalAddress != "" {
+		tc, err := DialTemporal(ctx, cfg, logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		return tc, tc.Close, nil
+	}
+	logFile, err := os.OpenFile(filepath.Join(cfg.DataDir, "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open temporal log: %w", err)
+	}
+	srv, err := workflow.StartDevServer(ctx, workflow.DevServerOptions{DBFile: filepath.Join(cfg.DataDir, "temporal.db"), UI: true, Output: logFile})
+	if err != nil {
+		logFile.Close()
+		return nil, nil, err
+	}
+	logger.Info("started Temporal dev server", "address", srv.FrontendHostPort())
+	return srv.Client(), func() {
+		if err := srv.Stop(); err != nil {
+			logger.Error("stop Temporal dev server", "error", err)
+		}
+		logFile.Close()
+	}, nil
 }
 
 // devAPIKey returns the configured key, or the one generated on a first start and kept in

@@ -125,6 +125,8 @@ func buildClientEvent(field string, ev clientEvent, selfHosted bool) (parsedEven
 			body["deny_message"] = *ev.DenyMessage
 		}
 		p.ref = *ev.ToolUseID
+		// Answers apply on receipt; the stream shows them before the run resumes (API.md §17).
+		p.Processed = true
 	case wire.EventUserCustomToolResult, wire.EventUserToolResult:
 		idField, idVal := "custom_tool_use_id", ev.CustomToolUseID
 		if ev.Type == wire.EventUserToolResult {
@@ -170,13 +172,15 @@ func buildClientEvent(field string, ev clientEvent, selfHosted bool) (parsedEven
 }
 
 // answerKinds says which event an answer must reference and which answers already count.
+// A user.tool_result does not count a confirmation as an answer: on self-hosted environments
+// an ask-gated call is confirmed first and its worker then posts the result (API.md §8.3).
 var answerKinds = map[string]struct {
 	target  []string
 	field   string
 	answers []string
 }{
 	wire.EventUserToolConfirmation: {[]string{wire.EventAgentToolUse, wire.EventAgentMCPToolUse}, "tool_use_id", []string{wire.EventUserToolConfirmation, wire.EventUserToolResult}},
-	wire.EventUserToolResult:       {[]string{wire.EventAgentToolUse}, "tool_use_id", []string{wire.EventUserToolConfirmation, wire.EventUserToolResult}},
+	wire.EventUserToolResult:       {[]string{wire.EventAgentToolUse}, "tool_use_id", []string{wire.EventUserToolResult}},
 	wire.EventUserCustomToolResult: {[]string{wire.EventAgentCustomToolUse}, "custom_tool_use_id", []string{wire.EventUserCustomToolResult}},
 }
 
@@ -237,7 +241,20 @@ func (s *Service) SendEvents(ctx context.Context, workspaceID, sessionID string,
 		out, err = q.AppendEvents(ctx, sessionID, events, s.now())
 		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	s.wake(ctx, sessionID, hasQueuedInterrupt(out))
+	return out, nil
+}
+
+func hasQueuedInterrupt(evs []wire.Event) bool {
+	for _, ev := range evs {
+		if ev.Type == wire.EventUserInterrupt && ev.ProcessedAt == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // checkAnswer rejects answers to unknown ids, to events of the wrong kind, and to events
@@ -258,21 +275,65 @@ func checkAnswer(ctx context.Context, q *store.Queries, sessionID, field string,
 	if !okType {
 		return invalidf("%s.%s: event %s is a %s, not something %s answers", field, kind.field, p.ref, target.Type, p.Type)
 	}
-	if p.Type == wire.EventUserToolConfirmation {
-		var tu struct {
-			EvaluatedPermission string `json:"evaluated_permission"`
+	switch p.Type {
+	case wire.EventUserToolConfirmation:
+		perm, err := evaluatedPermission(target)
+		if err != nil {
+			return err
 		}
-		if err := json.Unmarshal(target.Body, &tu); err != nil {
-			return fmt.Errorf("decode %s: %w", target.ID, err)
-		}
-		if tu.EvaluatedPermission != "ask" {
+		if perm != "ask" {
 			return invalidf("%s.tool_use_id: event %s does not await confirmation", field, p.ref)
+		}
+	case wire.EventUserToolResult:
+		if err := checkRunnable(ctx, q, sessionID, field, target); err != nil {
+			return err
 		}
 	}
 	if _, err := q.EventReferencing(ctx, sessionID, kind.answers, kind.field, p.ref); err == nil {
 		return invalidf("%s.%s: event %s was already answered", field, kind.field, p.ref)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
+	}
+	return nil
+}
+
+func evaluatedPermission(toolUse wire.Event) (string, error) {
+	var tu struct {
+		EvaluatedPermission string `json:"evaluated_permission"`
+	}
+	if err := json.Unmarshal(toolUse.Body, &tu); err != nil {
+		return "", fmt.Errorf("decode %s: %w", toolUse.ID, err)
+	}
+	return tu.EvaluatedPermission, nil
+}
+
+// checkRunnable refuses a worker's result for a call that must not have run: one its policy
+// denied, or an ask-gated one without an allow, so a result cannot bypass the confirmation.
+func checkRunnable(ctx context.Context, q *store.Queries, sessionID, field string, toolUse wire.Event) error {
+	perm, err := evaluatedPermission(toolUse)
+	if err != nil {
+		return err
+	}
+	switch perm {
+	case "deny":
+		return invalidf("%s.tool_use_id: event %s was denied by its permission policy and never runs", field, toolUse.ID)
+	case "ask":
+		conf, err := q.EventReferencing(ctx, sessionID, []string{wire.EventUserToolConfirmation}, "tool_use_id", toolUse.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			return invalidf("%s.tool_use_id: event %s awaits a user.tool_confirmation; send its result after an allow", field, toolUse.ID)
+		}
+		if err != nil {
+			return err
+		}
+		var c struct {
+			Result string `json:"result"`
+		}
+		if err := json.Unmarshal(conf.Body, &c); err != nil {
+			return fmt.Errorf("decode %s: %w", conf.ID, err)
+		}
+		if c.Result != "allow" {
+			return invalidf("%s.tool_use_id: event %s was denied by %s and never runs", field, toolUse.ID, conf.ID)
+		}
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ type Service struct {
 	notifier *store.Notifier
 	logger   *slog.Logger
 	now      func() time.Time
+	runner   Runner
 }
 
 // New returns a service. The notifier feeds live streams.

@@ -72,7 +72,7 @@ func (s *Service) CreateSession(ctx context.Context, workspaceID string, p wire.
 		}
 		now := s.now()
 		rec := store.SessionRecord{ID: ids.New(ids.Session), WorkspaceID: workspaceID, AgentID: agent.ID, AgentVersion: agent.Version,
-			EnvironmentID: env.ID, Title: p.Title, Metadata: p.Metadata, Agent: rawSnap, Status: StatusIdle, Usage: usage,
+			EnvironmentID: env.ID, Title: p.Title, Metadata: p.Metadata, Agent: rawSnap, Status: initialStatus(initial, s.runner != nil), Usage: usage,
 			CreatedAt: now, UpdatedAt: now}
 		if err := q.InsertSession(ctx, rec); err != nil {
 			return err
@@ -83,7 +83,22 @@ func (s *Service) CreateSession(ctx context.Context, workspaceID string, p wire.
 		out, err = s.sessionFromRecord(rec)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return wire.Session{}, err
+	}
+	if len(initial) > 0 {
+		s.wake(ctx, out.ID, false)
+	}
+	return out, nil
+}
+
+// initialStatus: initial events start the session running (API.md §4.1) — when something
+// will run them.
+func initialStatus(initial []store.NewEvent, hasRunner bool) string {
+	if len(initial) > 0 && hasRunner {
+		return StatusRunning
+	}
+	return StatusIdle
 }
 
 // checkUnsupportedSessionFields refuses features this server does not provide yet rather
@@ -394,25 +409,51 @@ func (s *Service) ArchiveSession(ctx context.Context, workspaceID, id string) (w
 	return out, err
 }
 
-// DeleteSession removes a session that is not running, with its events. Live streams are
-// woken and end with session.deleted.
+// DeleteSession removes a session that is not running, with its events. Its sandbox is torn
+// down first and its binding removed; the foreign key from binding to session makes
+// PostgreSQL refuse the delete in any other order. Live streams end with session.deleted.
 func (s *Service) DeleteSession(ctx context.Context, workspaceID, id string) error {
-	return s.store.InTx(ctx, func(q *store.Queries) error {
+	rec, err := s.store.GetSession(ctx, workspaceID, id, false)
+	if err != nil {
+		return notFoundAs(err, "session %s not found", id)
+	}
+	if rec.Status == StatusRunning {
+		return errDeleteRunning()
+	}
+	if _, err := s.SandboxRef(ctx, id); err == nil {
+		if s.runner == nil {
+			return conflictf("session %s has a sandbox and no worker is configured to tear it down", id)
+		}
+		if err := s.runner.Teardown(ctx, id); err != nil {
+			return fmt.Errorf("tear down the sandbox of session %s: %w", id, err)
+		}
+	} else if !errors.Is(err, ErrNoBinding) {
+		return err
+	}
+	err = s.store.InTx(ctx, func(q *store.Queries) error {
 		rec, err := q.GetSession(ctx, workspaceID, id, true)
 		if err != nil {
 			return notFoundAs(err, "session %s not found", id)
 		}
 		if rec.Status == StatusRunning {
-			return invalidf("Cannot delete session while it is running. Send an interrupt event or wait for the session to complete.")
+			return errDeleteRunning()
 		}
 		if err := q.DeleteSession(ctx, id); err != nil {
 			if errors.Is(err, store.ErrReferenced) {
-				return conflictf("session %s still has a sandbox; its teardown has not finished, retry shortly", id)
+				return conflictf("session %s got a new sandbox while it was being deleted; retry", id)
 			}
 			return err
 		}
 		return nil
 	})
+	if err == nil && s.runner != nil {
+		s.runner.Forget(ctx, id)
+	}
+	return err
+}
+
+func errDeleteRunning() *Error {
+	return invalidf("Cannot delete session while it is running. Send an interrupt event or wait for the session to complete.")
 }
 
 func terminalWord(r store.SessionRecord) string {

@@ -59,7 +59,15 @@ func (st *Stream) Next(ctx context.Context) (events []wire.Event, deleted bool, 
 	}
 	if len(evs) > 0 {
 		st.cursor = evs[len(evs)-1].Seq
-		return evs, false, nil
+		// A queued client event is shown once, when it is delivered: delivery moves it to
+		// the end of the log, past this cursor (API.md §17).
+		delivered := evs[:0]
+		for _, ev := range evs {
+			if ev.ProcessedAt != nil {
+				delivered = append(delivered, ev)
+			}
+		}
+		return delivered, false, nil
 	}
 	exists, err := st.store.SessionExists(ctx, st.sessionID)
 	if err != nil {

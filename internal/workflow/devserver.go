@@ -40,7 +40,7 @@ type DevServer struct {
 
 // FindTemporalCLI returns the Temporal CLI: bin/temporal (what `make tools` installs) in the
 // working directory or the nearest parent that has one — tests run in package directories —
-// then PATH. The error says how to get it.
+// then beside this executable, then PATH. The error says how to get it.
 func FindTemporalCLI() (string, error) {
 	if dir, err := os.Getwd(); err == nil {
 		for {
@@ -53,6 +53,13 @@ func FindTemporalCLI() (string, error) {
 				break
 			}
 			dir = parent
+		}
+	}
+	// Beside our own binary: `make build` puts both in bin/.
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "temporal")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
 		}
 	}
 	if p, err := exec.LookPath("temporal"); err == nil {

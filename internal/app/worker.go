@@ -1,0 +1,119 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/managed-agents/managed-agents/internal/model"
+	"github.com/managed-agents/managed-agents/internal/model/anthropic"
+	"github.com/managed-agents/managed-agents/internal/model/fake"
+	"github.com/managed-agents/managed-agents/internal/runtime"
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/local"
+	"github.com/managed-agents/managed-agents/internal/sessions"
+	"github.com/managed-agents/managed-agents/internal/workflow"
+)
+
+// NewModel builds the model client the configuration names (fake by default).
+func NewModel(c Config) (model.Client, error) {
+	switch c.Model {
+	case "", "fake":
+		return fake.New(), nil
+	case "anthropic":
+		opts := []anthropic.Option{}
+		if c.AnthropicBaseURL != "" {
+			opts = append(opts, anthropic.WithBaseURL(c.AnthropicBaseURL))
+		}
+		switch {
+		case c.AnthropicAPIKey != "":
+			opts = append(opts, anthropic.WithAPIKey(c.AnthropicAPIKey))
+		case c.AnthropicAuthToken != "":
+			opts = append(opts, anthropic.WithBearerToken(c.AnthropicAuthToken))
+		default:
+			return nil, errors.New("MANAGED_AGENT_MODEL=anthropic needs MANAGED_AGENT_ANTHROPIC_API_KEY or MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN")
+		}
+		m, err := anthropic.New(opts...)
+		if err != nil {
+			return nil, fmt.Errorf("MANAGED_AGENT_ANTHROPIC_*: %w", err)
+		}
+		return m, nil
+	}
+	return nil, fmt.Errorf("MANAGED_AGENT_MODEL=%q: must be fake or anthropic", c.Model)
+}
+
+// NewSandboxProvider builds the sandbox provider the configuration names (local by default).
+func NewSandboxProvider(c Config) (sandbox.Provider, error) {
+	switch c.Sandbox {
+	case "", "local":
+		dir := c.SandboxDir
+		if dir == "" {
+			dir = filepath.Join(os.TempDir(), "managed-agents-sandboxes")
+		}
+		return local.New(dir), nil
+	}
+	return nil, fmt.Errorf("MANAGED_AGENT_SANDBOX=%q: only local is available in this build (docker and kubernetes arrive with their issues)", c.Sandbox)
+}
+
+// CheckSandboxGuard refuses a real model with the local sandbox unless explicitly allowed
+// (DESIGN.md §2): the local sandbox is not a security boundary, and a real model's commands
+// would run as this process's user on this machine.
+func CheckSandboxGuard(c Config) error {
+	realModel := c.Model != "" && c.Model != "fake"
+	localSandbox := c.Sandbox == "" || c.Sandbox == "local"
+	if realModel && localSandbox && !c.AllowUnsafeLocalSandbox {
+		return errors.New("refusing to start: MANAGED_AGENT_MODEL=" + c.Model + " with the local sandbox would let a real model run " +
+			"commands on this machine as this user (the local sandbox is not a security boundary). Use an isolating sandbox " +
+			"(MANAGED_AGENT_SANDBOX=docker, when available), or set MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX=1 to accept the risk")
+	}
+	return nil
+}
+
+// Worker is a running Temporal worker for session workflows.
+type Worker struct {
+	w worker.Worker
+}
+
+// StartWorker starts a worker that runs session turns with the configured model and sandbox.
+func StartWorker(c Config, tc client.Client, svc *sessions.Service, previews workflow.PreviewPublisher, logger *slog.Logger) (*Worker, error) {
+	if err := CheckSandboxGuard(c); err != nil {
+		return nil, err
+	}
+	m, err := NewModel(c)
+	if err != nil {
+		return nil, err
+	}
+	provider, err := NewSandboxProvider(c)
+	if err != nil {
+		return nil, err
+	}
+	acts := &workflow.Activities{
+		Sessions:  svc,
+		Core:      runtime.NewCore(m, runtime.WithLogger(logger)),
+		Sandboxes: provider,
+		Previews:  previews,
+		Logger:    logger,
+	}
+	w := workflow.NewWorker(tc, c.TaskQueue, acts)
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("start Temporal worker: %w", err)
+	}
+	return &Worker{w: w}, nil
+}
+
+// Stop stops polling and waits for running activities.
+func (w *Worker) Stop() { w.w.Stop() }
+
+// DialTemporal connects to the configured Temporal.
+func DialTemporal(ctx context.Context, c Config, logger *slog.Logger) (client.Client, error) {
+	if c.TemporalAddress == "" {
+		return nil, errors.New("MANAGED_AGENT_TEMPORAL_ADDRESS is not set")
+	}
+	return workflow.Dial(ctx, workflow.Config{Address: c.TemporalAddress, Namespace: c.TemporalNamespace, TLS: c.TemporalTLS, APIKey: c.TemporalAPIKey}, logger)
+}

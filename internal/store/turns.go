@@ -1,0 +1,106 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// LockSession returns a session by id alone (the worker acts for every workspace) and locks
+// its row until the transaction ends.
+func (q *Queries) LockSession(ctx context.Context, id string) (SessionRecord, error) {
+	r, err := scanSession(q.db.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions t WHERE t.id = $1 FOR UPDATE`, id))
+	if err != nil {
+		return SessionRecord{}, fmt.Errorf("lock session %s: %w", id, classify(err))
+	}
+	return r, nil
+}
+
+// History returns a session's whole log in log order.
+func (q *Queries) History(ctx context.Context, sessionID string) ([]wire.Event, error) {
+	rows, err := q.db.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE session_id = $1 ORDER BY seq`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("read history: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Event, error) { return scanEvent(r) })
+	if err != nil {
+		return nil, fmt.Errorf("read history: %w", err)
+	}
+	return out, nil
+}
+
+// DeliverEvents marks queued client events processed and moves them to the end of the log,
+// in the order given: a queued event enters the conversation where it is delivered, after
+// everything committed while it waited (API.md §17). The old seqs are left unused, so seqs
+// stay strictly increasing but may skip. The caller must hold the session's row lock.
+func (q *Queries) DeliverEvents(ctx context.Context, sessionID string, eventIDs []string, now time.Time) error {
+	if len(eventIDs) == 0 {
+		return nil
+	}
+	var last int64
+	if err := q.db.QueryRow(ctx, `UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq`,
+		sessionID, len(eventIDs)).Scan(&last); err != nil {
+		return fmt.Errorf("reserve seqs for delivery: %w", classify(err))
+	}
+	first := last - int64(len(eventIDs)) + 1
+	tag, err := q.db.Exec(ctx, `UPDATE events e SET seq = $3 + u.ord - 1, processed_at = $4
+		FROM unnest($2::text[]) WITH ORDINALITY AS u(id, ord)
+		WHERE e.session_id = $1 AND e.id = u.id AND e.processed_at IS NULL`, sessionID, eventIDs, first, now)
+	if err != nil {
+		return fmt.Errorf("deliver events: %w", err)
+	}
+	if tag.RowsAffected() != int64(len(eventIDs)) {
+		return fmt.Errorf("deliver events: %d of %d were queued", tag.RowsAffected(), len(eventIDs))
+	}
+	return q.notify(ctx, sessionID, last)
+}
+
+// Binding is a session's sandbox reference.
+type Binding struct {
+	SessionID  string
+	Provider   string
+	ExternalID string
+	SpecHash   string
+}
+
+// GetBinding returns a session's sandbox binding or ErrNotFound.
+func (q *Queries) GetBinding(ctx context.Context, sessionID string) (Binding, error) {
+	b := Binding{SessionID: sessionID}
+	err := q.db.QueryRow(ctx, `SELECT provider, external_id, spec_hash FROM sandbox_bindings WHERE session_id = $1`, sessionID).
+		Scan(&b.Provider, &b.ExternalID, &b.SpecHash)
+	if err != nil {
+		return Binding{}, fmt.Errorf("get sandbox binding: %w", classify(err))
+	}
+	return b, nil
+}
+
+// InsertBinding records a session's sandbox; a second binding for the session is ErrDuplicate.
+func (q *Queries) InsertBinding(ctx context.Context, b Binding) error {
+	_, err := q.db.Exec(ctx, `INSERT INTO sandbox_bindings (session_id, provider, external_id, spec_hash) VALUES ($1, $2, $3, $4)`,
+		b.SessionID, b.Provider, b.ExternalID, b.SpecHash)
+	if err != nil {
+		return fmt.Errorf("insert sandbox binding: %w", classify(err))
+	}
+	return nil
+}
+
+// DeleteBinding removes a session's binding (no error if there is none).
+func (q *Queries) DeleteBinding(ctx context.Context, sessionID string) error {
+	if _, err := q.db.Exec(ctx, `DELETE FROM sandbox_bindings WHERE session_id = $1`, sessionID); err != nil {
+		return fmt.Errorf("delete sandbox binding: %w", err)
+	}
+	return nil
+}
+
+// GetSessionByID returns a session by id alone, without locking.
+func (q *Queries) GetSessionByID(ctx context.Context, id string) (SessionRecord, error) {
+	r, err := scanSession(q.db.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions t WHERE t.id = $1`, id))
+	if err != nil {
+		return SessionRecord{}, fmt.Errorf("get session %s: %w", id, classify(err))
+	}
+	return r, nil
+}

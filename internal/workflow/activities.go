@@ -1,0 +1,317 @@
+package workflow
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/managed-agents/managed-agents/internal/model"
+	"github.com/managed-agents/managed-agents/internal/runtime"
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sessions"
+	"github.com/managed-agents/managed-agents/internal/tools"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// Application error types the workflow branches on.
+const (
+	errTypeSessionGone = "SessionGone"
+	errTypeModel       = "ModelError"
+)
+
+// PlanKind is what a session needs next.
+type PlanKind string
+
+// Plans.
+const (
+	PlanWait    PlanKind = "wait"
+	PlanModel   PlanKind = "model"
+	PlanExecute PlanKind = "execute"
+	PlanReject  PlanKind = "reject"
+	PlanCap     PlanKind = "cap"
+)
+
+// Plan is Advance's answer: small, so workflow history stays small.
+type Plan struct {
+	Kind         PlanKind
+	ToolUseIDs   []string
+	NeedsSandbox bool
+}
+
+// ModelTurnInput names one model call; Attempt counts retries of the same call (1 = first).
+type ModelTurnInput struct {
+	SessionID string
+	Attempt   int
+}
+
+// ToolCallInput names one built-in call.
+type ToolCallInput struct {
+	SessionID string
+	ToolUseID string
+}
+
+// RescheduleInput carries a model failure to record.
+type RescheduleInput struct {
+	SessionID string
+	Failure   ModelFailure
+}
+
+// ModelFailure is a model error as the workflow sees it.
+type ModelFailure struct {
+	Kind       string
+	Status     int
+	Message    string
+	Retryable  bool
+	RetryAfter time.Duration
+}
+
+func (f ModelFailure) err() error {
+	return &model.Error{Kind: model.ErrorKind(f.Kind), Status: f.Status, Message: f.Message}
+}
+
+// PreviewPublisher gives a model turn somewhere to send its previews.
+type PreviewPublisher interface {
+	For(sessionID string) runtime.PreviewSink
+}
+
+// Activities are the steps of a session's turn. Each is idempotent against the event log.
+type Activities struct {
+	Sessions  *sessions.Service
+	Core      *runtime.Core
+	Sandboxes sandbox.Provider
+	Previews  PreviewPublisher
+	Logger    *slog.Logger
+
+	mu       sync.Mutex
+	attached map[string]sandbox.Sandbox // live clients; the binding row is the truth
+}
+
+// Advance does the lifecycle bookkeeping and returns the next step.
+func (a *Activities) Advance(ctx context.Context, sessionID string) (Plan, error) {
+	turn, err := a.Sessions.Advance(ctx, sessionID)
+	if err != nil {
+		return Plan{}, activityError(err)
+	}
+	switch turn.Step.Kind {
+	case runtime.StepModel:
+		return Plan{Kind: PlanModel}, nil
+	case runtime.StepExecute:
+		p := Plan{Kind: PlanExecute}
+		for _, c := range turn.Step.Calls {
+			p.ToolUseIDs = append(p.ToolUseIDs, c.Event.ID)
+			p.NeedsSandbox = p.NeedsSandbox || tools.NeedsSandbox(c.Name)
+		}
+		return p, nil
+	case runtime.StepReject:
+		return Plan{Kind: PlanReject}, nil
+	case runtime.StepCap:
+		return Plan{Kind: PlanCap}, nil
+	}
+	return Plan{Kind: PlanWait}, nil
+}
+
+// ModelTurn makes one model call. Model errors come back as non-retryable ModelError
+// application errors carrying a ModelFailure: the workflow owns their retries.
+func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) error {
+	stop := heartbeat(ctx)
+	defer stop()
+	turn, err := a.Sessions.LoadTurn(ctx, in.SessionID)
+	if err != nil {
+		return activityError(err)
+	}
+	rin := a.input(in.SessionID, turn)
+	if a.Previews != nil {
+		rin.Previews = a.Previews.For(in.SessionID)
+	}
+	_, err = a.Core.ModelTurn(model.WithAttempt(ctx, in.Attempt), rin)
+	var me *model.Error
+	if errors.As(err, &me) {
+		f := ModelFailure{Kind: string(me.Kind), Status: me.Status, Message: me.Message, Retryable: me.Retryable(), RetryAfter: me.RetryAfter}
+		return temporal.NewApplicationErrorWithOptions(me.Error(), errTypeModel, temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{f}})
+	}
+	return activityError(err)
+}
+
+// ToolCall runs one allowed built-in call and records its result.
+func (a *Activities) ToolCall(ctx context.Context, in ToolCallInput) error {
+	stop := heartbeat(ctx)
+	defer stop()
+	turn, err := a.Sessions.LoadTurn(ctx, in.SessionID)
+	if err != nil {
+		return activityError(err)
+	}
+	var toolUse *wire.Event
+	for i := range turn.History {
+		if turn.History[i].ID == in.ToolUseID {
+			toolUse = &turn.History[i]
+		}
+	}
+	if toolUse == nil {
+		return temporal.NewNonRetryableApplicationError("tool call "+in.ToolUseID+" is not in the log", "UnknownToolCall", nil)
+	}
+	err = a.Core.ExecuteTool(ctx, a.input(in.SessionID, turn), *toolUse)
+	if errors.Is(err, runtime.ErrNotRunnable) {
+		return nil // the log says it may not run (anymore): nothing to do
+	}
+	return activityError(err)
+}
+
+// RejectTools answers denied calls with error results.
+func (a *Activities) RejectTools(ctx context.Context, sessionID string) error {
+	turn, err := a.Sessions.LoadTurn(ctx, sessionID)
+	if err != nil {
+		return activityError(err)
+	}
+	return activityError(a.Core.RejectTools(ctx, a.input(sessionID, turn)))
+}
+
+// StopAtCap records the round cap.
+func (a *Activities) StopAtCap(ctx context.Context, sessionID string) error {
+	turn, err := a.Sessions.LoadTurn(ctx, sessionID)
+	if err != nil {
+		return activityError(err)
+	}
+	return activityError(a.Core.StopAtCap(ctx, a.input(sessionID, turn)))
+}
+
+// Reschedule records a transient model failure that will be retried.
+func (a *Activities) Reschedule(ctx context.Context, in RescheduleInput) error {
+	return activityError(a.Sessions.Reschedule(ctx, in.SessionID, in.Failure.err()))
+}
+
+// Exhaust records that the turn's model failures are final.
+func (a *Activities) Exhaust(ctx context.Context, in RescheduleInput) error {
+	return activityError(a.Sessions.Exhaust(ctx, in.SessionID, in.Failure.err()))
+}
+
+// AcquireSandbox makes sure the session has a sandbox: the stored binding if there is one
+// (attached again after a restart; a sandbox that is gone is an error, never silently
+// replaced), else a new one, bound in PostgreSQL before use.
+func (a *Activities) AcquireSandbox(ctx context.Context, sessionID string) error {
+	_, err := a.sandboxFor(ctx, sessionID, true)
+	return activityError(err)
+}
+
+// Teardown destroys the session's sandbox and removes its binding.
+func (a *Activities) Teardown(ctx context.Context, sessionID string) error {
+	ref, err := a.Sessions.SandboxRef(ctx, sessionID)
+	if errors.Is(err, sessions.ErrNoBinding) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := a.Sandboxes.Destroy(ctx, ref); err != nil {
+		return fmt.Errorf("destroy sandbox %s: %w", ref.ExternalID, err)
+	}
+	a.mu.Lock()
+	delete(a.attached, sessionID)
+	a.mu.Unlock()
+	return a.Sessions.UnbindSandbox(ctx, sessionID)
+}
+
+func (a *Activities) input(sessionID string, turn sessions.Turn) runtime.Input {
+	return runtime.Input{
+		Agent:   turn.Agent,
+		History: turn.History,
+		Emitter: a.Sessions.Emitter(sessionID),
+		Sandbox: runtime.SandboxFunc(func(ctx context.Context) (sandbox.Sandbox, error) {
+			return a.sandboxFor(ctx, sessionID, false)
+		}),
+	}
+}
+
+func (a *Activities) sandboxFor(ctx context.Context, sessionID string, create bool) (sandbox.Sandbox, error) {
+	a.mu.Lock()
+	sb, ok := a.attached[sessionID]
+	a.mu.Unlock()
+	if ok {
+		return sb, nil
+	}
+	ref, err := a.Sessions.SandboxRef(ctx, sessionID)
+	switch {
+	case errors.Is(err, sessions.ErrNoBinding) && create:
+		if ref, err = a.createSandbox(ctx, sessionID); err != nil {
+			return nil, err
+		}
+	case errors.Is(err, sessions.ErrNoBinding):
+		return nil, errors.New("the session has no sandbox yet")
+	case err != nil:
+		return nil, err
+	}
+	if ref.Provider != a.Sandboxes.Name() {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("the session's sandbox belongs to provider %q but this worker runs %q", ref.Provider, a.Sandboxes.Name()), "SandboxProvider", nil)
+	}
+	sb, err = a.Sandboxes.Attach(ctx, ref)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrGone) {
+			return nil, temporal.NewNonRetryableApplicationError("the session's sandbox no longer exists: "+err.Error(), "SandboxGone", nil)
+		}
+		return nil, fmt.Errorf("attach sandbox: %w", err)
+	}
+	a.mu.Lock()
+	if a.attached == nil {
+		a.attached = map[string]sandbox.Sandbox{}
+	}
+	a.attached[sessionID] = sb
+	a.mu.Unlock()
+	return sb, nil
+}
+
+func (a *Activities) createSandbox(ctx context.Context, sessionID string) (sandbox.Ref, error) {
+	spec := sandbox.Spec{SessionID: sessionID}
+	ref, err := a.Sandboxes.Create(ctx, spec)
+	if err != nil {
+		return sandbox.Ref{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	sum := sha256.Sum256([]byte(spec.SessionID))
+	stored, bound, err := a.Sessions.BindSandbox(ctx, sessionID, ref, hex.EncodeToString(sum[:8]))
+	if err != nil || !bound {
+		// Lost a race with another attempt, or the session is gone: ours is not used.
+		if derr := a.Sandboxes.Destroy(ctx, ref); derr != nil {
+			a.Logger.WarnContext(ctx, "destroy unused sandbox", "session_id", sessionID, "error", derr)
+		}
+	}
+	if err != nil {
+		return sandbox.Ref{}, err
+	}
+	return stored, nil
+}
+
+// activityError marks errors the workflow must not retry.
+func activityError(err error) error {
+	if errors.Is(err, sessions.ErrSessionGone) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), errTypeSessionGone, nil)
+	}
+	return err
+}
+
+// heartbeat reports liveness while a step runs, so a dead worker is noticed within the
+// heartbeat timeout and cancellation (interrupts) reaches the step.
+func heartbeat(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(300 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
+}

@@ -1,0 +1,25 @@
+package workflow
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+)
+
+// NewWorker returns a worker for session workflows and their activities on taskQueue
+// (TaskQueue when empty).
+func NewWorker(c client.Client, taskQueue string, acts *Activities) worker.Worker {
+	if taskQueue == "" {
+		taskQueue = TaskQueue
+	}
+	w := worker.New(c, taskQueue, worker.Options{
+		// Heartbeats are how interrupts reach a running step: flush them often.
+		DefaultHeartbeatThrottleInterval: 200 * time.Millisecond,
+		MaxHeartbeatThrottleInterval:     500 * time.Millisecond,
+	})
+	w.RegisterWorkflow(SessionWorkflow)
+	w.RegisterWorkflow(TeardownWorkflow)
+	w.RegisterActivity(acts)
+	return w
+}

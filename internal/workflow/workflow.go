@@ -1,0 +1,241 @@
+package workflow
+
+import (
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Signals a session workflow receives.
+const (
+	// SignalWake: client events were committed; look for work.
+	SignalWake = "wake"
+	// SignalInterrupt: a user.interrupt was committed; cancel what is in flight.
+	SignalInterrupt = "interrupt"
+)
+
+// WorkflowID is the id of a session's workflow: one per session, so all work on a session is
+// serialized.
+func WorkflowID(sessionID string) string { return "session/" + sessionID }
+
+// SessionParams is the workflow input: ids and settings only, never conversation content.
+type SessionParams struct {
+	SessionID string
+	Retry     ModelRetry
+}
+
+// ModelRetry is how transient model failures are retried (API.md §8.1: rescheduling).
+type ModelRetry struct {
+	// MaxRetries after the first attempt; then the turn is exhausted.
+	MaxRetries int
+	// InitialBackoff doubles per retry up to MaxBackoff; a model's retry-after wins if longer.
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+}
+
+// DefaultModelRetry suits a real model API.
+var DefaultModelRetry = ModelRetry{MaxRetries: 5, InitialBackoff: time.Second, MaxBackoff: 30 * time.Second}
+
+// backoff is the wait before retry n (1-based).
+func (r ModelRetry) backoff(n int, retryAfter time.Duration) time.Duration {
+	d := r.InitialBackoff
+	for i := 1; i < n && d < r.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, r.MaxBackoff)
+	return max(d, retryAfter)
+}
+
+// stepsBeforeContinueAsNew bounds the history of one workflow run: each step adds a few
+// events, and a fresh run carries over nothing but the session id.
+const stepsBeforeContinueAsNew = 500
+
+// SessionWorkflow runs a session's turns for as long as the session lives. Each iteration asks
+// Advance (bookkeeping + plan, from the log) what is next and runs that one step as an
+// activity; with nothing to do it waits for a signal. All state is in the log, so the
+// workflow holds only the model attempt counter.
+func SessionWorkflow(ctx workflow.Context, p SessionParams) error {
+	s := &sessionRun{
+		p:         p,
+		wake:      workflow.GetSignalChannel(ctx, SignalWake),
+		interrupt: workflow.GetSignalChannel(ctx, SignalInterrupt),
+	}
+	return s.run(ctx)
+}
+
+type sessionRun struct {
+	p            SessionParams
+	wake         workflow.ReceiveChannel
+	interrupt    workflow.ReceiveChannel
+	modelAttempt int
+}
+
+var acts *Activities // method values name the activities; the receiver is never used here
+
+func (s *sessionRun) run(ctx workflow.Context) error {
+	ctx = workflow.WithActivityOptions(ctx, bookkeepingOptions)
+	for steps := 0; ; steps++ {
+		s.drain()
+		var plan Plan
+		if err := workflow.ExecuteActivity(ctx, acts.Advance, s.p.SessionID).Get(ctx, &plan); err != nil {
+			if isSessionGone(err) {
+				return nil
+			}
+			return err
+		}
+		var err error
+		switch plan.Kind {
+		case PlanWait:
+			if steps >= stepsBeforeContinueAsNew || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+				return workflow.NewContinueAsNewError(ctx, SessionWorkflow, s.p)
+			}
+			s.modelAttempt = 0
+			s.waitForSignal(ctx)
+		case PlanModel:
+			err = s.modelTurn(ctx)
+		case PlanExecute:
+			err = s.executeTools(ctx, plan)
+		case PlanReject:
+			err = workflow.ExecuteActivity(ctx, acts.RejectTools, s.p.SessionID).Get(ctx, nil)
+		case PlanCap:
+			err = workflow.ExecuteActivity(ctx, acts.StopAtCap, s.p.SessionID).Get(ctx, nil)
+		}
+		if err != nil {
+			if isSessionGone(err) {
+				return nil
+			}
+			if !temporal.IsCanceledError(err) {
+				return err
+			}
+		}
+	}
+}
+
+// drain consumes pending signals: the Advance that follows sees everything they announced.
+func (s *sessionRun) drain() {
+	for s.wake.ReceiveAsync(nil) {
+	}
+	for s.interrupt.ReceiveAsync(nil) {
+	}
+}
+
+func (s *sessionRun) waitForSignal(ctx workflow.Context) {
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(s.wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	sel.AddReceive(s.interrupt, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	sel.Select(ctx)
+}
+
+// cancellable runs one step activity and cancels it if an interrupt arrives first. It returns
+// the activity's error (a canceled error after an interrupt).
+func (s *sessionRun) cancellable(ctx workflow.Context, activity any, arg any) error {
+	actx, cancel := workflow.WithCancel(workflow.WithActivityOptions(ctx, stepOptions))
+	defer cancel()
+	fut := workflow.ExecuteActivity(actx, activity, arg)
+	var err error
+	done := false
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(fut, func(f workflow.Future) { err, done = f.Get(ctx, nil), true })
+	sel.AddReceive(s.interrupt, func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		cancel()
+	})
+	for !done {
+		sel.Select(ctx)
+	}
+	return err
+}
+
+// modelTurn runs one model call. Transient model failures reschedule the session and back
+// off; the next Advance marks it running again and the call is retried with the next attempt
+// number. Permanent failures, or too many retries, exhaust the turn.
+func (s *sessionRun) modelTurn(ctx workflow.Context) error {
+	s.modelAttempt++
+	err := s.cancellable(ctx, acts.ModelTurn, ModelTurnInput{SessionID: s.p.SessionID, Attempt: s.modelAttempt})
+	if err == nil {
+		s.modelAttempt = 0
+		return nil
+	}
+	failure, ok := modelFailureOf(err)
+	if !ok {
+		return err
+	}
+	if failure.Retryable && s.modelAttempt <= s.p.Retry.MaxRetries {
+		if err := workflow.ExecuteActivity(ctx, acts.Reschedule, RescheduleInput{SessionID: s.p.SessionID, Failure: failure}).Get(ctx, nil); err != nil {
+			return err
+		}
+		wait := s.p.Retry.backoff(s.modelAttempt, failure.RetryAfter)
+		s.sleepUnlessInterrupted(ctx, wait)
+		return nil
+	}
+	s.modelAttempt = 0
+	return workflow.ExecuteActivity(ctx, acts.Exhaust, RescheduleInput{SessionID: s.p.SessionID, Failure: failure}).Get(ctx, nil)
+}
+
+func (s *sessionRun) sleepUnlessInterrupted(ctx workflow.Context, d time.Duration) {
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(workflow.NewTimer(tctx, d), func(workflow.Future) {})
+	sel.AddReceive(s.interrupt, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	sel.Select(ctx)
+}
+
+func (s *sessionRun) executeTools(ctx workflow.Context, plan Plan) error {
+	if plan.NeedsSandbox {
+		if err := workflow.ExecuteActivity(ctx, acts.AcquireSandbox, s.p.SessionID).Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	for _, id := range plan.ToolUseIDs {
+		if err := s.cancellable(ctx, acts.ToolCall, ToolCallInput{SessionID: s.p.SessionID, ToolUseID: id}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TeardownWorkflow destroys a session's sandbox and removes its binding; the API runs it
+// before deleting the session row.
+func TeardownWorkflow(ctx workflow.Context, sessionID string) error {
+	ctx = workflow.WithActivityOptions(ctx, bookkeepingOptions)
+	return workflow.ExecuteActivity(ctx, acts.Teardown, sessionID).Get(ctx, nil)
+}
+
+// Activity options. Step activities heartbeat so a dead worker is noticed within seconds and
+// interrupts reach them; every activity retries infrastructure failures without limit, which
+// is safe because each is idempotent against the log.
+var (
+	retryForever = &temporal.RetryPolicy{
+		InitialInterval:        100 * time.Millisecond,
+		BackoffCoefficient:     2,
+		MaximumInterval:        5 * time.Second,
+		NonRetryableErrorTypes: []string{errTypeSessionGone, errTypeModel},
+	}
+	bookkeepingOptions = workflow.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retryForever}
+	stepOptions        = workflow.ActivityOptions{
+		StartToCloseTimeout: 15 * time.Minute,
+		HeartbeatTimeout:    2 * time.Second,
+		WaitForCancellation: true,
+		RetryPolicy:         retryForever,
+	}
+)
+
+func isSessionGone(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == errTypeSessionGone
+}
+
+func modelFailureOf(err error) (ModelFailure, bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != errTypeModel {
+		return ModelFailure{}, false
+	}
+	var f ModelFailure
+	if appErr.Details(&f) != nil {
+		return ModelFailure{}, false
+	}
+	return f, true
+}
