@@ -16,6 +16,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/app"
 	"github.com/managed-agents/managed-agents/internal/store"
+	"github.com/managed-agents/managed-agents/internal/workflow"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -37,8 +38,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), devCmd(), migrateCmd(), versionCmd(),
-		notYet("worker", "Temporal worker running session workflows", "durable runs on Temporal"),
+	root.AddCommand(serveCmd(), devCmd(), workerCmd(), migrateCmd(), versionCmd(),
 		notYet("controller", "Kubernetes controller for Session and SandboxBinding", "the Kubernetes operator"),
 		notYet("sandboxd", "daemon inside a sandbox pod", "Kubernetes sandboxes"),
 	)
@@ -62,6 +62,16 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			defer api.Close()
+			if c.TemporalAddress != "" {
+				tc, err := app.DialTemporal(cmd.Context(), c, logger)
+				if err != nil {
+					return err
+				}
+				defer tc.Close()
+				api.UseRunner(tc, c.TaskQueue, workflow.DefaultModelRetry, logger)
+			} else {
+				logger.Warn("MANAGED_AGENT_TEMPORAL_ADDRESS is not set: the API accepts events but no session runs until workers are configured")
+			}
 			if c.APIKey != "" {
 				if _, err := api.BindAPIKey(cmd.Context(), c.APIKey); err != nil {
 					return err
@@ -77,6 +87,43 @@ func serveCmd() *cobra.Command {
 	}
 	cmd.Flags().String("addr", "", "listen address (MANAGED_AGENT_ADDR, default :8080)")
 	return cmd
+}
+
+func workerCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "worker",
+		Short: "Run session workflows and their activities (Temporal worker)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := app.FromEnv(app.Config{LogFormat: "json"})
+			logger, err := c.Logger()
+			if err != nil {
+				return err
+			}
+			if err := app.CheckSandboxGuard(c); err != nil {
+				return err
+			}
+			api, err := app.NewAPI(cmd.Context(), c.DatabaseURL, logger)
+			if err != nil {
+				return err
+			}
+			defer api.Close()
+			tc, err := app.DialTemporal(cmd.Context(), c, logger)
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			// The worker also signals workflows (a deleted session's run is told to end).
+			api.UseRunner(tc, c.TaskQueue, workflow.DefaultModelRetry, logger)
+			w, err := app.StartWorker(c, tc, api.Service, nil, logger)
+			if err != nil {
+				return err
+			}
+			defer w.Stop()
+			logger.Info("worker running", "task_queue", c.TaskQueue, "version", version)
+			<-cmd.Context().Done()
+			return nil
+		},
+	}
 }
 
 func devCmd() *cobra.Command {

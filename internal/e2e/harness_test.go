@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -20,7 +21,11 @@ import (
 	"github.com/managed-agents/managed-agents/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	code := pgtest.Run(m)
+	stopSharedTemporal()
+	os.Exit(code)
+}
 
 // env is one running server on its own database.
 type env struct {

@@ -58,7 +58,10 @@ type cluster struct {
 // with the tests' code. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main without the exit, for a TestMain that has more to stop afterwards.
+func Run(m *testing.M) int {
 	mainCalled.Store(true)
 	code := m.Run()
 	if shared != nil {
@@ -69,7 +72,7 @@ func Main(m *testing.M) {
 			}
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // URL creates an empty database for this test and returns a pgx connection URL for it. The

@@ -1,0 +1,69 @@
+//go:build integration
+
+package e2e
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/managed-agents/managed-agents/internal/app"
+	"github.com/managed-agents/managed-agents/internal/ids"
+	"github.com/managed-agents/managed-agents/internal/workflow"
+)
+
+// One Temporal dev server per test binary; every env gets its own task queue, so each env's
+// worker only runs its own database's sessions.
+var (
+	temporalOnce sync.Once
+	temporalSrv  *workflow.DevServer
+	temporalErr  error
+)
+
+func sharedTemporal(t *testing.T) client.Client {
+	t.Helper()
+	temporalOnce.Do(func() {
+		temporalSrv, temporalErr = workflow.StartDevServer(context.Background(), workflow.DevServerOptions{})
+	})
+	require.NoError(t, temporalErr)
+	return temporalSrv.Client()
+}
+
+// stopSharedTemporal is called by TestMain after the tests.
+func stopSharedTemporal() {
+	if temporalSrv != nil {
+		_ = temporalSrv.Stop()
+	}
+}
+
+// fastRetry keeps rescheduling tests quick.
+var fastRetry = workflow.ModelRetry{MaxRetries: 3, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
+
+// newRunningEnv is newEnv plus the durable runner: a Temporal worker with the fake model and
+// the local sandbox, so sessions run their turns.
+func newRunningEnv(t *testing.T) *env {
+	t.Helper()
+	e := newEnv(t)
+	tc := sharedTemporal(t)
+	queue := "e2e-" + ids.New("")
+	e.api.UseRunner(tc, queue, fastRetry, discardLogger())
+	cfg := app.Config{TaskQueue: queue, SandboxDir: t.TempDir()}
+	w, err := app.StartWorker(cfg, tc, e.api.Service, nil, discardLogger())
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+	return e
+}
+
+func discardLogger() *slog.Logger {
+	if os.Getenv("E2E_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
