@@ -114,7 +114,7 @@ func workerCmd() *cobra.Command {
 			defer tc.Close()
 			// The worker also signals workflows (a deleted session's run is told to end).
 			api.UseRunner(tc, c.TaskQueue, workflow.DefaultModelRetry, logger)
-			w, err := app.StartWorker(c, tc, api.Service, nil, logger)
+			w, err := app.StartWorker(c, tc, api.Service, api.Previews, logger)
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -14,14 +15,18 @@ import (
 	"github.com/managed-agents/managed-agents/internal/httpapi"
 	"github.com/managed-agents/managed-agents/internal/sessions"
 	"github.com/managed-agents/managed-agents/internal/store"
+	"github.com/managed-agents/managed-agents/internal/stream"
 	"github.com/managed-agents/managed-agents/internal/workflow"
 )
 
 // API is the wired REST API: store, notifier, service and HTTP handler.
 type API struct {
-	Store    *store.Store
-	Service  *sessions.Service
-	Handler  http.Handler
+	Store   *store.Store
+	Service *sessions.Service
+	Handler http.Handler
+	// Previews carries token previews between processes (PostgreSQL NOTIFY); a worker in the
+	// same process publishes to it.
+	Previews *stream.PostgresHub
 	notifier *store.Notifier
 	stop     context.CancelFunc
 	done     chan struct{}
@@ -52,13 +57,17 @@ func NewAPI(ctx context.Context, databaseURL string, logger *slog.Logger) (*API,
 	notifier := store.NewNotifier(st.Pool(), logger)
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
+	previews := stream.NewPostgresHub(st.Pool(), logger)
+	var wg sync.WaitGroup
+	wg.Go(func() { notifier.Run(runCtx) })
+	wg.Go(func() { previews.Run(runCtx) })
 	go func() {
-		defer close(done)
-		notifier.Run(runCtx)
+		wg.Wait()
+		close(done)
 	}()
 	svc := sessions.New(st, notifier, logger)
-	a := &API{Store: st, Service: svc, notifier: notifier, stop: stop, done: done}
-	a.Handler = httpapi.New(httpapi.Config{Service: svc, Auth: svc, Logger: logger, Ready: a.ready})
+	a := &API{Store: st, Service: svc, Previews: previews, notifier: notifier, stop: stop, done: done}
+	a.Handler = httpapi.New(httpapi.Config{Service: svc, Auth: svc, Logger: logger, Ready: a.ready, Previews: previews})
 	return a, nil
 }
 

@@ -3,10 +3,12 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 )
 
 // Config is the process configuration. Every field has a MANAGED_AGENT_* variable; flags
@@ -39,6 +41,9 @@ type Config struct {
 
 	// Model is fake or anthropic (MANAGED_AGENT_MODEL).
 	Model string
+	// FakeWordDelay paces the fake model's streamed words so previews are visible
+	// (MANAGED_AGENT_FAKE_MODEL_WORD_DELAY, e.g. 20ms; default none).
+	FakeWordDelay time.Duration
 	// AnthropicBaseURL, AnthropicAPIKey, AnthropicAuthToken configure the anthropic model
 	// (MANAGED_AGENT_ANTHROPIC_BASE_URL, _API_KEY, _AUTH_TOKEN).
 	AnthropicBaseURL   string
@@ -52,6 +57,17 @@ type Config struct {
 	// AllowUnsafeLocalSandbox lets a real model drive the local sandbox
 	// (MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX=1).
 	AllowUnsafeLocalSandbox bool
+
+	// invalid collects values FromEnv could not parse; Validate reports them.
+	invalid []string
+}
+
+// Validate reports variables whose values could not be parsed, naming each.
+func (c Config) Validate() error {
+	if len(c.invalid) > 0 {
+		return errors.New(strings.Join(c.invalid, "; "))
+	}
+	return nil
 }
 
 // FromEnv reads the variables over the given defaults.
@@ -78,6 +94,13 @@ func FromEnv(def Config) Config {
 	set(&c.AnthropicAuthToken, "MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN")
 	set(&c.Sandbox, "MANAGED_AGENT_SANDBOX")
 	set(&c.SandboxDir, "MANAGED_AGENT_SANDBOX_DIR")
+	if v := os.Getenv("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			c.invalid = append(c.invalid, fmt.Sprintf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%q: must be a duration such as 20ms", v))
+		}
+		c.FakeWordDelay = d
+	}
 	c.TemporalTLS = c.TemporalTLS || os.Getenv("MANAGED_AGENT_TEMPORAL_TLS") == "1"
 	c.AllowUnsafeLocalSandbox = c.AllowUnsafeLocalSandbox || os.Getenv("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX") == "1"
 	return c
@@ -85,6 +108,9 @@ func FromEnv(def Config) Config {
 
 // Logger builds the process logger; an invalid setting is an error naming the variable.
 func (c Config) Logger() (*slog.Logger, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(orDefault(c.LogLevel, "info"))); err != nil {
 		return nil, fmt.Errorf("MANAGED_AGENT_LOG_LEVEL=%q: must be debug, info, warn or error", c.LogLevel)

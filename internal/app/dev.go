@@ -51,7 +51,7 @@ func RunDev(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	defer stopTemporal()
 	api.UseRunner(tc, cfg.TaskQueue, workflow.DefaultModelRetry, logger)
-	w, err := StartWorker(cfg, tc, api.Service, nil, logger)
+	w, err := StartWorker(cfg, tc, api.Service, api.Previews, logger)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
 	"github.com/managed-agents/managed-agents/internal/sessions"
+	"github.com/managed-agents/managed-agents/internal/stream"
 	"github.com/managed-agents/managed-agents/internal/workflow"
 )
 
@@ -25,6 +26,9 @@ import (
 func NewModel(c Config) (model.Client, error) {
 	switch c.Model {
 	case "", "fake":
+		if c.FakeWordDelay > 0 {
+			return fake.New(fake.WithWordDelay(c.FakeWordDelay)), nil
+		}
 		return fake.New(), nil
 	case "anthropic":
 		opts := []anthropic.Option{}
@@ -81,7 +85,7 @@ type Worker struct {
 }
 
 // StartWorker starts a worker that runs session turns with the configured model and sandbox.
-func StartWorker(c Config, tc client.Client, svc *sessions.Service, previews workflow.PreviewPublisher, logger *slog.Logger) (*Worker, error) {
+func StartWorker(c Config, tc client.Client, svc *sessions.Service, previews stream.Hub, logger *slog.Logger) (*Worker, error) {
 	if err := CheckSandboxGuard(c); err != nil {
 		return nil, err
 	}

@@ -48,14 +48,17 @@ var fastRetry = workflow.ModelRetry{MaxRetries: 3, InitialBackoff: 20 * time.Mil
 
 // newRunningEnv is newEnv plus the durable runner: a Temporal worker with the fake model and
 // the local sandbox, so sessions run their turns.
-func newRunningEnv(t *testing.T) *env {
+func newRunningEnv(t *testing.T, configure ...func(*app.Config)) *env {
 	t.Helper()
 	e := newEnv(t)
 	tc := sharedTemporal(t)
 	queue := "e2e-" + ids.New("")
 	e.api.UseRunner(tc, queue, fastRetry, discardLogger())
 	cfg := app.Config{TaskQueue: queue, SandboxDir: t.TempDir()}
-	w, err := app.StartWorker(cfg, tc, e.api.Service, nil, discardLogger())
+	for _, c := range configure {
+		c(&cfg)
+	}
+	w, err := app.StartWorker(cfg, tc, e.api.Service, e.api.Previews, discardLogger())
 	require.NoError(t, err)
 	t.Cleanup(w.Stop)
 	return e

@@ -32,6 +32,8 @@ type env struct {
 	t   *testing.T
 	api *app.API
 	srv *httptest.Server
+	// dbURL is the env's database, for processes the test starts.
+	dbURL string
 	// key is an API key of the first workspace; client uses it.
 	key    string
 	client anthropic.Client
@@ -42,7 +44,8 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	api, err := app.NewAPI(ctx, pgtest.URL(t), logger)
+	dbURL := pgtest.URL(t)
+	api, err := app.NewAPI(ctx, dbURL, logger)
 	require.NoError(t, err)
 	srv := httptest.NewServer(api.Handler)
 	t.Cleanup(func() {
@@ -50,7 +53,7 @@ func newEnv(t *testing.T) *env {
 		srv.Close()
 		api.Close()
 	})
-	e := &env{t: t, api: api, srv: srv}
+	e := &env{t: t, api: api, srv: srv, dbURL: dbURL}
 	e.key = e.newKey()
 	e.client = e.clientFor(e.key)
 	return e

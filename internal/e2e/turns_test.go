@@ -23,7 +23,11 @@ type turnFixture struct {
 
 func newTurnFixture(t *testing.T, tools ...anthropic.BetaAgentNewParamsToolUnion) *turnFixture {
 	t.Helper()
-	e := newRunningEnv(t)
+	return newTurnFixtureIn(t, newRunningEnv(t), tools...)
+}
+
+func newTurnFixtureIn(t *testing.T, e *env, tools ...anthropic.BetaAgentNewParamsToolUnion) *turnFixture {
+	t.Helper()
 	ctx := context.Background()
 	agent, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{
 		Name: "worker", Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "claude-opus-5"}, Tools: tools})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/managed-agents/managed-agents/internal/sessions"
+	"github.com/managed-agents/managed-agents/internal/stream"
 )
 
 // maxBodyBytes is the request body limit of the hosted API (API.md §4.1: >32 MB → 413).
@@ -35,6 +36,8 @@ type Config struct {
 	Ready func(ctx context.Context) error
 	// Heartbeat is the SSE keep-alive interval; 15 s when zero.
 	Heartbeat time.Duration
+	// Previews delivers token previews to streams that ask for them; nil sends none.
+	Previews stream.Hub
 }
 
 // Server is the HTTP API.
@@ -44,6 +47,7 @@ type Server struct {
 	logger    *slog.Logger
 	ready     func(ctx context.Context) error
 	heartbeat time.Duration
+	previews  stream.Hub
 	mux       *http.ServeMux
 	// draining is closed by CloseStreams: live streams end so a graceful shutdown can finish.
 	draining  chan struct{}
@@ -55,7 +59,7 @@ func (s *Server) CloseStreams() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // New builds the API handler.
 func New(cfg Config) *Server {
-	s := &Server{svc: cfg.Service, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready, heartbeat: cfg.Heartbeat, mux: http.NewServeMux(), draining: make(chan struct{})}
+	s := &Server{svc: cfg.Service, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready, heartbeat: cfg.Heartbeat, previews: cfg.Previews, mux: http.NewServeMux(), draining: make(chan struct{})}
 	if s.heartbeat == 0 {
 		s.heartbeat = 15 * time.Second
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/managed-agents/managed-agents/internal/ids"
+	"github.com/managed-agents/managed-agents/internal/stream"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -52,6 +53,15 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		return nil // the client is gone
 	}
 
+	// Previews only for connections that asked (API.md §5.4); the filter enforces their rules.
+	filter := stream.NewPreviewFilter(deltas, st.Cursor())
+	var previews <-chan stream.Frame // nil never fires
+	if filter.Enabled() && s.previews != nil {
+		ch, unsubscribe := s.previews.Subscribe(r.PathValue("id"))
+		defer unsubscribe()
+		previews = ch
+	}
+
 	heartbeat := time.NewTicker(s.heartbeat)
 	defer heartbeat.Stop()
 	var frame bytes.Buffer
@@ -68,6 +78,10 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			frame.Reset()
 			if err := writeFrame(&frame, ev.Type, ev.ID, ev); err != nil {
 				return nil
+			}
+			// Previews held until this event (their request's start) follow it.
+			for _, f := range filter.Committed(ev) {
+				_ = writeFrame(&frame, f.Type, "", f)
 			}
 			if _, err := w.Write(frame.Bytes()); err != nil {
 				return nil
@@ -86,9 +100,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			if err := rc.Flush(); err != nil {
 				return nil
 			}
-			if st.Pending(len(evs)) {
-				continue // a full batch: more may be waiting without a new wake-up
-			}
+		}
+		if st.Pending() {
+			continue // a full batch: more is waiting without a new wake-up
 		}
 		select {
 		case <-ctx.Done():
@@ -96,6 +110,10 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		case <-s.draining:
 			return nil
 		case <-st.Wake():
+		case f := <-previews:
+			if !s.writePreviews(w, rc, &frame, filter, f, previews) {
+				return nil
+			}
 		case <-heartbeat.C:
 			if _, err := w.Write([]byte("event: ping\ndata: {\"type\":\"ping\"}\n\n")); err != nil {
 				return nil
@@ -105,6 +123,31 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
+}
+
+// writePreviews writes an admitted preview frame and any others already waiting, then
+// flushes once. Preview frames carry no id line: they are not in the log, so they are no
+// resume point. It reports false when the client is gone.
+func (s *Server) writePreviews(w http.ResponseWriter, rc *http.ResponseController, frame *bytes.Buffer, filter *stream.PreviewFilter, f stream.Frame, more <-chan stream.Frame) bool {
+	frame.Reset()
+	for {
+		if filter.Admit(f) {
+			_ = writeFrame(frame, f.Type, "", f)
+		}
+		select {
+		case f = <-more:
+			continue
+		default:
+		}
+		break
+	}
+	if frame.Len() == 0 {
+		return true
+	}
+	if _, err := w.Write(frame.Bytes()); err != nil {
+		return false
+	}
+	return rc.Flush() == nil
 }
 
 // writeFrame writes one SSE frame. The id line lets EventSource clients resume with

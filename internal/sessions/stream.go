@@ -18,6 +18,8 @@ type Stream struct {
 	cursor    int64
 	wake      <-chan struct{}
 	cancel    func()
+	// more: the last read stopped at streamBatch with more events after it.
+	more bool
 }
 
 // OpenStream starts following a session. Without resumeAfter it starts at the end of the
@@ -47,16 +49,20 @@ func (s *Service) OpenStream(ctx context.Context, workspaceID, sessionID, resume
 	return st, nil
 }
 
+// Cursor is the seq of the last event the stream has read past.
+func (st *Stream) Cursor() int64 { return st.cursor }
+
 // Wake receives a value when the log may have grown.
 func (st *Stream) Wake() <-chan struct{} { return st.wake }
 
 // Next returns the events committed after the cursor (possibly none) and advances it.
 // deleted reports that the session no longer exists.
 func (st *Stream) Next(ctx context.Context) (events []wire.Event, deleted bool, err error) {
-	evs, _, err := st.store.EventsAfter(ctx, st.sessionID, st.cursor, streamBatch)
+	evs, more, err := st.store.EventsAfter(ctx, st.sessionID, st.cursor, streamBatch)
 	if err != nil {
 		return nil, false, err
 	}
+	st.more = more
 	if len(evs) > 0 {
 		st.cursor = evs[len(evs)-1].Seq
 		// A queued client event is shown once, when it is delivered: delivery moves it to
@@ -76,8 +82,10 @@ func (st *Stream) Next(ctx context.Context) (events []wire.Event, deleted bool, 
 	return nil, !exists, nil
 }
 
-// Pending reports whether the last Next may have left events behind (a full batch).
-func (st *Stream) Pending(n int) bool { return n == streamBatch }
+// Pending reports whether the last Next left committed events behind (it read a full
+// batch), so the caller reads again without waiting for a wake-up. It is not the count Next
+// returned: queued events it skipped still fill the batch.
+func (st *Stream) Pending() bool { return st.more }
 
 // Close stops following.
 func (st *Stream) Close() { st.cancel() }

@@ -17,6 +17,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/runtime"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sessions"
+	"github.com/managed-agents/managed-agents/internal/stream"
 	"github.com/managed-agents/managed-agents/internal/tools"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
@@ -77,17 +78,13 @@ func (f ModelFailure) err() error {
 	return &model.Error{Kind: model.ErrorKind(f.Kind), Status: f.Status, Message: f.Message}
 }
 
-// PreviewPublisher gives a model turn somewhere to send its previews.
-type PreviewPublisher interface {
-	For(sessionID string) runtime.PreviewSink
-}
-
 // Activities are the steps of a session's turn. Each is idempotent against the event log.
 type Activities struct {
 	Sessions  *sessions.Service
 	Core      *runtime.Core
 	Sandboxes sandbox.Provider
-	Previews  PreviewPublisher
+	// Previews carries token previews to API processes; nil sends none.
+	Previews stream.Hub
 	Logger    *slog.Logger
 
 	mu       sync.Mutex
@@ -129,7 +126,8 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) error {
 	}
 	rin := a.input(in.SessionID, turn)
 	if a.Previews != nil {
-		rin.Previews = a.Previews.For(in.SessionID)
+		sink := newPreviewSink(ctx, a.Previews, a.Logger, in.SessionID, turn.History)
+		rin.Previews, rin.Emitter = sink, observingEmitter{next: rin.Emitter, sink: sink}
 	}
 	_, err = a.Core.ModelTurn(model.WithAttempt(ctx, in.Attempt), rin)
 	var me *model.Error
