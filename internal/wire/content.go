@@ -30,7 +30,7 @@ func (c *ContentBlock) UnmarshalJSON(b []byte) error {
 
 // Block sets allowed in each place (API.md §5.1).
 var (
-	UserMessageBlocks = map[string]bool{"text": true, "image": true, "document": true}
+	UserMessageBlocks = map[string]bool{"text": true, "image": true, "document": true, "redacted": true}
 	ToolResultBlocks  = map[string]bool{"text": true, "image": true, "document": true, "search_result": true}
 )
 
@@ -74,6 +74,9 @@ func (b ContentBlock) validate(f string) error {
 			return err
 		}
 		return only(b.Text == nil, b.Content == nil, b.Citations == nil)
+	case "redacted":
+		// Content withheld by policy carries nothing but its type.
+		return only(b.Text == nil, b.Source == nil, b.Title == nil, b.Context == nil, b.Content == nil, b.Citations == nil)
 	case "search_result":
 		var src string
 		if err := json.Unmarshal(b.Source, &src); err != nil || src == "" {
