@@ -54,7 +54,8 @@ func newRunningEnv(t *testing.T, configure ...func(*app.Config)) *env {
 	tc := sharedTemporal(t)
 	queue := "e2e-" + ids.New("")
 	e.api.UseRunner(tc, queue, fastRetry, discardLogger())
-	cfg := app.Config{TaskQueue: queue, SandboxDir: t.TempDir()}
+	e.sandboxDir = t.TempDir()
+	cfg := app.Config{TaskQueue: queue, SandboxDir: e.sandboxDir}
 	for _, c := range configure {
 		c(&cfg)
 	}

@@ -34,6 +34,8 @@ type env struct {
 	srv *httptest.Server
 	// dbURL is the env's database, for processes the test starts.
 	dbURL string
+	// sandboxDir is where a running env's worker keeps its local sandboxes.
+	sandboxDir string
 	// key is an API key of the first workspace; client uses it.
 	key    string
 	client anthropic.Client
