@@ -250,6 +250,12 @@ func TestTurnInterrupt(t *testing.T) {
 	sess, err := f.e.client.Beta.Sessions.Get(context.Background(), f.sessionID, anthropic.BetaSessionGetParams{})
 	require.NoError(t, err)
 	require.Equal(t, anthropic.BetaManagedAgentsSessionStatus("idle"), sess.Status)
+
+	// The next message starts a normal turn.
+	f.send(userMessage("hello again"))
+	evs = f.untilIdle()
+	require.Equal(t, "echo: hello again", messageText(find(t, evs, "agent.message")))
+	require.Equal(t, "end_turn", last(evs).StopReason.Type)
 }
 
 func TestTurnRoundCap(t *testing.T) {

@@ -40,7 +40,7 @@ func readConversation(msgs []model.Message) conversation {
 		}
 	}
 	if turn >= 0 {
-		conv.text = joinText(msgs[turn].Content)
+		conv.text = latestText(msgs[turn].Content)
 	}
 	for _, m := range msgs[turn+1:] {
 		if m.Role == "assistant" {
@@ -138,4 +138,17 @@ func blocksChars(blocks []model.Block) int {
 			utf8.RuneCountInString(b.Name) + utf8.RuneCount(b.Input) + blocksChars(b.Content)
 	}
 	return n
+}
+
+// latestText is the text of the latest user.message in a user turn. Consecutive user
+// messages reach the model merged into one (a message sent after an interrupted turn follows
+// the interrupted one); each contributes its own text block, so the last text block is the
+// latest message.
+func latestText(blocks []model.Block) string {
+	for i := len(blocks) - 1; i >= 0; i-- {
+		if blocks[i].Type == model.BlockText {
+			return blocks[i].Text
+		}
+	}
+	return ""
 }

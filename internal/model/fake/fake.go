@@ -16,8 +16,10 @@
 //   - /tool NAME JSON: call 0 answers one tool_use block per /tool line, in order (stop
 //     tool_use). /loop NAME JSON: every call answers a tool_use block for each /loop line
 //     (on call 0 together with the /tool lines, in line order).
-//   - A call that asks for no tool and follows tool results (the messages after the last
-//     assistant message hold tool_result blocks) answers one line per result, in result
+//   - The message is the last text block of the latest user turn: consecutive user messages
+//     reach the model merged, each as its own text block.
+//   - A call after the first that asks for no tool and follows tool results (the messages
+//     after the last assistant message hold tool_result blocks) answers one line per result, in result
 //     order: "NAME: TEXT" or "NAME error: TEXT", TEXT being the result's text blocks joined by
 //     newlines, trimmed, cut to 200 characters, with line breaks turned into spaces. NAME
 //     comes from the tool_use block with that id in the last assistant message (the id itself

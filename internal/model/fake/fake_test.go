@@ -66,8 +66,16 @@ func TestAnswers(t *testing.T) {
 			want: []model.Block{text("echo: /etc/hosts is missing")}, wantStop: model.StopEndTurn},
 		{name: "no user message", msgs: nil,
 			want: []model.Block{text("echo:")}, wantStop: model.StopEndTurn},
-		{name: "message of several text blocks", msgs: []model.Message{{Role: "user", Content: []model.Block{text("a"), text("/think")}}},
-			want: []model.Block{thinking("Call 1 of this turn; the user wrote: a"), text("echo: a")}, wantStop: model.StopEndTurn},
+		{name: "merged user messages: the last text block is the latest message",
+			msgs: []model.Message{{Role: "user", Content: []model.Block{text("/think\n/tool bash {}"), text("a")}}},
+			want: []model.Block{text("echo: a")}, wantStop: model.StopEndTurn},
+		{name: "a message after a cut-off turn is answered, not the old results",
+			msgs: []model.Message{
+				user(`/loop bash {"command":"true"}`),
+				assistant(toolUse("toolu_fake_1", "bash", `{"command":"true"}`)),
+				{Role: "user", Content: []model.Block{result("toolu_fake_1", "interrupted", true), text("hello")}},
+			},
+			want: []model.Block{text("echo: hello")}, wantStop: model.StopEndTurn},
 		{name: "tool first call", msgs: []model.Message{user(twoTools)},
 			want: []model.Block{
 				toolUse("toolu_fake_1", "bash", `{"command":"ls"}`),

@@ -153,7 +153,9 @@ func (s script) reply(conv conversation) ([]model.Block, string) {
 		return content, model.StopToolUse
 	}
 	text := "echo: " + s.prose
-	if len(conv.results) > 0 {
+	// Results answered on the first call after a message belong to a turn that was cut off
+	// (interrupt, round cap): the new message is what to answer.
+	if len(conv.results) > 0 && conv.call > 0 {
 		text = summarize(conv.results)
 	}
 	return append(content, textBlock(strings.TrimSpace(text))), model.StopEndTurn
