@@ -85,7 +85,7 @@ type Activities struct {
 	Sandboxes sandbox.Provider
 	// Previews carries token previews to API processes; nil sends none.
 	Previews stream.Hub
-	Logger    *slog.Logger
+	Logger   *slog.Logger
 
 	mu       sync.Mutex
 	attached map[string]sandbox.Sandbox // live clients; the binding row is the truth

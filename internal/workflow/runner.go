@@ -16,8 +16,8 @@ type Runner struct {
 	// TaskQueue defaults to TaskQueue; deployments (and test suites) that share one Temporal
 	// namespace between databases need one queue each.
 	TaskQueue string
-	Retry  ModelRetry
-	Logger *slog.Logger
+	Retry     ModelRetry
+	Logger    *slog.Logger
 }
 
 // Wake signals the session's workflow, starting it if it is not running (SignalWithStart).
