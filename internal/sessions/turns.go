@@ -417,3 +417,35 @@ func (s *Service) LoadTurn(ctx context.Context, sessionID string) (Turn, error) 
 	}
 	return t, nil
 }
+
+// Terminate ends a session on a fatal error (API.md §8.1): session.error with retry_status
+// terminal, then the primary thread's and the session's terminated events; the session
+// accepts no more events. Terminating twice does nothing.
+func (s *Service) Terminate(ctx context.Context, sessionID string, cause string) error {
+	return s.store.InTx(ctx, func(q *store.Queries) error {
+		rec, err := q.LockSession(ctx, sessionID)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			return err
+		}
+		if rec.Status == StatusTerminated {
+			return nil
+		}
+		now := s.now()
+		t := &turnTx{s: s, q: q, rec: rec, now: now}
+		thread := t.threadFields()
+		evs := []store.NewEvent{
+			{Type: wire.EventSessionError, Processed: true, Body: mustJSON(map[string]any{"error": map[string]any{
+				"type": "unknown_error", "message": cause, "retry_status": map[string]string{"type": "terminal"}}})},
+			{Type: "session.thread_status_terminated", Processed: true, Body: mustJSON(thread)},
+			{Type: wire.EventSessionStatusTerminated, Processed: true, Body: json.RawMessage(`{}`)},
+		}
+		if _, err := q.AppendEvents(ctx, sessionID, evs, now); err != nil {
+			return err
+		}
+		rec.Status, rec.UpdatedAt, rec.TerminatedAt = StatusTerminated, now, &now
+		return q.UpdateSession(ctx, rec)
+	})
+}

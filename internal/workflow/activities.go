@@ -190,6 +190,17 @@ func (a *Activities) Exhaust(ctx context.Context, in RescheduleInput) error {
 	return activityError(a.Sessions.Exhaust(ctx, in.SessionID, in.Failure.err()))
 }
 
+// TerminateInput names a session to end and why.
+type TerminateInput struct {
+	SessionID string
+	Message   string
+}
+
+// Terminate ends the session after a fatal step failure.
+func (a *Activities) Terminate(ctx context.Context, in TerminateInput) error {
+	return a.Sessions.Terminate(ctx, in.SessionID, in.Message)
+}
+
 // AcquireSandbox makes sure the session has a sandbox: the stored binding if there is one
 // (attached again after a restart; a sandbox that is gone is an error, never silently
 // replaced), else a new one, bound in PostgreSQL before use.

@@ -107,10 +107,25 @@ func (s *sessionRun) run(ctx workflow.Context) error {
 				return nil
 			}
 			if !temporal.IsCanceledError(err) {
-				return err
+				return s.terminate(ctx, err)
 			}
 		}
 	}
+}
+
+// terminate ends the session after a step failed for good (retryable failures never get
+// here: every activity retries them without limit). Leaving the session "running" would
+// strand it; terminated tells the client why it stopped.
+func (s *sessionRun) terminate(ctx workflow.Context, cause error) error {
+	msg := cause.Error()
+	var appErr *temporal.ApplicationError
+	if errors.As(cause, &appErr) {
+		msg = appErr.Message()
+	}
+	if err := workflow.ExecuteActivity(ctx, acts.Terminate, TerminateInput{SessionID: s.p.SessionID, Message: msg}).Get(ctx, nil); err != nil {
+		return err
+	}
+	return cause
 }
 
 // drain consumes pending signals: the Advance that follows sees everything they announced.

@@ -95,6 +95,11 @@ func newFixture(t *testing.T, plans ...Plan) *fixture {
 		f.logFailure("Exhaust", in.Failure)
 		return nil
 	})
+	f.env.OnActivity(nilActs.Terminate, mock.Anything, mock.Anything).Return(func(_ context.Context, in TerminateInput) error {
+		require.Equal(f.t, testSession, in.SessionID)
+		f.log("Terminate: " + in.Message)
+		return nil
+	})
 	return f
 }
 
@@ -383,6 +388,9 @@ func TestSessionWorkflowFailsOnUnexpectedStepError(t *testing.T) {
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, "UnknownToolCall", appErr.Type())
+	calls, _ := f.snapshot()
+	require.Equal(t, []string{"Advance", "ToolCall:a", "Terminate: tool call a is not in the log"}, calls,
+		"a step that fails for good terminates the session before the workflow fails")
 }
 
 func TestSessionWorkflowContinuesAsNewWhenWaiting(t *testing.T) {
