@@ -27,7 +27,7 @@ var (
 	temporalErr  error
 )
 
-func sharedTemporal(t *testing.T) client.Client {
+func sharedTemporal(t testing.TB) client.Client {
 	t.Helper()
 	temporalOnce.Do(func() {
 		temporalSrv, temporalErr = workflow.StartDevServer(context.Background(), workflow.DevServerOptions{})
@@ -48,7 +48,7 @@ var fastRetry = workflow.ModelRetry{MaxRetries: 3, InitialBackoff: 20 * time.Mil
 
 // newRunningEnv is newEnv plus the durable runner: a Temporal worker with the fake model and
 // the local sandbox, so sessions run their turns.
-func newRunningEnv(t *testing.T, configure ...func(*app.Config)) *env {
+func newRunningEnv(t testing.TB, configure ...func(*app.Config)) *env {
 	t.Helper()
 	e := newEnv(t)
 	tc := sharedTemporal(t)
@@ -59,10 +59,21 @@ func newRunningEnv(t *testing.T, configure ...func(*app.Config)) *env {
 	for _, c := range configure {
 		c(&cfg)
 	}
-	w, err := app.StartWorker(cfg, tc, e.api.Service, e.api.Previews, discardLogger())
-	require.NoError(t, err)
-	t.Cleanup(w.Stop)
+	e.startWorker = func() *app.Worker {
+		w, err := app.StartWorker(cfg, tc, e.api.Service, e.api.Previews, discardLogger())
+		require.NoError(t, err)
+		return w
+	}
+	e.worker = e.startWorker()
+	t.Cleanup(func() { e.worker.Stop() })
 	return e
+}
+
+// restartWorker replaces the env's worker with a fresh one, as after a worker restart: no
+// cached sandbox clients, nothing in memory.
+func (e *env) restartWorker() {
+	e.worker.Stop()
+	e.worker = e.startWorker()
 }
 
 func discardLogger() *slog.Logger {

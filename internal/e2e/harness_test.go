@@ -29,20 +29,23 @@ func TestMain(m *testing.M) {
 
 // env is one running server on its own database.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	api *app.API
 	srv *httptest.Server
 	// dbURL is the env's database, for processes the test starts.
 	dbURL string
 	// sandboxDir is where a running env's worker keeps its local sandboxes.
 	sandboxDir string
+	// worker and startWorker exist in running envs (newRunningEnv).
+	worker      *app.Worker
+	startWorker func() *app.Worker
 	// key is an API key of the first workspace; client uses it.
 	key    string
 	client anthropic.Client
 }
 
 // newEnv starts the API on a fresh database with one workspace and its key.
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))

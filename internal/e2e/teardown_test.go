@@ -42,3 +42,33 @@ func TestDeleteSessionTearsDownItsSandbox(t *testing.T) {
 	_, err = e.client.Beta.Sessions.Get(ctx, f.sessionID, anthropic.BetaSessionGetParams{})
 	requireAPIErr(t, err, 404, "not_found_error", "not found")
 }
+
+// TestSandboxGoneTerminatesSession: a sandbox that disappeared is never silently replaced
+// (DESIGN §6); the run fails for good and the session ends terminated, saying why.
+func TestSandboxGoneTerminatesSession(t *testing.T) {
+	t.Parallel()
+	e := newRunningEnv(t)
+	f := newTurnFixtureIn(t, e, builtinTools("always_allow"))
+	f.send(userMessage(`/tool bash {"command":"true"}`))
+	require.Equal(t, "end_turn", last(f.untilIdle()).StopReason.Type)
+
+	ctx := context.Background()
+	ref, err := e.api.Service.SandboxRef(ctx, f.sessionID)
+	require.NoError(t, err)
+	require.NoError(t, local.New(e.sandboxDir).Destroy(ctx, ref))
+
+	// After a worker restart the sandbox is attached again from its stored reference.
+	e.restartWorker()
+	f.send(userMessage(`/tool bash {"command":"true"}`))
+	evs := f.until("session.status_terminated")
+	errEv := fieldsOf(t, find(t, evs, "session.error"))["error"].(map[string]any)
+	require.Equal(t, map[string]any{"type": "terminal"}, errEv["retry_status"])
+	require.Contains(t, errEv["message"], "no longer exists")
+
+	sess, err := e.client.Beta.Sessions.Get(ctx, f.sessionID, anthropic.BetaSessionGetParams{})
+	require.NoError(t, err)
+	require.Equal(t, anthropic.BetaManagedAgentsSessionStatus("terminated"), sess.Status)
+	_, err = e.client.Beta.Sessions.Events.Send(ctx, f.sessionID, anthropic.BetaSessionEventSendParams{
+		Events: []anthropic.BetaManagedAgentsEventParamsUnion{userMessage("more")}})
+	requireAPIErr(t, err, 409, "conflict_error", "terminated")
+}
