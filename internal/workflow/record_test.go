@@ -253,8 +253,9 @@ func (r *recorder) waitQuiet(t *testing.T, workflowID string) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for {
-		desc, err := r.temporal.DescribeWorkflowExecution(ctx, workflowID, "")
+		d, err := r.temporal.DescribeWorkflow(ctx, workflowID, "")
 		require.NoError(t, err)
+		desc := d.RawResponse
 		if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING ||
 			(len(desc.GetPendingActivities()) == 0 && desc.GetPendingWorkflowTask() == nil) {
 			return
