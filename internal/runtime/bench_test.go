@@ -42,7 +42,7 @@ func BenchmarkCoreRound(b *testing.B) {
 	}
 	b.Run("round", func(b *testing.B) { round(b, core) })
 	b.Run("round_stub_tool", func(b *testing.B) {
-		stub := runtime.ToolRunnerFunc(func(context.Context, sandbox.Sandbox, string, json.RawMessage) runtime.ToolResult {
+		stub := runtime.ToolRunnerFunc(func(context.Context, sandbox.Sandbox, string, string, json.RawMessage) runtime.ToolResult {
 			return runtime.ToolResult{Text: "ok"}
 		})
 		round(b, runtime.NewCore(fake.New(), runtime.WithToolRunner(stub)))

@@ -16,22 +16,25 @@ import (
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
-// ToolRunner executes built-in tools. The default is tools.RunBuiltin; tests may script it.
+// ToolRunner executes built-in tools. callID is the agent.tool_use event id: the runner must
+// let a call take effect at most once however often it is run with the same id, because a
+// step retried after a worker died runs it again when its result was not committed. The
+// default is tools.RunBuiltinOnce; tests may script it.
 type ToolRunner interface {
-	RunBuiltin(ctx context.Context, sb sandbox.Sandbox, name string, input json.RawMessage) ToolResult
+	RunBuiltin(ctx context.Context, sb sandbox.Sandbox, callID, name string, input json.RawMessage) ToolResult
 }
 
 // ToolRunnerFunc adapts a function to ToolRunner.
-type ToolRunnerFunc func(ctx context.Context, sb sandbox.Sandbox, name string, input json.RawMessage) ToolResult
+type ToolRunnerFunc func(ctx context.Context, sb sandbox.Sandbox, callID, name string, input json.RawMessage) ToolResult
 
 // RunBuiltin calls f.
-func (f ToolRunnerFunc) RunBuiltin(ctx context.Context, sb sandbox.Sandbox, name string, input json.RawMessage) ToolResult {
-	return f(ctx, sb, name, input)
+func (f ToolRunnerFunc) RunBuiltin(ctx context.Context, sb sandbox.Sandbox, callID, name string, input json.RawMessage) ToolResult {
+	return f(ctx, sb, callID, name, input)
 }
 
-// builtinTools runs the built-ins of package tools.
-var builtinTools = ToolRunnerFunc(func(ctx context.Context, sb sandbox.Sandbox, name string, input json.RawMessage) ToolResult {
-	res := tools.RunBuiltin(ctx, sb, name, input)
+// builtinTools runs the built-ins of package tools, exactly once per call id.
+var builtinTools = ToolRunnerFunc(func(ctx context.Context, sb sandbox.Sandbox, callID, name string, input json.RawMessage) ToolResult {
+	res := tools.RunBuiltinOnce(ctx, sb, callID, name, input)
 	return ToolResult{Text: res.Text, IsError: res.IsError}
 })
 
@@ -93,7 +96,7 @@ type CoreOption func(*Core)
 // WithMaxTokens sets max_tokens of every model request.
 func WithMaxTokens(n int) CoreOption { return func(c *Core) { c.maxTokens = n } }
 
-// WithToolRunner replaces how built-in tools run (default: tools.RunBuiltin).
+// WithToolRunner replaces how built-in tools run (default: tools.RunBuiltinOnce).
 func WithToolRunner(t ToolRunner) CoreOption { return func(c *Core) { c.tools = t } }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -194,6 +197,11 @@ func (c *Core) failRequest(ctx context.Context, in Input, startID string, modelE
 // tool) is ErrNotRunnable. A tool failure is a result with is_error, not an error; an error is
 // returned only when the sandbox or the log fails, or when ctx is cancelled while the tool
 // runs (then no result is emitted: the cut-short output is not a result).
+//
+// The tool runs under the tool_use event id, so a retry after a crash between running it and
+// committing its result does not run it again: it gets the recorded result, waits for a run
+// that outlived its worker, or, for a run that died unrecorded (also one cut short by a
+// cancelled ctx), gets an is_error result saying the call was interrupted.
 func (c *Core) ExecuteTool(ctx context.Context, in Input, toolUse wire.Event) error {
 	d, err := readDue(in.History)
 	if err != nil {
@@ -217,7 +225,7 @@ func (c *Core) ExecuteTool(ctx context.Context, in Input, toolUse wire.Event) er
 			return fmt.Errorf("acquire sandbox for %s %s: %w", call.Name, call.Event.ID, err)
 		}
 	}
-	res := c.tools.RunBuiltin(ctx, sb, call.Name, call.Input)
+	res := c.tools.RunBuiltin(ctx, sb, call.Event.ID, call.Name, call.Input)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("execute %s %s: %w", call.Name, call.Event.ID, err)
 	}

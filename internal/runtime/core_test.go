@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -99,13 +100,12 @@ func TestExecuteToolRetriedAfterCrash(t *testing.T) {
 		name        string
 		failAt      int
 		afterCommit bool
-		// runs is how often the command ran: a crash before the result commits runs it again
-		// (at least once); a committed result is never run again.
-		runs int
 	}{
-		{name: "no crash", runs: 1},
-		{name: "crash after the result commits", failAt: 1, afterCommit: true, runs: 1},
-		{name: "crash before the result commits", failAt: 1, runs: 2},
+		{name: "no crash"},
+		{name: "crash after the result commits", failAt: 1, afterCommit: true},
+		// The command ran but its result never reached the log: the retry gets the result
+		// recorded in the sandbox instead of running the command again.
+		{name: "crash before the result commits", failAt: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,7 +114,7 @@ func TestExecuteToolRetriedAfterCrash(t *testing.T) {
 			agent := agentWith(t, allowTools)
 			sb := newLocalSandbox(t)
 			l := runtime.NewMemoryLog()
-			l.Append(wire.EventUserMessage, json.RawMessage(`{"content":[{"type":"text","text":"/tool bash {\"command\":\"echo run >> runs.txt\"}"}]}`), true)
+			l.Append(wire.EventUserMessage, json.RawMessage(`{"content":[{"type":"text","text":"/tool bash {\"command\":\"echo run >> runs.txt; wc -l < runs.txt\"}"}]}`), true)
 			_, err := core.ModelTurn(t.Context(), input(agent, l, l, nil))
 			require.NoError(t, err)
 			step, err := runtime.Next(l.Events())
@@ -132,10 +132,10 @@ func TestExecuteToolRetriedAfterCrash(t *testing.T) {
 			require.NoError(t, core.ExecuteTool(t.Context(), input(agent, l, l, sb), use))
 			require.NoError(t, core.ExecuteTool(t.Context(), input(agent, l, l, sb), use))
 
-			require.Len(t, ofType(l.Events(), wire.EventAgentToolResult), 1)
-			data, err := sb.sb.ReadFile(t.Context(), "runs.txt")
-			require.NoError(t, err)
-			require.Equal(t, tt.runs, strings.Count(string(data), "run\n"))
+			results := ofType(l.Events(), wire.EventAgentToolResult)
+			require.Len(t, results, 1)
+			require.Equal(t, "1", messageText(t, results[0]), "the committed result is the first run's")
+			require.Equal(t, 1, runCount(t, sb), "the command ran exactly once")
 			step, err = runtime.Next(l.Events())
 			require.NoError(t, err)
 			require.Equal(t, runtime.StepModel, step.Kind)
@@ -143,10 +143,60 @@ func TestExecuteToolRetriedAfterCrash(t *testing.T) {
 	}
 }
 
+// A worker that dies while the command runs (here: the step's ctx ends, and the sandbox kills
+// the command) leaves no result. The retried step does not run the command again: it commits
+// an error result that says the call was interrupted.
+func TestExecuteToolInterruptedWhileRunningIsNotRunAgain(t *testing.T) {
+	t.Parallel()
+	core := runtime.NewCore(fake.New())
+	agent := agentWith(t, allowTools)
+	sb := newLocalSandbox(t)
+	l := runtime.NewMemoryLog()
+	l.Append(wire.EventUserMessage, json.RawMessage(`{"content":[{"type":"text","text":"/tool bash {\"command\":\"echo begun; echo run >> runs.txt; sleep 100\"}"}]}`), true)
+	_, err := core.ModelTurn(t.Context(), input(agent, l, l, nil))
+	require.NoError(t, err)
+	use := ofType(l.Events(), wire.EventAgentToolUse)[0]
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		// Kill the step once the command has started (and written begun).
+		for ctx.Err() == nil {
+			if data, err := sb.sb.ReadFile(ctx, "runs.txt"); err == nil && len(data) > 0 {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	err = core.ExecuteTool(ctx, input(agent, l, l, sb), use)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, ofType(l.Events(), wire.EventAgentToolResult))
+
+	require.NoError(t, core.ExecuteTool(t.Context(), input(agent, l, l, sb), use))
+	results := ofType(l.Events(), wire.EventAgentToolResult)
+	require.Len(t, results, 1)
+	res := body(t, results[0])
+	require.Equal(t, true, res["is_error"])
+	text := messageText(t, results[0])
+	require.Contains(t, text, "interrupted by a worker failure")
+	require.Contains(t, text, "may have partially run")
+	require.Contains(t, text, "begun", "the output recorded before the interruption is shown")
+	require.Equal(t, 1, runCount(t, sb))
+}
+
+// runCount is how often the test commands ran: each appends a line to runs.txt.
+func runCount(t *testing.T, sb *countingSandbox) int {
+	t.Helper()
+	data, err := sb.sb.ReadFile(t.Context(), "runs.txt")
+	require.NoError(t, err)
+	return strings.Count(string(data), "run\n")
+}
+
 func TestExecuteToolRefusesCallsThatMayNotRun(t *testing.T) {
 	t.Parallel()
 	core := runtime.NewCore(fake.New(), runtime.WithToolRunner(runtime.ToolRunnerFunc(
-		func(context.Context, sandbox.Sandbox, string, json.RawMessage) runtime.ToolResult {
+		func(context.Context, sandbox.Sandbox, string, string, json.RawMessage) runtime.ToolResult {
 			t.Error("no tool may run")
 			return runtime.ToolResult{}
 		})))

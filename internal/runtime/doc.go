@@ -15,7 +15,9 @@
 // its step is still due, and does nothing if it is not. A step retried after a crash therefore
 // sees what is already committed: a tool whose agent.tool_result is in the log is not run
 // again, and a model turn whose response is in the log is not called again, so no second
-// agent.message is appended. Each model response (with its span.model_request_end) is emitted
+// agent.message is appended. A tool that ran but whose result did not commit is not run twice
+// either: built-ins run under their tool_use id with tools.RunBuiltinOnce, which keeps per-call
+// records in the sandbox. Each model response (with its span.model_request_end) is emitted
 // in one Emit call, which callers must append atomically. For this to hold, the history passed
 // in must be read from the log after the previous step committed.
 //

@@ -312,7 +312,7 @@ func ofType(evs []wire.Event, typ string) []wire.Event {
 	return out
 }
 
-// messageText joins the text blocks of an agent.message.
+// messageText joins the text blocks of an agent.message or agent.tool_result.
 func messageText(t testing.TB, e wire.Event) string {
 	t.Helper()
 	var b struct {

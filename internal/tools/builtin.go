@@ -27,8 +27,9 @@ type Result struct {
 const MaxResultChars = 100_000
 
 // StateDir is the hidden workspace directory where the built-ins keep their state (the bash
-// working directory) and spilled outputs. Keeping state in the sandbox, not in Go, makes the
-// tools stateless across calls, processes and providers.
+// working directory), spilled outputs and the per-call records of RunBuiltinOnce. Keeping
+// state in the sandbox, not in Go, makes the tools stateless across calls, processes and
+// providers. glob and grep never list it.
 const StateDir = ".managed-agents"
 
 // outputsDir holds the full text of results cut at MaxResultChars.
@@ -60,17 +61,32 @@ func NeedsSandbox(name string) bool {
 // Every tool works only through sb's Exec, ReadFile and WriteFile, so it behaves the same on
 // every provider. Unknown tools, invalid input and sandbox failures come back as a Result with
 // IsError set. Text longer than MaxResultChars is cut and the whole text written to a file
-// under StateDir/outputs, which the result names.
+// under StateDir/outputs, which the result names. A call run again runs again: callers that
+// have a call id and may retry use RunBuiltinOnce.
 func RunBuiltin(ctx context.Context, sb sandbox.Sandbox, name string, input json.RawMessage) Result {
-	run, ok := builtins[name]
-	if !ok {
-		return errorf("unknown built-in tool %q (expected one of %s)", name, strings.Join(builtInNames, ", "))
+	if problem := checkBuiltin(sb, name); problem != nil {
+		return *problem
+	}
+	run := builtins[name]
+	return finish(ctx, sb, run(ctx, sb, input))
+}
+
+// checkBuiltin reports why name cannot run in sb, or nil if it can.
+func checkBuiltin(sb sandbox.Sandbox, name string) *Result {
+	if _, ok := builtins[name]; !ok {
+		res := errorf("unknown built-in tool %q (expected one of %s)", name, strings.Join(builtInNames, ", "))
+		return &res
 	}
 	if NeedsSandbox(name) && sb == nil {
-		return errorf("%s needs a sandbox, and this session has none", name)
+		res := errorf("%s needs a sandbox, and this session has none", name)
+		return &res
 	}
-	res := run(ctx, sb, input)
-	// Command output and file names may be any bytes; the model gets valid UTF-8.
+	return nil
+}
+
+// finish turns a tool's raw result into what the model gets: valid UTF-8 (command output and
+// file names may be any bytes), cut and spilled past MaxResultChars.
+func finish(ctx context.Context, sb sandbox.Sandbox, res Result) Result {
 	res.Text = strings.ToValidUTF8(res.Text, "\uFFFD")
 	return spill(ctx, sb, res)
 }

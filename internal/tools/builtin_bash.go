@@ -23,21 +23,34 @@ const (
 // process; the script below restores the directory at its start and saves it on exit.
 const bashCwdFile = StateDir + "/bash/cwd"
 
-// bashPrologue restores the working directory and arranges for it to be saved however the
-// command ends (also through `exit`). It uses only builtins in the common path, so a call
-// costs one process. The EXIT trap leaves the command's exit status untouched.
-const bashPrologue = `__ma_cwd_file="$PWD/` + bashCwdFile + `"
+// bashRestoreCwd restores the working directory saved by the previous call (falling back to
+// the workspace root, and saying so, when it is gone) and defines __ma_save_cwd, which saves
+// it again if the command changed it: most commands do not, and rewriting a file is not free
+// (ext4 flushes a file truncated and rewritten when it is closed). It uses only builtins in
+// the common path, so a call costs one process. The save uses >| so a command that sets
+// noclobber does not stop it.
+const bashRestoreCwd = `__ma_cwd_file="$PWD/` + bashCwdFile + `"
+__ma_cwd_was=$PWD
 if [ -s "$__ma_cwd_file" ]; then
 	IFS= read -r -d '' __ma_cwd < "$__ma_cwd_file"
-	cd -- "$__ma_cwd" 2>/dev/null ||
+	if cd -- "$__ma_cwd" 2>/dev/null; then
+		__ma_cwd_was=$PWD
+	else
+		__ma_cwd_was=
 		printf '[the previous working directory %s no longer exists; running in the workspace root]\n' "$__ma_cwd" >&2
+	fi
 	unset __ma_cwd
 fi
 __ma_save_cwd() {
-	{ printf '%s' "$PWD" >"$__ma_cwd_file"; } 2>/dev/null ||
-		{ mkdir -p "${__ma_cwd_file%/*}" && printf '%s' "$PWD" >"$__ma_cwd_file"; } 2>/dev/null
+	[ "$PWD" = "$__ma_cwd_was" ] && return
+	{ printf '%s' "$PWD" >|"$__ma_cwd_file"; } 2>/dev/null ||
+		{ mkdir -p "${__ma_cwd_file%/*}" && printf '%s' "$PWD" >|"$__ma_cwd_file"; } 2>/dev/null
 }
-trap __ma_save_cwd EXIT
+`
+
+// bashPrologue arranges for the working directory to be saved however the command ends (also
+// through `exit`). The EXIT trap leaves the command's exit status untouched.
+const bashPrologue = bashRestoreCwd + `trap __ma_save_cwd EXIT
 `
 
 type bashInput struct {
@@ -47,28 +60,14 @@ type bashInput struct {
 }
 
 func runBash(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Result {
-	var in bashInput
-	if err := decodeInput(wire.ToolNameBash, raw, &in); err != nil {
-		return errorf("%v", err)
-	}
-	timeout, problem := bashTimeout(in.TimeoutMS)
-	if problem != "" {
-		return inputError(wire.ToolNameBash, "%s", problem)
-	}
-	if strings.IndexByte(in.Command, 0) >= 0 {
-		return inputError(wire.ToolNameBash, "command contains a NUL byte")
+	in, timeout, problem := parseBash(raw)
+	if problem != nil {
+		return *problem
 	}
 	if in.Restart {
-		// An empty state file means "start in the workspace root".
-		if err := sb.WriteFile(ctx, bashCwdFile, nil); err != nil {
-			return sandboxError(wire.ToolNameBash, bashCwdFile, err)
+		if res := restartShell(ctx, sb); res.IsError || in.Command == "" {
+			return res
 		}
-		if strings.TrimSpace(in.Command) == "" {
-			return Result{Text: "The shell was restarted; the working directory is the workspace root again."}
-		}
-	}
-	if strings.TrimSpace(in.Command) == "" {
-		return inputError(wire.ToolNameBash, "command is required (or restart: true)")
 	}
 	res, err := sb.Exec(ctx, sandbox.ExecRequest{
 		Command:   bashPrologue + "eval " + shellQuote(in.Command) + "\n",
@@ -79,6 +78,42 @@ func runBash(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Resul
 		return sandboxError(wire.ToolNameBash, "", err)
 	}
 	return bashResult(res, timeout)
+}
+
+// parseBash decodes and checks a bash input; a non-nil Result says what is wrong with it. A
+// blank command becomes "", which only a restart allows.
+func parseBash(raw json.RawMessage) (bashInput, time.Duration, *Result) {
+	var in bashInput
+	if err := decodeInput(wire.ToolNameBash, raw, &in); err != nil {
+		res := errorf("%v", err)
+		return in, 0, &res
+	}
+	timeout, problem := bashTimeout(in.TimeoutMS)
+	if problem != "" {
+		res := inputError(wire.ToolNameBash, "%s", problem)
+		return in, 0, &res
+	}
+	if strings.IndexByte(in.Command, 0) >= 0 {
+		res := inputError(wire.ToolNameBash, "command contains a NUL byte")
+		return in, 0, &res
+	}
+	if strings.TrimSpace(in.Command) == "" {
+		in.Command = ""
+		if !in.Restart {
+			res := inputError(wire.ToolNameBash, "command is required (or restart: true)")
+			return in, 0, &res
+		}
+	}
+	return in, timeout, nil
+}
+
+// restartShell forgets the saved working directory; an empty state file means "start in the
+// workspace root". Doing it again changes nothing, so a bare restart needs no call record.
+func restartShell(ctx context.Context, sb sandbox.Sandbox) Result {
+	if err := sb.WriteFile(ctx, bashCwdFile, nil); err != nil {
+		return sandboxError(wire.ToolNameBash, bashCwdFile, err)
+	}
+	return Result{Text: "The shell was restarted; the working directory is the workspace root again."}
 }
 
 // bashTimeout maps timeout_ms to the command timeout; values above the maximum are lowered to

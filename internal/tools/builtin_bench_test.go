@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
@@ -14,6 +15,50 @@ import (
 // script, one bash process and the result. It is the floor under every tool round.
 func BenchmarkBash(b *testing.B) {
 	ctx := context.Background()
+	sb := benchSandbox(b)
+	input := json.RawMessage(`{"command":"true"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := tools.RunBuiltin(ctx, sb, "bash", input); res.IsError {
+			b.Fatal(res.Text)
+		}
+	}
+}
+
+// BenchmarkBashOnce is BenchmarkBash with call records (RunBuiltinOnce, what the runtime
+// uses): the difference is the price of running each call exactly once. Replay measures a
+// retry that finds the call done.
+func BenchmarkBashOnce(b *testing.B) {
+	ctx := context.Background()
+	input := json.RawMessage(`{"command":"echo hello"}`)
+	b.Run("first", func(b *testing.B) {
+		sb := benchSandbox(b)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			if res := tools.RunBuiltinOnce(ctx, sb, fmt.Sprintf("sevt_first%d", i), "bash", input); res.IsError {
+				b.Fatal(res.Text)
+			}
+		}
+	})
+	b.Run("replay", func(b *testing.B) {
+		sb := benchSandbox(b)
+		if res := tools.RunBuiltinOnce(ctx, sb, "sevt_replay", "bash", input); res.IsError {
+			b.Fatal(res.Text)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if res := tools.RunBuiltinOnce(ctx, sb, "sevt_replay", "bash", input); res.IsError {
+				b.Fatal(res.Text)
+			}
+		}
+	})
+}
+
+func benchSandbox(b *testing.B) sandbox.Sandbox {
+	b.Helper()
+	ctx := context.Background()
 	p := local.New(b.TempDir())
 	ref, err := p.Create(ctx, sandbox.Spec{SessionID: "bench"})
 	if err != nil {
@@ -24,11 +69,5 @@ func BenchmarkBash(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	input := json.RawMessage(`{"command":"true"}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if res := tools.RunBuiltin(ctx, sb, "bash", input); res.IsError {
-			b.Fatal(res.Text)
-		}
-	}
+	return sb
 }

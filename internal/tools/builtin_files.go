@@ -136,35 +136,55 @@ type editInput struct {
 // runEdit replaces old_string with new_string in a file. Without replace_all the old string
 // must occur exactly once, so the model cannot change a place it did not mean.
 func runEdit(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Result {
-	var in editInput
-	if err := decodeInput(wire.ToolNameEdit, raw, &in); err != nil {
-		return errorf("%v", err)
+	in, problem := parseEdit(raw)
+	if problem != nil {
+		return *problem
 	}
-	if problem := in.check(); problem != "" {
-		return inputError(wire.ToolNameEdit, "%s", problem)
-	}
-	oldS, newS := *in.OldString, *in.NewString
 	data, err := sb.ReadFile(ctx, in.FilePath)
 	if err != nil {
 		return sandboxError(wire.ToolNameEdit, in.FilePath, err)
 	}
-	text := string(data)
+	text, res := in.apply(string(data))
+	if res.IsError {
+		return res
+	}
+	if err := sb.WriteFile(ctx, in.FilePath, []byte(text)); err != nil {
+		return sandboxError(wire.ToolNameEdit, in.FilePath, err)
+	}
+	return res
+}
+
+// parseEdit decodes and checks an edit input; a non-nil Result says what is wrong with it.
+func parseEdit(raw json.RawMessage) (editInput, *Result) {
+	var in editInput
+	if err := decodeInput(wire.ToolNameEdit, raw, &in); err != nil {
+		res := errorf("%v", err)
+		return in, &res
+	}
+	if problem := in.check(); problem != "" {
+		res := inputError(wire.ToolNameEdit, "%s", problem)
+		return in, &res
+	}
+	return in, nil
+}
+
+// apply performs the edit on a file's text: it returns the new text and the success result,
+// or an error result when old_string does not pick exactly the places to change.
+func (in editInput) apply(text string) (string, Result) {
+	oldS, newS := *in.OldString, *in.NewString
 	n := strings.Count(text, oldS)
 	switch {
 	case n == 0:
-		return errorf("edit: old_string was not found in %s (it must match exactly, including whitespace and indentation)", in.FilePath)
+		return "", errorf("edit: old_string was not found in %s (it must match exactly, including whitespace and indentation)", in.FilePath)
 	case n > 1 && !in.ReplaceAll:
-		return errorf("edit: old_string occurs %d times in %s; include more surrounding context to make it unique, or set replace_all to replace every occurrence", n, in.FilePath)
+		return "", errorf("edit: old_string occurs %d times in %s; include more surrounding context to make it unique, or set replace_all to replace every occurrence", n, in.FilePath)
 	}
 	if !in.ReplaceAll {
 		text = strings.Replace(text, oldS, newS, 1)
 	} else {
 		text = strings.ReplaceAll(text, oldS, newS)
 	}
-	if err := sb.WriteFile(ctx, in.FilePath, []byte(text)); err != nil {
-		return sandboxError(wire.ToolNameEdit, in.FilePath, err)
-	}
-	return Result{Text: fmt.Sprintf("Edited %s: replaced %d occurrence%s.", in.FilePath, n, plural(n))}
+	return text, Result{Text: fmt.Sprintf("Edited %s: replaced %d occurrence%s.", in.FilePath, n, plural(n))}
 }
 
 func (in editInput) check() string {

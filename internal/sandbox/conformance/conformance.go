@@ -33,6 +33,7 @@ func Run(t *testing.T, newSandbox NewSandbox) {
 	t.Run("FileTools", func(t *testing.T) { t.Parallel(); runFileTools(t, newSandbox) })
 	t.Run("SearchTools", func(t *testing.T) { t.Parallel(); runSearchTools(t, newSandbox) })
 	t.Run("ToolErrors", func(t *testing.T) { t.Parallel(); runToolErrors(t, newSandbox) })
+	t.Run("Once", func(t *testing.T) { t.Parallel(); runOnce(t, newSandbox) })
 }
 
 // sh runs a command that must succeed and returns its output.

@@ -1,0 +1,366 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// What the bash wrapper script prints on the Exec output. It is the only writer there: the
+// command's output goes to the output record, so nothing the command prints can pose as
+// these.
+const (
+	// bashBusy: another run of the call holds the claim; the command was not started.
+	bashBusy = "managed-agents: this call has already started\n"
+	// bashNoRecord prefixes why the call could not be claimed; the command was not started.
+	bashNoRecord = "managed-agents: cannot record the call: "
+)
+
+// Limits of the machinery around a recorded bash call.
+const (
+	// wrapperMaxOutput caps the Exec output, which carries only the wrapper's own messages.
+	wrapperMaxOutput = 4096
+	// probeTimeout bounds one check on a run that another attempt started.
+	probeTimeout = 30 * time.Second
+	// orphanGrace is how long past its deadline a run that outlived its worker may go on
+	// before a retry kills it. A worker that is alive kills its run at the deadline itself and
+	// records the timeout; the grace keeps a retry from racing it.
+	orphanGrace = 5 * time.Second
+	// awaitSlack is added to a retry's own bound on waiting, past the timeout and the grace,
+	// for the probes themselves.
+	awaitSlack = 10 * time.Second
+	// The interval between checks on a run that another attempt started grows from pollMin
+	// to pollMax: short commands are answered quickly, long ones cost a check a second.
+	pollMin = 10 * time.Millisecond
+	pollMax = time.Second
+	// headTimeout bounds reading the start of an output record too large for ReadFile.
+	headTimeout = time.Minute
+)
+
+// bashOnceClaim claims the call by creating the started record exclusively (noclobber opens
+// with O_EXCL), so of two runs of the same call only one gets past it. The record holds what a
+// retry needs to tell whether this run can still finish: the shell's pid, its start time (so
+// a reused pid is not mistaken for it) and its deadline. Then all output goes to the output
+// record. Builtins only, apart from the unlikely failures: a call still costs one process.
+const bashOnceClaim = `__ma_stat=
+{ read -r __ma_stat < "/proc/$$/stat"; } 2>/dev/null
+set -f
+set -- ${__ma_stat##*") "}
+set +f
+__ma_deadline=-
+printf -v __ma_now '%(%s)T' -1 2>/dev/null && __ma_deadline=$((__ma_now + @TIMEOUT@))
+set -C
+if ! { printf '%s %s %s\n' "$$" "${20:--}" "$__ma_deadline" >"$__ma_call/` + recStarted + `"; } 2>/dev/null; then
+	set +C
+	if [ -e "$__ma_call/` + recStarted + `" ]; then printf '%s' '@BUSY@'; exit 0; fi
+	printf '%s%s\n' '@NORECORD@' "$__ma_call is not writable"; exit 1
+fi
+set +C --
+unset __ma_stat __ma_now __ma_deadline
+if ! { : >"$__ma_call/` + recOutput + `"; } 2>/dev/null; then
+	printf '%s%s\n' '@NORECORD@' "$__ma_call/` + recOutput + ` is not writable"; exit 1
+fi
+exec >>"$__ma_call/` + recOutput + `" 2>&1
+`
+
+// bashOnceFinish records the exit status, after the working directory, however the command
+// ends through the shell (also through exit). A command that replaces or kills the shell
+// skips it; the worker then records what Exec saw.
+const bashOnceFinish = `__ma_finish() {
+	__ma_status=$?
+	__ma_save_cwd
+	{ printf 'exit %d\n' "$__ma_status" >|"$__ma_call/` + recExit + `"; } 2>/dev/null
+}
+trap __ma_finish EXIT
+`
+
+// bashProbe tells a retry what became of a run another attempt started: finished (the exit
+// record is there), starting (the claim is not filled in yet), running, gone (the process is
+// dead or another one has its pid), or killed (it outlived its deadline and the grace, so the
+// probe killed its process group, or the process if it leads none).
+const bashProbe = `__ma_call=@CALL@
+if [ -s "$__ma_call/` + recExit + `" ]; then echo finished; exit 0; fi
+pid= start= deadline=
+{ read -r pid start deadline < "$__ma_call/` + recStarted + `"; } 2>/dev/null
+case $pid in ''|*[!0-9]*) echo starting; exit 0 ;; esac
+stat=
+{ read -r stat < "/proc/$pid/stat"; } 2>/dev/null
+if [ -n "$stat" ]; then
+	set -f
+	set -- ${stat##*") "}
+	set +f
+	case $1 in Z|X) echo gone; exit 0 ;; esac
+	if [ "$start" != - ] && [ "${20}" != "$start" ]; then echo gone; exit 0; fi
+elif ! kill -0 "$pid" 2>/dev/null; then
+	echo gone; exit 0
+fi
+now=
+printf -v now '%(%s)T' -1 2>/dev/null
+case $deadline$now in ''|*[!0-9]*) echo running; exit 0 ;; esac
+if [ "$now" -le $((deadline + @GRACE@)) ]; then echo running; exit 0; fi
+kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
+echo killed
+`
+
+// States of a run as bashProbe reports them.
+const (
+	runFinished = "finished"
+	runStarting = "starting"
+	runRunning  = "running"
+	runGone     = "gone"
+	runKilled   = "killed"
+	// runUnfinished is not a probe answer: the retry's own bound ran out first.
+	runUnfinished = "unfinished"
+)
+
+// bashOnceScript is the whole wrapper: claim, restart if asked, restore the working directory,
+// record the exit status on the way out, run the command.
+func bashOnceScript(call callDir, in bashInput, timeout time.Duration) string {
+	var b strings.Builder
+	b.WriteString(`__ma_call="$PWD/"` + shellQuote(string(call)) + "\n")
+	b.WriteString(strings.NewReplacer(
+		"@TIMEOUT@", strconv.Itoa(int(math.Ceil(timeout.Seconds()))),
+		"@BUSY@", bashBusy,
+		"@NORECORD@", bashNoRecord,
+	).Replace(bashOnceClaim))
+	if in.Restart {
+		// Inside the claim, so a retry that finds the call done does not reset the directory
+		// the command left.
+		b.WriteString(`{ : >|"$PWD/` + bashCwdFile + `"; } 2>/dev/null` + "\n")
+	}
+	b.WriteString(bashRestoreCwd)
+	b.WriteString(bashOnceFinish)
+	b.WriteString("eval " + shellQuote(in.Command) + "\n")
+	return b.String()
+}
+
+// runBashOnce runs a bash call at most once per call directory (see RunBuiltinOnce).
+func runBashOnce(ctx context.Context, sb sandbox.Sandbox, call callDir, raw json.RawMessage) Result {
+	in, timeout, problem := parseBash(raw)
+	if problem != nil {
+		return *problem
+	}
+	if in.Command == "" {
+		// A bare restart only empties the state file: doing it again changes nothing.
+		return restartShell(ctx, sb)
+	}
+	if rec, ok := readBashExit(ctx, sb, call); ok {
+		return recordedBash(ctx, sb, call, rec, timeout)
+	}
+	// The request record also creates the call directory, which the wrapper's claim needs.
+	req, err := json.Marshal(struct {
+		Tool  string          `json:"tool"`
+		Input json.RawMessage `json:"input"`
+	}{wire.ToolNameBash, raw})
+	if err != nil {
+		return errorf("bash: encode the call record: %v", err)
+	}
+	if err := sb.WriteFile(ctx, call.file(recRequest), req); err != nil {
+		return sandboxError(wire.ToolNameBash, "", err)
+	}
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{
+		Command:   bashOnceScript(call, in, timeout),
+		Timeout:   timeout,
+		MaxOutput: wrapperMaxOutput,
+	})
+	if err != nil {
+		return afterExecFailure(ctx, sb, call, timeout, err)
+	}
+	switch out := string(res.Output); {
+	case out == bashBusy:
+		return awaitBash(ctx, sb, call, timeout)
+	case strings.HasPrefix(out, bashNoRecord):
+		return errorf("bash: the command was not run: %s", strings.TrimSpace(strings.TrimPrefix(out, bashNoRecord)))
+	}
+	return settleBash(ctx, sb, call, res, timeout)
+}
+
+// afterExecFailure decides what a failed Exec means. A cancelled call is reported as such
+// (the caller emits no result); otherwise the sandbox may have failed after the command
+// started, and then the records, not the error, say how the call ends.
+func afterExecFailure(ctx context.Context, sb sandbox.Sandbox, call callDir, timeout time.Duration, err error) Result {
+	if ctx.Err() != nil {
+		return sandboxError(wire.ToolNameBash, "", err)
+	}
+	if _, readErr := sb.ReadFile(ctx, call.file(recStarted)); readErr == nil {
+		return awaitBash(ctx, sb, call, timeout)
+	}
+	return sandboxError(wire.ToolNameBash, "", err)
+}
+
+// settleBash builds the result of a run this attempt started and saw end. If the shell ended
+// without recording its status — the provider killed it at the timeout, or the command
+// replaced or killed the shell — it records what Exec saw, so a retry answers the same.
+func settleBash(ctx context.Context, sb sandbox.Sandbox, call callDir, res sandbox.ExecResult, timeout time.Duration) Result {
+	rec, ok := readBashExit(ctx, sb, call)
+	if !ok {
+		rec = bashExit{status: res.ExitCode, timedOut: res.TimedOut}
+		// Unrecorded, a retry would report the call as interrupted: less exact, still once.
+		_ = sb.WriteFile(ctx, call.file(recExit), []byte(rec.String()))
+	}
+	return recordedBash(ctx, sb, call, rec, timeout)
+}
+
+// awaitBash waits for a run that another attempt started, checking on it with a growing
+// interval: its recorded result once it has one, an interrupted result if it died without one
+// or outlived its timeout. It never starts the command.
+func awaitBash(ctx context.Context, sb sandbox.Sandbox, call callDir, timeout time.Duration) Result {
+	bound := time.NewTimer(timeout + orphanGrace + awaitSlack)
+	defer bound.Stop()
+	for wait := pollMin; ; wait = min(2*wait, pollMax) {
+		if rec, ok := readBashExit(ctx, sb, call); ok {
+			return recordedBash(ctx, sb, call, rec, timeout)
+		}
+		state, err := probeBash(ctx, sb, call)
+		if err != nil {
+			return sandboxError(wire.ToolNameBash, "", err)
+		}
+		if state == runGone || state == runKilled {
+			// The run may have recorded its status just before it ended.
+			if rec, ok := readBashExit(ctx, sb, call); ok {
+				return recordedBash(ctx, sb, call, rec, timeout)
+			}
+			return interruptedBash(ctx, sb, call, state, timeout)
+		}
+		tick := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			return sandboxError(wire.ToolNameBash, "", ctx.Err())
+		case <-bound.C:
+			tick.Stop()
+			return interruptedBash(ctx, sb, call, runUnfinished, timeout)
+		case <-tick.C:
+		}
+	}
+}
+
+// probeBash runs bashProbe for the call.
+func probeBash(ctx context.Context, sb sandbox.Sandbox, call callDir) (string, error) {
+	script := strings.NewReplacer(
+		"@CALL@", shellQuote(string(call)),
+		"@GRACE@", strconv.Itoa(int(orphanGrace.Seconds())),
+	).Replace(bashProbe)
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: script, Timeout: probeTimeout, MaxOutput: wrapperMaxOutput})
+	if err != nil {
+		return "", fmt.Errorf("check on the running command: %w", err)
+	}
+	switch state := strings.TrimSpace(string(res.Output)); state {
+	case runFinished, runStarting, runRunning, runGone, runKilled:
+		return state, nil
+	}
+	return "", fmt.Errorf("check on the running command: unexpected answer %q (exit code %d)", res.Output, res.ExitCode)
+}
+
+// bashExit is the exit record: the shell's status, and whether the provider killed the
+// command at its timeout.
+type bashExit struct {
+	status   int
+	timedOut bool
+}
+
+func (e bashExit) String() string {
+	kind := "exit"
+	if e.timedOut {
+		kind = "timeout"
+	}
+	return fmt.Sprintf("%s %d\n", kind, e.status)
+}
+
+// readBashExit returns the call's exit record if it is there and complete. Records are
+// written in one small write, but a reader may still catch one empty or cut short: only a
+// whole line counts.
+func readBashExit(ctx context.Context, sb sandbox.Sandbox, call callDir) (bashExit, bool) {
+	data, err := sb.ReadFile(ctx, call.file(recExit))
+	if err != nil {
+		return bashExit{}, false
+	}
+	line, ok := strings.CutSuffix(string(data), "\n")
+	if !ok {
+		return bashExit{}, false
+	}
+	kind, num, ok := strings.Cut(line, " ")
+	status, err := strconv.Atoi(num)
+	if !ok || err != nil || (kind != "exit" && kind != "timeout") {
+		return bashExit{}, false
+	}
+	return bashExit{status: status, timedOut: kind == "timeout"}, true
+}
+
+// recordedBash builds a call's result from its records, the same way every time.
+func recordedBash(ctx context.Context, sb sandbox.Sandbox, call callDir, rec bashExit, timeout time.Duration) Result {
+	out, truncated, err := readOutput(ctx, sb, call)
+	if err != nil {
+		return sandboxError(wire.ToolNameBash, "", fmt.Errorf("read the command's recorded output: %w", err))
+	}
+	return bashResult(sandbox.ExecResult{ExitCode: rec.status, Output: out, Truncated: truncated, TimedOut: rec.timedOut}, timeout)
+}
+
+// interruptedBash is the result of a run that ended, or was given up on, without an exit
+// record: its worker died while it ran. It is never run again, since it may have done part
+// of its work.
+func interruptedBash(ctx context.Context, sb sandbox.Sandbox, call callDir, state string, timeout time.Duration) Result {
+	text := "The command was interrupted by a worker failure before its result was recorded, so it may have partially run. It was not run again: check what it did before running it again."
+	switch state {
+	case runKilled:
+		text += fmt.Sprintf(" It was still running past its timeout of %s and was killed.", timeout)
+	case runUnfinished:
+		text += fmt.Sprintf(" It did not finish within its timeout of %s.", timeout)
+	}
+	// The output is only a help here; without it the result still says what matters.
+	out, truncated, _ := readOutput(ctx, sb, call)
+	if got := strings.TrimRight(string(out), "\n"); got != "" {
+		text += " Output recorded before the interruption:\n" + got
+		if truncated {
+			text += fmt.Sprintf("\n[output truncated: the command wrote more than %d bytes]", bashMaxOutput)
+		}
+	}
+	return Result{Text: text, IsError: true}
+}
+
+// readOutput returns the first bashMaxOutput bytes of the call's output record and whether
+// there was more. It only reads: other attempts may be reading the record at the same time.
+func readOutput(ctx context.Context, sb sandbox.Sandbox, call callDir) ([]byte, bool, error) {
+	path := call.file(recOutput)
+	data, err := sb.ReadFile(ctx, path)
+	switch {
+	case err == nil:
+	case errors.Is(err, sandbox.ErrNotExist):
+		return nil, false, nil
+	case ctx.Err() != nil, errors.Is(err, sandbox.ErrGone), errors.Is(err, sandbox.ErrOutsideWorkspace):
+		return nil, false, err
+	default:
+		// Most likely too large for ReadFile on this provider: let the sandbox cut it.
+		if data, err = headOfFile(ctx, sb, path, bashMaxOutput+1); err != nil {
+			return nil, false, err
+		}
+	}
+	if len(data) > bashMaxOutput {
+		return data[:bashMaxOutput], true, nil
+	}
+	return data, false, nil
+}
+
+// headOfFile reads the first n bytes of a workspace file with a command.
+func headOfFile(ctx context.Context, sb sandbox.Sandbox, path string, n int) ([]byte, error) {
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{
+		Command:   fmt.Sprintf("head -c %d -- %s", n, shellQuote(path)),
+		Timeout:   headTimeout,
+		MaxOutput: n,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the start of %s: %w", path, err)
+	}
+	if res.ExitCode != 0 || res.TimedOut {
+		return nil, fmt.Errorf("read the start of %s: exit code %d: %s", path, res.ExitCode, strings.TrimSpace(string(res.Output)))
+	}
+	return res.Output, nil
+}
