@@ -137,21 +137,22 @@ func TestCrashWorkerKilledRepeatedly(t *testing.T) {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 
+	// Kill at random points while the runs are under way; after enough kills let them
+	// finish. Every kill costs a recovery (the heartbeat timeout notices the dead worker), so
+	// killing forever would mostly measure recovery time.
+	const wantKills = 24
 	kills := 0
 	for running := true; running; {
 		select {
 		case <-done:
 			running = false
-		case <-time.After(time.Duration(150+rand.IntN(450)) * time.Millisecond):
-			w.kill()
-			kills++
-			w = startWorkerProcess(t, bin, env, logPath)
+		case <-time.After(time.Duration(300+rand.IntN(700)) * time.Millisecond):
+			if kills < wantKills {
+				w.kill()
+				kills++
+				w = startWorkerProcess(t, bin, env, logPath)
+			}
 		}
-	}
-	// Keep killing until the minimum is reached even if the runs were quick.
-	for ; kills < 20; kills++ {
-		w.kill()
-		w = startWorkerProcess(t, bin, env, logPath)
 	}
 	close(errs)
 	for err := range errs {
