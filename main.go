@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
 	"github.com/managed-agents/managed-agents/internal/app"
 	"github.com/managed-agents/managed-agents/internal/store"
@@ -63,12 +65,11 @@ func serveCmd() *cobra.Command {
 			}
 			defer api.Close()
 			if c.TemporalAddress != "" {
-				tc, err := app.DialTemporal(cmd.Context(), c, logger)
+				tc, err := connectRunner(cmd.Context(), api, c, logger)
 				if err != nil {
 					return err
 				}
 				defer tc.Close()
-				api.UseRunner(tc, c.TaskQueue, workflow.DefaultModelRetry, logger)
 			} else {
 				logger.Warn("MANAGED_AGENT_TEMPORAL_ADDRESS is not set: the API accepts events but no session runs until workers are configured")
 			}
@@ -107,13 +108,12 @@ func workerCmd() *cobra.Command {
 				return err
 			}
 			defer api.Close()
-			tc, err := app.DialTemporal(cmd.Context(), c, logger)
+			// The worker also signals workflows (a deleted session's run is told to end).
+			tc, err := connectRunner(cmd.Context(), api, c, logger)
 			if err != nil {
 				return err
 			}
 			defer tc.Close()
-			// The worker also signals workflows (a deleted session's run is told to end).
-			api.UseRunner(tc, c.TaskQueue, workflow.DefaultModelRetry, logger)
 			w, err := app.StartWorker(c, tc, api.Service, api.Previews, logger)
 			if err != nil {
 				return err
@@ -181,6 +181,16 @@ func versionCmd() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), "managed-agents", v)
 		},
 	}
+}
+
+// connectRunner dials Temporal and lets the API's sessions start and signal workflows.
+func connectRunner(ctx context.Context, api *app.API, c app.Config, logger *slog.Logger) (client.Client, error) {
+	tc, err := app.DialTemporal(ctx, c, logger)
+	if err != nil {
+		return nil, err
+	}
+	api.UseRunner(tc, c.TaskQueue, workflow.DefaultModelRetry, logger)
+	return tc, nil
 }
 
 // notYet is a subcommand whose issue has not landed: it says so instead of pretending.

@@ -47,15 +47,9 @@ type Turn struct {
 func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 	var out Turn
 	err := s.store.InTx(ctx, func(q *store.Queries) error {
-		rec, err := q.LockSession(ctx, sessionID)
+		rec, err := lockLive(ctx, q, sessionID)
 		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return ErrSessionGone
-			}
 			return err
-		}
-		if rec.ArchivedAt != nil || rec.Status == StatusTerminated {
-			return ErrSessionGone
 		}
 		t := &turnTx{s: s, q: q, rec: rec, now: s.now()}
 		if err := t.load(ctx); err != nil {
@@ -73,6 +67,22 @@ func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 		return json.Unmarshal(rec.Agent, &out.Agent)
 	})
 	return out, err
+}
+
+// lockLive locks a session the worker may still act on: ErrSessionGone once it was deleted,
+// archived or terminated.
+func lockLive(ctx context.Context, q *store.Queries, sessionID string) (store.SessionRecord, error) {
+	rec, err := q.LockSession(ctx, sessionID)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return store.SessionRecord{}, ErrSessionGone
+		}
+		return store.SessionRecord{}, err
+	}
+	if rec.ArchivedAt != nil || rec.Status == StatusTerminated {
+		return store.SessionRecord{}, ErrSessionGone
+	}
+	return rec, nil
 }
 
 // turnTx is one Advance transaction.
@@ -315,20 +325,14 @@ func (s *Service) Emitter(sessionID string) *WorkerEmitter {
 func (e *WorkerEmitter) Emit(ctx context.Context, evs []runtime.NewEvent) ([]wire.Event, error) {
 	var out []wire.Event
 	err := e.s.store.InTx(ctx, func(q *store.Queries) error {
-		rec, err := q.LockSession(ctx, e.sessionID)
-		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return ErrSessionGone
-			}
+		if _, err := lockLive(ctx, q, e.sessionID); err != nil {
 			return err
-		}
-		if rec.ArchivedAt != nil || rec.Status == StatusTerminated {
-			return ErrSessionGone
 		}
 		news := make([]store.NewEvent, len(evs))
 		for i, ev := range evs {
 			news[i] = store.NewEvent{ID: ev.ID, Type: ev.Type, Body: ev.Body, Processed: true}
 		}
+		var err error
 		out, err = q.AppendEvents(ctx, e.sessionID, news, e.s.now())
 		return err
 	})
@@ -349,15 +353,9 @@ func (s *Service) Exhaust(ctx context.Context, sessionID string, cause error) er
 
 func (s *Service) closeWithError(ctx context.Context, sessionID string, cause error, retry, status, statusEvent string) error {
 	return s.store.InTx(ctx, func(q *store.Queries) error {
-		rec, err := q.LockSession(ctx, sessionID)
+		rec, err := lockLive(ctx, q, sessionID)
 		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return ErrSessionGone
-			}
 			return err
-		}
-		if rec.ArchivedAt != nil || rec.Status == StatusTerminated {
-			return ErrSessionGone
 		}
 		evs := []store.NewEvent{{Type: wire.EventSessionError, Processed: true, Body: mustJSON(map[string]any{"error": sessionError(cause, retry)})}}
 		if statusEvent != "" {
