@@ -21,6 +21,9 @@ var devServerArgs = []string{
 	"--dynamic-config-value", "history.timerProcessorMaxPollRPS=1000",
 	"--dynamic-config-value", "history.visibilityProcessorMaxPollRPS=1000",
 	"--dynamic-config-value", `history.longPollExpirationInterval="2s"`,
+	// Eager activities: an activity the workflow schedules comes back in the reply to its
+	// workflow task instead of through matching.
+	"--dynamic-config-value", "system.enableActivityEagerExecution=true",
 }
 
 // DevServerOptions configures a local Temporal dev server.
