@@ -63,7 +63,7 @@ func (s *Server) archiveAgent(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
-	p, err := newQuery(r.URL).listParams("desc", 20, 100, false)
+	p, err := newQuery(r.URL).listParams("agents", "desc", 20, 100, false)
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, keysetPage(items, more, p, agentKey, false))
+	writeJSON(w, http.StatusOK, keysetPage("agents", items, more, p, agentKey, false))
 	return nil
 }
 
@@ -82,7 +82,7 @@ func (s *Server) listAgentVersions(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	c, err := q.pageCursor("desc")
+	c, err := q.pageCursor("agent_versions", "desc")
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (s *Server) listAgentVersions(w http.ResponseWriter, r *http.Request) error
 		page.Data = []wire.Agent{}
 	}
 	if more && len(items) > 0 {
-		page.NextPage = cursor{Order: "desc", Version: items[len(items)-1].Version}.encode()
+		page.NextPage = cursor{Kind: "agent_versions", Order: "desc", Version: items[len(items)-1].Version}.encode()
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil

@@ -63,7 +63,7 @@ func (s *Server) deleteEnvironment(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error {
-	p, err := newQuery(r.URL).listParams("desc", 20, 100, false)
+	p, err := newQuery(r.URL).listParams("environments", "desc", 20, 100, false)
 	if err != nil {
 		return err
 	}
@@ -71,6 +71,6 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, keysetPage(items, more, p, environmentKey, false))
+	writeJSON(w, http.StatusOK, keysetPage("environments", items, more, p, environmentKey, false))
 	return nil
 }

@@ -49,7 +49,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if p.ProcessedGT, p.ProcessedGTE, p.ProcessedLT, p.ProcessedLTE, err = q.createdRange(); err != nil {
 		return err
 	}
-	c, err := q.pageCursor(order)
+	c, err := q.pageCursor("events", order)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 		page.Data = []wire.Event{}
 	}
 	if more && len(evs) > 0 {
-		page.NextPage = cursor{Order: order, Seq: evs[len(evs)-1].Seq}.encode()
+		page.NextPage = cursor{Kind: "events", Order: order, Seq: evs[len(evs)-1].Seq}.encode()
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil

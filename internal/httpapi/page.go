@@ -9,7 +9,7 @@ import (
 
 // keysetPage wraps one page of a created_at-ordered list with its cursors. prev_page is
 // only produced for bidirectional lists (sessions) and is omitted on the first page.
-func keysetPage[T any](items []T, more bool, p sessions.ListParams, key func(T) (time.Time, string), bidirectional bool) wire.Page[T] {
+func keysetPage[T any](kind string, items []T, more bool, p sessions.ListParams, key func(T) (time.Time, string), bidirectional bool) wire.Page[T] {
 	page := wire.Page[T]{Data: items}
 	if page.Data == nil {
 		page.Data = []T{}
@@ -17,7 +17,7 @@ func keysetPage[T any](items []T, more bool, p sessions.ListParams, key func(T) 
 	order := orderName(p.Desc)
 	at := func(item T, backward bool) string {
 		t, id := key(item)
-		return cursor{Order: order, Time: t, ID: id, Backward: backward}.encode()
+		return cursor{Kind: kind, Order: order, Time: t, ID: id, Backward: backward}.encode()
 	}
 	if len(items) == 0 {
 		return page

@@ -89,6 +89,8 @@ func (q query) order(def string) (string, error) {
 // cursor is the decoded form of a page token. It records the order it was issued under so
 // a token cannot be reused with the other order.
 type cursor struct {
+	// Kind names the list that issued the cursor; another list refuses it.
+	Kind     string    `json:"k"`
 	Order    string    `json:"o"`
 	Time     time.Time `json:"t,omitzero"`
 	ID       string    `json:"i,omitempty"`
@@ -104,8 +106,8 @@ func (c cursor) encode() string {
 	return cursorPrefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// pageCursor decodes ?page=; nil when absent.
-func (q query) pageCursor(order string) (*cursor, error) {
+// pageCursor decodes ?page= for the list kind; nil when absent.
+func (q query) pageCursor(kind, order string) (*cursor, error) {
 	s := q.v.Get("page")
 	if s == "" {
 		return nil, nil
@@ -116,6 +118,9 @@ func (q query) pageCursor(order string) (*cursor, error) {
 	if err != nil || !strings.HasPrefix(s, cursorPrefix) || json.Unmarshal(raw, &c) != nil || (c.Order != "asc" && c.Order != "desc") {
 		return nil, badRequest("invalid page cursor")
 	}
+	if c.Kind != kind {
+		return nil, badRequest("invalid page cursor")
+	}
 	if c.Order != order {
 		return nil, badRequest("page token order does not match request")
 	}
@@ -123,7 +128,7 @@ func (q query) pageCursor(order string) (*cursor, error) {
 }
 
 // listParams reads the parameters shared by created_at-ordered lists.
-func (q query) listParams(defOrder string, defLimit, maxLimit int, withOrder bool) (sessions.ListParams, error) {
+func (q query) listParams(kind, defOrder string, defLimit, maxLimit int, withOrder bool) (sessions.ListParams, error) {
 	var p sessions.ListParams
 	var err error
 	order := defOrder
@@ -142,7 +147,7 @@ func (q query) listParams(defOrder string, defLimit, maxLimit int, withOrder boo
 		return p, err
 	}
 	p.Desc = order == "desc"
-	c, err := q.pageCursor(order)
+	c, err := q.pageCursor(kind, order)
 	if err != nil {
 		return p, err
 	}

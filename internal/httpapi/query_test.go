@@ -35,17 +35,20 @@ func TestHasBeta(t *testing.T) {
 func TestCursorRoundTripAndOrder(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 29, 10, 0, 0, 123456000, time.UTC)
-	tok := cursor{Order: "desc", Time: at, ID: "sesn_x", Backward: true}.encode()
+	tok := cursor{Kind: "sessions", Order: "desc", Time: at, ID: "sesn_x", Backward: true}.encode()
 	q := newQuery(&url.URL{RawQuery: url.Values{"page": {tok}}.Encode()})
 
-	c, err := q.pageCursor("desc")
+	c, err := q.pageCursor("sessions", "desc")
 	require.NoError(t, err)
 	require.True(t, c.Time.Equal(at))
 	require.Equal(t, "sesn_x", c.ID)
 	require.True(t, c.Backward)
 
-	_, err = q.pageCursor("asc")
+	_, err = q.pageCursor("sessions", "asc")
 	require.EqualError(t, err, "page token order does not match request")
+
+	_, err = q.pageCursor("agents", "desc")
+	require.EqualError(t, err, "invalid page cursor", "a cursor only works on the list that issued it")
 }
 
 func TestQueryErrors(t *testing.T) {
@@ -69,7 +72,7 @@ func TestQueryErrors(t *testing.T) {
 			t.Parallel()
 			u, err := url.Parse("/x?" + tt.query)
 			require.NoError(t, err)
-			_, err = newQuery(u).listParams("desc", 20, 100, true)
+			_, err = newQuery(u).listParams("sessions", "desc", 20, 100, true)
 			require.EqualError(t, err, tt.want)
 		})
 	}
@@ -79,7 +82,7 @@ func TestListParamsParsesFractionalTimesAndBrackets(t *testing.T) {
 	t.Parallel()
 	u, err := url.Parse("/x?created_at%5Bgte%5D=2026-01-02T03:04:05.6Z&created_at%5Blt%5D=2026-01-03T00:00:00Z&include_archived=true&limit=5&order=asc")
 	require.NoError(t, err)
-	p, err := newQuery(u).listParams("desc", 20, 100, true)
+	p, err := newQuery(u).listParams("sessions", "desc", 20, 100, true)
 	require.NoError(t, err)
 	require.Equal(t, 5, p.Limit)
 	require.False(t, p.Desc)
@@ -122,17 +125,17 @@ func TestKeysetPageCursors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			page := keysetPage(items, tt.more, tt.p, key, tt.bidirectional)
+			page := keysetPage("sessions", items, tt.more, tt.p, key, tt.bidirectional)
 			require.Equal(t, tt.wantNext, page.NextPage != "", "next_page")
 			require.Equal(t, tt.wantPrev, page.PrevPage != "", "prev_page")
 			if tt.wantNextFromID != "" {
 				u := &url.URL{RawQuery: url.Values{"page": {page.NextPage}}.Encode()}
-				c, err := newQuery(u).pageCursor("asc")
+				c, err := newQuery(u).pageCursor("sessions", "asc")
 				require.NoError(t, err)
 				require.Equal(t, tt.wantNextFromID, c.ID)
 				require.False(t, c.Backward)
 			}
 		})
 	}
-	require.Equal(t, []item{}, keysetPage([]item(nil), false, sessions.ListParams{}, key, true).Data)
+	require.Equal(t, []item{}, keysetPage("sessions", []item(nil), false, sessions.ListParams{}, key, true).Data)
 }

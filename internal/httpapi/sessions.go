@@ -69,7 +69,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	q := newQuery(r.URL)
-	lp, err := q.listParams("desc", 20, 100, true)
+	lp, err := q.listParams("sessions", "desc", 20, 100, true)
 	if err != nil {
 		return err
 	}
@@ -97,6 +97,6 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, keysetPage(items, more, lp, sessionKey, true))
+	writeJSON(w, http.StatusOK, keysetPage("sessions", items, more, lp, sessionKey, true))
 	return nil
 }

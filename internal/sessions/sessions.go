@@ -75,6 +75,10 @@ func (s *Service) CreateSession(ctx context.Context, workspaceID string, p wire.
 			EnvironmentID: env.ID, Title: p.Title, Metadata: p.Metadata, Agent: rawSnap, Status: initialStatus(initial, s.runner != nil), Usage: usage,
 			CreatedAt: now, UpdatedAt: now}
 		if err := q.InsertSession(ctx, rec); err != nil {
+			if errors.Is(err, store.ErrReferenced) {
+				// The environment was deleted between the check and the insert.
+				return notFoundf("environment %s not found", p.EnvironmentID)
+			}
 			return err
 		}
 		if _, err := q.AppendEvents(ctx, rec.ID, initial, now); err != nil {

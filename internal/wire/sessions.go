@@ -7,7 +7,7 @@ type SessionCreateParams struct {
 	Agent         json.RawMessage   `json:"agent"`
 	EnvironmentID string            `json:"environment_id"`
 	Title         *string           `json:"title"`
-	Metadata      map[string]string `json:"metadata"`
+	Metadata      MetadataParam     `json:"metadata"`
 	Resources     []json.RawMessage `json:"resources"`
 	VaultIDs      []string          `json:"vault_ids"`
 	InitialEvents []json.RawMessage `json:"initial_events"`
