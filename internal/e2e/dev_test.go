@@ -1,0 +1,150 @@
+//go:build integration
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDevCommand runs `managed-agents dev` as a user would: zero configuration, a turn through
+// the official SDK (the README's Go quickstart), Ctrl-C, and a second start on the same data
+// dir that still has everything.
+func TestDevCommand(t *testing.T) {
+	t.Parallel()
+	bin := managedAgentsBinary(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	addr := freeAddr(t)
+
+	dev := startDev(t, bin, dataDir, addr)
+	key, err := os.ReadFile(filepath.Join(dataDir, "api-key"))
+	require.NoError(t, err, "dev generates a key on first start and keeps it in the data dir")
+
+	// The README's Go quickstart.
+	ctx := context.Background()
+	client := anthropic.NewClient(option.WithBaseURL("http://"+addr), option.WithAPIKey(strings.TrimSpace(string(key))))
+	agent, err := client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{
+		Name: "helper", Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "claude-opus-5"}})
+	require.NoError(t, err)
+	env, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "dev"})
+	require.NoError(t, err)
+	sess, err := client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
+		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: param.NewOpt(agent.ID)}, EnvironmentID: env.ID})
+	require.NoError(t, err)
+	streamCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	stream := client.Beta.Sessions.Events.StreamEvents(streamCtx, sess.ID, anthropic.BetaSessionEventStreamParams{})
+	defer stream.Close()
+	_, err = client.Beta.Sessions.Events.Send(ctx, sess.ID, anthropic.BetaSessionEventSendParams{
+		Events: []anthropic.BetaManagedAgentsEventParamsUnion{{OfUserMessage: &anthropic.BetaManagedAgentsUserMessageEventParams{
+			Content: []anthropic.BetaManagedAgentsUserMessageEventParamsContentUnion{{OfText: &anthropic.BetaManagedAgentsTextBlockParam{Text: "hello"}}}}}}})
+	require.NoError(t, err)
+	var seen []string
+	for stream.Next() {
+		ev := stream.Current()
+		seen = append(seen, ev.Type)
+		if ev.Type == "session.status_idle" && ev.StopReason.Type != "requires_action" {
+			break
+		}
+	}
+	require.NoError(t, stream.Err())
+	require.Contains(t, seen, "agent.message")
+	require.Equal(t, "session.status_idle", seen[len(seen)-1])
+
+	// Ctrl-C stops everything dev started: a clean PostgreSQL shutdown removes its pid file.
+	dev.interrupt(t)
+	_, err = os.Stat(filepath.Join(dataDir, "postgres", "postmaster.pid"))
+	require.ErrorIs(t, err, os.ErrNotExist, "PostgreSQL was stopped")
+
+	// A second start on the same data dir keeps all data.
+	startDev(t, bin, dataDir, addr)
+	got, err := client.Beta.Sessions.Get(ctx, sess.ID, anthropic.BetaSessionGetParams{})
+	require.NoError(t, err)
+	require.Equal(t, anthropic.BetaManagedAgentsSessionStatus("idle"), got.Status)
+	page, err := client.Beta.Sessions.Events.List(ctx, sess.ID, anthropic.BetaSessionEventListParams{})
+	require.NoError(t, err)
+	require.Len(t, page.Data, len(seen))
+}
+
+type devProcess struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startDev(t *testing.T, bin, dataDir, addr string) *devProcess {
+	t.Helper()
+	cmd := exec.Command(bin, "dev", "--addr", addr, "--data-dir", dataDir)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MANAGED_AGENT_") {
+			env = append(env, kv) // zero configuration: none of ours
+		}
+	}
+	cmd.Env = env
+	logFile, err := os.OpenFile(filepath.Join(filepath.Dir(dataDir), "dev.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	require.NoError(t, err)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, cmd.Start())
+	d := &devProcess{cmd: cmd, done: make(chan error, 1)}
+	go func() { d.done <- cmd.Wait(); logFile.Close() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-d.done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	})
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return d
+			}
+		}
+		select {
+		case err := <-d.done:
+			log, _ := os.ReadFile(filepath.Join(filepath.Dir(dataDir), "dev.log"))
+			t.Fatalf("dev exited before it was ready: %v\n%s", err, log)
+		case <-time.After(100 * time.Millisecond):
+		}
+		require.True(t, time.Now().Before(deadline), "dev did not become ready")
+	}
+}
+
+// interrupt sends Ctrl-C and requires a clean exit.
+func (d *devProcess) interrupt(t *testing.T) {
+	t.Helper()
+	require.NoError(t, d.cmd.Process.Signal(os.Interrupt))
+	select {
+	case err := <-d.done:
+		require.NoError(t, err, "dev exits 0 on Ctrl-C")
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev did not stop on Ctrl-C")
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return fmt.Sprintf("127.0.0.1:%d", ln.Addr().(*net.TCPAddr).Port)
+}
