@@ -50,6 +50,12 @@ test: ## Run what CI runs: go vet, then all tests including the integration ones
 test-unit: ## Run the unit tests only (fast, no services).
 	go test ./...
 
+.PHONY: bench
+bench: ## Run the benchmarks: event log (store), in-process agent round (runtime), full stack (e2e).
+	go test -tags integration -run '^$$' -bench . -benchtime=2s ./internal/store/
+	go test -run '^$$' -bench . ./internal/runtime/ ./internal/tools/
+	go test -tags integration -run '^$$' -bench 'Turn|Concurrent|CommitToSSE' -benchtime=40x ./internal/e2e/
+
 .PHONY: lint
 lint: $(STATICCHECK) ## Run go vet and staticcheck (over the integration tests too).
 	go vet -tags integration ./...
