@@ -32,6 +32,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/managed-agents/managed-agents/internal/ids"
@@ -266,11 +267,21 @@ func reportTurns(b *testing.B, samples []turnSample, base inProcess) {
 // ---- where the time goes ----------------------------------------------------------------------
 
 // span is a stretch of a workflow's history: a workflow task or an activity waiting for a
-// worker (queue) or running (run).
+// worker (queue) or running (run). A local activity runs inside a workflow task and leaves
+// only a marker, at the task's completion: a span of no length with phase "local".
 type span struct {
 	kind     string // "wft" or the activity type
-	phase    string // "queue" or "run"
+	phase    string // "queue", "run" or "local"
 	from, to time.Time
+}
+
+// localActivityType reads the activity type from a local activity's marker.
+func localActivityType(attrs *historypb.MarkerRecordedEventAttributes) string {
+	var data struct{ ActivityType string }
+	if p := attrs.GetDetails()["data"].GetPayloads(); len(p) > 0 && json.Unmarshal(p[0].GetData(), &data) == nil && data.ActivityType != "" {
+		return data.ActivityType
+	}
+	return attrs.GetMarkerName()
 }
 
 // historySpans reads a session workflow's current run and returns its workflow task and
@@ -315,6 +326,8 @@ func historySpans(ctx context.Context, tc client.Client, sessionID string) ([]sp
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 			closeSpan(ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId(), at)
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			out = append(out, span{localActivityType(ev.GetMarkerRecordedEventAttributes()), "local", at, at})
 		}
 	}
 	return out, nil
@@ -335,6 +348,12 @@ func (bd *breakdown) add(turn turnSample, spans []span) {
 	window := turn.total()
 	var covered time.Duration
 	for _, s := range spans {
+		if s.phase == "local" {
+			if !s.from.Before(turn.start) && !s.from.After(turn.end) {
+				bd.counts[s.kind+" (local)"]++
+			}
+			continue
+		}
 		from, to := maxTime(s.from, turn.start), minTime(s.to, turn.end)
 		if !to.After(from) {
 			continue
@@ -398,6 +417,14 @@ func reportBreakdown(b *testing.B, tc client.Client, sessions []*benchSession) {
 		lines = append(lines, fmt.Sprintf("  %-22s %6.2f ms/turn (%.1f per turn on the critical path)", k, per(bd.byKey[k]), n))
 	}
 	lines = append(lines, fmt.Sprintf("  %-22s %6.2f ms/turn (POST until the first workflow task, gaps between tasks, SSE delivery)", "other", per(bd.other)))
+	var locals []string
+	for kind, n := range bd.counts {
+		if strings.HasSuffix(kind, " (local)") {
+			locals = append(locals, fmt.Sprintf("  %-22s %.1f per turn, inside \"wft run\"", kind, float64(n)/float64(bd.turns)))
+		}
+	}
+	slices.Sort(locals)
+	lines = append(lines, locals...)
 	b.Logf("where a turn's time goes (mean over %d turns, from Temporal history timestamps):\n%s", bd.turns, strings.Join(lines, "\n"))
 	b.Logf("slowest turn, %v: %s", slowest.total(), timeline(slowest, slowestSpans))
 }
@@ -406,7 +433,10 @@ func reportBreakdown(b *testing.B, tc client.Client, sessions []*benchSession) {
 func timeline(turn turnSample, spans []span) string {
 	var parts []string
 	for _, s := range spans {
-		if s.to.After(turn.start) && s.from.Before(turn.end) {
+		switch {
+		case s.phase == "local" && !s.from.Before(turn.start) && !s.from.After(turn.end):
+			parts = append(parts, s.kind+" local")
+		case s.to.After(turn.start) && s.from.Before(turn.end):
 			parts = append(parts, fmt.Sprintf("%s %s %.1fms", s.kind, s.phase, ms(s.to.Sub(s.from))))
 		}
 	}
@@ -544,7 +574,7 @@ func BenchmarkCommitToSSE(b *testing.B) {
 // BenchmarkStepCosts times what the activities are made of, in process against PostgreSQL, on
 // a session whose log holds turnsPerSession plain turns: one database round trip, LoadTurn
 // (what ModelTurn and ToolCall read first), an Advance with nothing to do (the bookkeeping
-// transaction around every step) and one emitted event (a WorkerEmitter transaction).
+// transaction that ends every step) and one emitted event (a WorkerEmitter transaction).
 func BenchmarkStepCosts(b *testing.B) {
 	f := newBenchFixture(b)
 	ctx := context.Background()

@@ -51,7 +51,7 @@ func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 		if err != nil {
 			return err
 		}
-		t := &turnTx{s: s, q: q, rec: rec, now: s.now()}
+		t := &turnTx{s: s, q: q, rec: rec, now: s.now(), lastSeq: rec.LastSeq}
 		if err := t.load(ctx); err != nil {
 			return err
 		}
@@ -85,13 +85,16 @@ func lockLive(ctx context.Context, q *store.Queries, sessionID string) (store.Se
 	return rec, nil
 }
 
-// turnTx is one Advance transaction.
+// turnTx is one Advance transaction. It reads the log once: it holds the session's row lock,
+// so nobody else appends, and it applies its own writes to history as the store makes them.
 type turnTx struct {
 	s       *Service
 	q       *store.Queries
 	rec     store.SessionRecord
 	now     time.Time
 	history []wire.Event
+	// lastSeq is the session's last_seq as the transaction's writes left it.
+	lastSeq int64
 	step    runtime.Step
 	dirty   bool
 }
@@ -102,7 +105,11 @@ func (t *turnTx) load(ctx context.Context) error {
 		return err
 	}
 	t.history = h
-	t.step, err = runtime.Next(h)
+	return t.plan()
+}
+
+func (t *turnTx) plan() (err error) {
+	t.step, err = runtime.Next(t.history)
 	return err
 }
 
@@ -158,17 +165,48 @@ func (t *turnTx) deliver(ctx context.Context, eventIDs []string) error {
 	if err := t.q.DeliverEvents(ctx, t.rec.ID, eventIDs, t.now); err != nil {
 		return err
 	}
-	return t.load(ctx)
+	t.history = moveDelivered(t.history, eventIDs, t.lastSeq, storedTime(t.now))
+	t.lastSeq += int64(len(eventIDs))
+	return t.plan()
 }
+
+// moveDelivered does to history what store.DeliverEvents did to the log (it succeeds only if
+// every event was queued): the events move to the end in the order given, with the next seqs
+// and processed_at set.
+func moveDelivered(history []wire.Event, eventIDs []string, lastSeq int64, at time.Time) []wire.Event {
+	pos := make(map[string]int, len(eventIDs))
+	for i, id := range eventIDs {
+		pos[id] = i
+	}
+	out := make([]wire.Event, 0, len(history))
+	moved := make([]wire.Event, len(eventIDs))
+	for _, ev := range history {
+		i, ok := pos[ev.ID]
+		if !ok {
+			out = append(out, ev)
+			continue
+		}
+		processed := at
+		ev.Seq, ev.ProcessedAt = lastSeq+int64(i)+1, &processed
+		moved[i] = ev
+	}
+	return append(out, moved...)
+}
+
+// storedTime is t as PostgreSQL keeps it, so history matches what a read would return.
+func storedTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 func (t *turnTx) emit(ctx context.Context, evs ...store.NewEvent) error {
 	for i := range evs {
 		evs[i].Processed = true
 	}
-	if _, err := t.q.AppendEvents(ctx, t.rec.ID, evs, t.now); err != nil {
+	appended, err := t.q.AppendEvents(ctx, t.rec.ID, evs, t.now)
+	if err != nil {
 		return err
 	}
-	return t.load(ctx)
+	t.history = append(t.history, appended...)
+	t.lastSeq = appended[len(appended)-1].Seq
+	return t.plan()
 }
 
 // markRunning emits session.status_running and the primary thread's running event.

@@ -40,10 +40,14 @@ const (
 	PlanCap     PlanKind = "cap"
 )
 
-// Plan is Advance's answer: small, so workflow history stays small.
+// Plan is what Advance, and every step after its own work, answers: small, so workflow
+// history stays small.
 type Plan struct {
-	Kind         PlanKind
-	ToolUseIDs   []string
+	Kind PlanKind
+	// ToolUseIDs are the calls PlanExecute still has to run, in log order.
+	ToolUseIDs []string
+	// NeedsSandbox: a call needs a sandbox and the session has none bound yet, so
+	// AcquireSandbox runs first. A bound sandbox is attached by ToolCall itself.
 	NeedsSandbox bool
 }
 
@@ -91,8 +95,14 @@ type Activities struct {
 	attached map[string]sandbox.Sandbox // live clients; the binding row is the truth
 }
 
-// Advance does the lifecycle bookkeeping and returns the next step.
+// Advance does the lifecycle bookkeeping and returns the next step. The workflow runs it only
+// when it has no plan: every step ends with the same bookkeeping (next) and returns the plan.
 func (a *Activities) Advance(ctx context.Context, sessionID string) (Plan, error) {
+	return a.next(ctx, sessionID)
+}
+
+// next is Advance's work: one sessions.Advance transaction, then the plan it implies.
+func (a *Activities) next(ctx context.Context, sessionID string) (Plan, error) {
 	turn, err := a.Sessions.Advance(ctx, sessionID)
 	if err != nil {
 		return Plan{}, activityError(err)
@@ -101,12 +111,7 @@ func (a *Activities) Advance(ctx context.Context, sessionID string) (Plan, error
 	case runtime.StepModel:
 		return Plan{Kind: PlanModel}, nil
 	case runtime.StepExecute:
-		p := Plan{Kind: PlanExecute}
-		for _, c := range turn.Step.Calls {
-			p.ToolUseIDs = append(p.ToolUseIDs, c.Event.ID)
-			p.NeedsSandbox = p.NeedsSandbox || tools.NeedsSandbox(c.Name)
-		}
-		return p, nil
+		return a.executePlan(ctx, sessionID, turn.Step.Calls)
 	case runtime.StepReject:
 		return Plan{Kind: PlanReject}, nil
 	case runtime.StepCap:
@@ -115,14 +120,51 @@ func (a *Activities) Advance(ctx context.Context, sessionID string) (Plan, error
 	return Plan{Kind: PlanWait}, nil
 }
 
-// ModelTurn makes one model call. Model errors come back as non-retryable ModelError
-// application errors carrying a ModelFailure: the workflow owns their retries.
-func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) error {
+func (a *Activities) executePlan(ctx context.Context, sessionID string, calls []runtime.ToolCall) (Plan, error) {
+	p := Plan{Kind: PlanExecute}
+	needs := false
+	for _, c := range calls {
+		p.ToolUseIDs = append(p.ToolUseIDs, c.Event.ID)
+		needs = needs || tools.NeedsSandbox(c.Name)
+	}
+	if needs {
+		bound, err := a.hasSandbox(ctx, sessionID)
+		if err != nil {
+			return Plan{}, activityError(err)
+		}
+		p.NeedsSandbox = !bound
+	}
+	return p, nil
+}
+
+// hasSandbox reports whether the session has a sandbox binding. A binding is only removed
+// when the session is deleted, so a sandbox this worker has attached is proof enough.
+func (a *Activities) hasSandbox(ctx context.Context, sessionID string) (bool, error) {
+	a.mu.Lock()
+	_, ok := a.attached[sessionID]
+	a.mu.Unlock()
+	if ok {
+		return true, nil
+	}
+	_, err := a.Sessions.SandboxRef(ctx, sessionID)
+	switch {
+	case errors.Is(err, sessions.ErrNoBinding):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("look up sandbox binding: %w", err)
+	}
+	return true, nil
+}
+
+// ModelTurn makes one model call and returns the plan after it. Model errors come back as
+// non-retryable ModelError application errors carrying a ModelFailure: the workflow owns
+// their retries.
+func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (Plan, error) {
 	stop := heartbeat(ctx)
 	defer stop()
 	turn, err := a.Sessions.LoadTurn(ctx, in.SessionID)
 	if err != nil {
-		return activityError(err)
+		return Plan{}, activityError(err)
 	}
 	rin := a.input(in.SessionID, turn)
 	if a.Previews != nil {
@@ -133,18 +175,22 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) error {
 	var me *model.Error
 	if errors.As(err, &me) {
 		f := ModelFailure{Kind: string(me.Kind), Status: me.Status, Message: me.Message, Retryable: me.Retryable(), RetryAfter: me.RetryAfter}
-		return temporal.NewApplicationErrorWithOptions(me.Error(), errTypeModel, temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{f}})
+		return Plan{}, temporal.NewApplicationErrorWithOptions(me.Error(), errTypeModel, temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{f}})
 	}
-	return activityError(err)
+	if err != nil {
+		return Plan{}, activityError(err)
+	}
+	return a.next(ctx, in.SessionID)
 }
 
-// ToolCall runs one allowed built-in call and records its result.
-func (a *Activities) ToolCall(ctx context.Context, in ToolCallInput) error {
+// ToolCall runs one allowed built-in call, records its result and returns the plan after it.
+// A sandbox the session has bound is attached here; AcquireSandbox only creates the first.
+func (a *Activities) ToolCall(ctx context.Context, in ToolCallInput) (Plan, error) {
 	stop := heartbeat(ctx)
 	defer stop()
 	turn, err := a.Sessions.LoadTurn(ctx, in.SessionID)
 	if err != nil {
-		return activityError(err)
+		return Plan{}, activityError(err)
 	}
 	var toolUse *wire.Event
 	for i := range turn.History {
@@ -153,41 +199,53 @@ func (a *Activities) ToolCall(ctx context.Context, in ToolCallInput) error {
 		}
 	}
 	if toolUse == nil {
-		return temporal.NewNonRetryableApplicationError("tool call "+in.ToolUseID+" is not in the log", "UnknownToolCall", nil)
+		return Plan{}, temporal.NewNonRetryableApplicationError("tool call "+in.ToolUseID+" is not in the log", "UnknownToolCall", nil)
 	}
 	err = a.Core.ExecuteTool(ctx, a.input(in.SessionID, turn), *toolUse)
-	if errors.Is(err, runtime.ErrNotRunnable) {
-		return nil // the log says it may not run (anymore): nothing to do
+	// ErrNotRunnable: the log says it may not run (anymore), so there is nothing to do.
+	if err != nil && !errors.Is(err, runtime.ErrNotRunnable) {
+		return Plan{}, activityError(err)
 	}
-	return activityError(err)
+	return a.next(ctx, in.SessionID)
 }
 
-// RejectTools answers denied calls with error results.
-func (a *Activities) RejectTools(ctx context.Context, sessionID string) error {
+// RejectTools answers denied calls with error results and returns the plan after it.
+func (a *Activities) RejectTools(ctx context.Context, sessionID string) (Plan, error) {
 	turn, err := a.Sessions.LoadTurn(ctx, sessionID)
 	if err != nil {
-		return activityError(err)
+		return Plan{}, activityError(err)
 	}
-	return activityError(a.Core.RejectTools(ctx, a.input(sessionID, turn)))
+	if err := a.Core.RejectTools(ctx, a.input(sessionID, turn)); err != nil {
+		return Plan{}, activityError(err)
+	}
+	return a.next(ctx, sessionID)
 }
 
-// StopAtCap records the round cap.
-func (a *Activities) StopAtCap(ctx context.Context, sessionID string) error {
+// StopAtCap records the round cap and returns the plan after it (the turn's end).
+func (a *Activities) StopAtCap(ctx context.Context, sessionID string) (Plan, error) {
 	turn, err := a.Sessions.LoadTurn(ctx, sessionID)
 	if err != nil {
-		return activityError(err)
+		return Plan{}, activityError(err)
 	}
-	return activityError(a.Core.StopAtCap(ctx, a.input(sessionID, turn)))
+	if err := a.Core.StopAtCap(ctx, a.input(sessionID, turn)); err != nil {
+		return Plan{}, activityError(err)
+	}
+	return a.next(ctx, sessionID)
 }
 
-// Reschedule records a transient model failure that will be retried.
+// Reschedule records a transient model failure that will be retried. It returns no plan: the
+// workflow backs off first, and the Advance after the backoff marks the session running.
 func (a *Activities) Reschedule(ctx context.Context, in RescheduleInput) error {
 	return activityError(a.Sessions.Reschedule(ctx, in.SessionID, in.Failure.err()))
 }
 
-// Exhaust records that the turn's model failures are final.
-func (a *Activities) Exhaust(ctx context.Context, in RescheduleInput) error {
-	return activityError(a.Sessions.Exhaust(ctx, in.SessionID, in.Failure.err()))
+// Exhaust records that the turn's model failures are final and returns the plan after it
+// (the turn closes with retries_exhausted).
+func (a *Activities) Exhaust(ctx context.Context, in RescheduleInput) (Plan, error) {
+	if err := a.Sessions.Exhaust(ctx, in.SessionID, in.Failure.err()); err != nil {
+		return Plan{}, activityError(err)
+	}
+	return a.next(ctx, in.SessionID)
 }
 
 // TerminateInput names a session to end and why.
@@ -296,10 +354,16 @@ func (a *Activities) createSandbox(ctx context.Context, sessionID string) (sandb
 	return stored, nil
 }
 
-// activityError marks errors the workflow must not retry.
+// activityError marks errors the workflow must not retry. A non-retryable application error
+// wrapped on its way up (the runtime adds context to a sandbox that is gone) is surfaced again:
+// Temporal only sees the type of the error an activity returns.
 func activityError(err error) error {
 	if errors.Is(err, sessions.ErrSessionGone) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), errTypeSessionGone, nil)
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.NonRetryable() && error(appErr) != err {
+		return temporal.NewNonRetryableApplicationError(err.Error(), appErr.Type(), nil)
 	}
 	return err
 }

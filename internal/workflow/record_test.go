@@ -63,7 +63,7 @@ var scenarios = []scenario{
 			s.send(userMessage("hello there"))
 			s.requireIdle("end_turn")
 		},
-		want: map[string]int{"Advance": 2, "ModelTurn": 1},
+		want: map[string]int{"ModelTurn": 1},
 	},
 	{
 		name: "builtin_tool", tools: allowTools,

@@ -52,10 +52,12 @@ func (r ModelRetry) backoff(n int, retryAfter time.Duration) time.Duration {
 // events, and a fresh run carries over nothing but the session id.
 const stepsBeforeContinueAsNew = 500
 
-// SessionWorkflow runs a session's turns for as long as the session lives. Each iteration asks
-// Advance (bookkeeping + plan, from the log) what is next and runs that one step as an
-// activity; with nothing to do it waits for a signal. All state is in the log, so the
-// workflow holds only the model attempt counter.
+// SessionWorkflow runs a session's turns for as long as the session lives. Every step is one
+// activity that does its work, then the lifecycle bookkeeping (sessions.Advance), and returns
+// the plan for the next step, so a turn costs one Temporal round trip per step. The
+// standalone Advance runs only when the workflow has no plan: at the start, after a wait,
+// after an interrupt and after a backoff. With nothing to do the workflow waits for a signal.
+// All state is in the log, so the workflow holds only the plan and the model attempt counter.
 func SessionWorkflow(ctx workflow.Context, p SessionParams) error {
 	s := &sessionRun{
 		p:         p,
@@ -74,43 +76,84 @@ type sessionRun struct {
 
 var acts *Activities // method values name the activities; the receiver is never used here
 
+// A signal announces events committed before it was sent, so it may be consumed only right
+// before an activity that ends with Advance is scheduled: that Advance sees the events. One
+// that arrives while a step runs stays pending, so a wait that follows ends at once.
 func (s *sessionRun) run(ctx workflow.Context) error {
 	ctx = workflow.WithActivityOptions(ctx, bookkeepingOptions)
+	var plan *Plan // nil: Advance decides
 	for steps := 0; ; steps++ {
-		s.drain()
-		var plan Plan
-		if err := workflow.ExecuteActivity(ctx, acts.Advance, s.p.SessionID).Get(ctx, &plan); err != nil {
-			if isSessionGone(err) {
-				return nil
+		if plan == nil {
+			s.drain()
+			p, err := s.advance(ctx)
+			if err != nil {
+				if isSessionGone(err) {
+					return nil
+				}
+				return err
 			}
-			return err
+			plan = &p
 		}
-		var err error
-		switch plan.Kind {
-		case PlanWait:
-			if steps >= stepsBeforeContinueAsNew || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		switch {
+		case plan.Kind == PlanWait:
+			// A pending signal would be lost with this run: the wait below takes it first.
+			if (steps >= stepsBeforeContinueAsNew || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) && !s.signalled() {
 				return workflow.NewContinueAsNewError(ctx, SessionWorkflow, s.p)
 			}
 			s.modelAttempt = 0
 			s.waitForSignal(ctx)
-		case PlanModel:
-			err = s.modelTurn(ctx)
-		case PlanExecute:
-			err = s.executeTools(ctx, plan)
-		case PlanReject:
-			err = workflow.ExecuteActivity(ctx, acts.RejectTools, s.p.SessionID).Get(ctx, nil)
-		case PlanCap:
-			err = workflow.ExecuteActivity(ctx, acts.StopAtCap, s.p.SessionID).Get(ctx, nil)
-		}
-		if err != nil {
-			if isSessionGone(err) {
-				return nil
+			plan = nil
+		case s.interrupt.ReceiveAsync(nil):
+			// Advance delivers the interrupt before any further step runs.
+			plan = nil
+		default:
+			s.drainWakes()
+			next, err := s.step(ctx, *plan)
+			if err != nil {
+				if isSessionGone(err) {
+					return nil
+				}
+				if !temporal.IsCanceledError(err) {
+					return s.terminate(ctx, err)
+				}
 			}
-			if !temporal.IsCanceledError(err) {
-				return s.terminate(ctx, err)
-			}
+			plan = next
 		}
 	}
+}
+
+// advance runs the standalone Advance. It runs as a local activity: in the worker that runs
+// the workflow task, recorded in that task's completion, so it costs no round trip of its own.
+func (s *sessionRun) advance(ctx workflow.Context) (Plan, error) {
+	var plan Plan
+	lctx := workflow.WithLocalActivityOptions(ctx, advanceOptions)
+	err := workflow.ExecuteLocalActivity(lctx, acts.Advance, s.p.SessionID).Get(ctx, &plan)
+	return plan, err
+}
+
+// step runs the step plan names and returns the plan after it, or nil when Advance must
+// decide (after an interrupt or a backoff).
+func (s *sessionRun) step(ctx workflow.Context, plan Plan) (*Plan, error) {
+	switch plan.Kind {
+	case PlanModel:
+		return s.modelTurn(ctx)
+	case PlanExecute:
+		return s.executeTools(ctx, plan)
+	case PlanReject:
+		return bookkeeping(ctx, acts.RejectTools, s.p.SessionID)
+	case PlanCap:
+		return bookkeeping(ctx, acts.StopAtCap, s.p.SessionID)
+	}
+	return nil, temporal.NewNonRetryableApplicationError("unknown plan "+string(plan.Kind), "UnknownPlan", nil)
+}
+
+// bookkeeping runs a short step activity that returns the next plan.
+func bookkeeping(ctx workflow.Context, activity any, arg any) (*Plan, error) {
+	var plan Plan
+	if err := workflow.ExecuteActivity(ctx, activity, arg).Get(ctx, &plan); err != nil {
+		return nil, err
+	}
+	return &plan, nil
 }
 
 // terminate ends the session after a step failed for good (retryable failures never get
@@ -130,11 +173,17 @@ func (s *sessionRun) terminate(ctx workflow.Context, cause error) error {
 
 // drain consumes pending signals: the Advance that follows sees everything they announced.
 func (s *sessionRun) drain() {
-	for s.wake.ReceiveAsync(nil) {
-	}
+	s.drainWakes()
 	for s.interrupt.ReceiveAsync(nil) {
 	}
 }
+
+func (s *sessionRun) drainWakes() {
+	for s.wake.ReceiveAsync(nil) {
+	}
+}
+
+func (s *sessionRun) signalled() bool { return s.wake.Len() > 0 || s.interrupt.Len() > 0 }
 
 func (s *sessionRun) waitForSignal(ctx workflow.Context) {
 	sel := workflow.NewSelector(ctx)
@@ -144,49 +193,59 @@ func (s *sessionRun) waitForSignal(ctx workflow.Context) {
 }
 
 // cancellable runs one step activity and cancels it if an interrupt arrives first. It returns
-// the activity's error (a canceled error after an interrupt).
-func (s *sessionRun) cancellable(ctx workflow.Context, activity any, arg any) error {
+// the activity's plan, or nil with the activity's error (a canceled error after an
+// interrupt). A step that finished although it was interrupted returns no plan either: it
+// was made before the interrupt was delivered.
+func (s *sessionRun) cancellable(ctx workflow.Context, activity any, arg any) (*Plan, error) {
 	actx, cancel := workflow.WithCancel(workflow.WithActivityOptions(ctx, stepOptions))
 	defer cancel()
 	fut := workflow.ExecuteActivity(actx, activity, arg)
-	var err error
-	done := false
+	var (
+		plan        Plan
+		err         error
+		done        bool
+		interrupted bool
+	)
 	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(fut, func(f workflow.Future) { err, done = f.Get(ctx, nil), true })
+	sel.AddFuture(fut, func(f workflow.Future) { err, done = f.Get(ctx, &plan), true })
 	sel.AddReceive(s.interrupt, func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(ctx, nil)
+		interrupted = true
 		cancel()
 	})
 	for !done {
 		sel.Select(ctx)
 	}
-	return err
+	if err != nil || interrupted {
+		return nil, err
+	}
+	return &plan, nil
 }
 
 // modelTurn runs one model call. Transient model failures reschedule the session and back
-// off; the next Advance marks it running again and the call is retried with the next attempt
-// number. Permanent failures, or too many retries, exhaust the turn.
-func (s *sessionRun) modelTurn(ctx workflow.Context) error {
+// off; the Advance after the backoff marks it running again and the call is retried with the
+// next attempt number. Permanent failures, or too many retries, exhaust the turn.
+func (s *sessionRun) modelTurn(ctx workflow.Context) (*Plan, error) {
 	s.modelAttempt++
-	err := s.cancellable(ctx, acts.ModelTurn, ModelTurnInput{SessionID: s.p.SessionID, Attempt: s.modelAttempt})
+	plan, err := s.cancellable(ctx, acts.ModelTurn, ModelTurnInput{SessionID: s.p.SessionID, Attempt: s.modelAttempt})
 	if err == nil {
 		s.modelAttempt = 0
-		return nil
+		return plan, nil
 	}
 	failure, ok := modelFailureOf(err)
 	if !ok {
-		return err
+		return nil, err
 	}
 	if failure.Retryable && s.modelAttempt <= s.p.Retry.MaxRetries {
 		if err := workflow.ExecuteActivity(ctx, acts.Reschedule, RescheduleInput{SessionID: s.p.SessionID, Failure: failure}).Get(ctx, nil); err != nil {
-			return err
+			return nil, err
 		}
 		wait := s.p.Retry.backoff(s.modelAttempt, failure.RetryAfter)
 		s.sleepUnlessInterrupted(ctx, wait)
-		return nil
+		return nil, nil
 	}
 	s.modelAttempt = 0
-	return workflow.ExecuteActivity(ctx, acts.Exhaust, RescheduleInput{SessionID: s.p.SessionID, Failure: failure}).Get(ctx, nil)
+	return bookkeeping(ctx, acts.Exhaust, RescheduleInput{SessionID: s.p.SessionID, Failure: failure})
 }
 
 func (s *sessionRun) sleepUnlessInterrupted(ctx workflow.Context, d time.Duration) {
@@ -198,18 +257,18 @@ func (s *sessionRun) sleepUnlessInterrupted(ctx workflow.Context, d time.Duratio
 	sel.Select(ctx)
 }
 
-func (s *sessionRun) executeTools(ctx workflow.Context, plan Plan) error {
+// executeTools runs the first call of plan; the plan ToolCall returns lists the rest. A
+// session's first sandbox is created by AcquireSandbox before the call.
+func (s *sessionRun) executeTools(ctx workflow.Context, plan Plan) (*Plan, error) {
+	if len(plan.ToolUseIDs) == 0 {
+		return nil, nil
+	}
 	if plan.NeedsSandbox {
 		if err := workflow.ExecuteActivity(ctx, acts.AcquireSandbox, s.p.SessionID).Get(ctx, nil); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	for _, id := range plan.ToolUseIDs {
-		if err := s.cancellable(ctx, acts.ToolCall, ToolCallInput{SessionID: s.p.SessionID, ToolUseID: id}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.cancellable(ctx, acts.ToolCall, ToolCallInput{SessionID: s.p.SessionID, ToolUseID: plan.ToolUseIDs[0]})
 }
 
 // TeardownWorkflow destroys a session's sandbox and removes its binding; the API runs it
@@ -230,6 +289,7 @@ var (
 		NonRetryableErrorTypes: []string{errTypeSessionGone, errTypeModel},
 	}
 	bookkeepingOptions = workflow.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retryForever}
+	advanceOptions     = workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retryForever}
 	stepOptions        = workflow.ActivityOptions{
 		StartToCloseTimeout: 15 * time.Minute,
 		HeartbeatTimeout:    2 * time.Second,

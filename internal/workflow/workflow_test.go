@@ -24,16 +24,20 @@ const testSession = "sesn_test"
 // nilActs names activities for the mocks, as the workflow does.
 var nilActs *Activities
 
-// fixture runs SessionWorkflow in the SDK's test environment with every activity mocked. Advance
-// answers from plans in order and reports the session gone once they run out, which ends the
-// workflow. Every activity call is logged in order, e.g. "ModelTurn#2" or "ToolCall:a".
+// fixture runs SessionWorkflow in the SDK's test environment with every activity mocked.
+// Advance and every step that succeeds answer with the next of plans, in order, and report the
+// session gone once they run out, which ends the workflow. Every activity call is logged in
+// order, e.g. "ModelTurn#2" or "ToolCall:a".
 type fixture struct {
 	t   *testing.T
 	env *testsuite.TestWorkflowEnvironment
 
-	// modelTurn and toolCall replace the default (succeed at once) when set.
+	// modelTurn and toolCall run before the default (succeed at once) when set; an error
+	// they return is the step's.
 	modelTurn func(ctx context.Context, in ModelTurnInput) error
 	toolCall  func(ctx context.Context, in ToolCallInput) error
+	// onAdvance runs inside Advance when set.
+	onAdvance func()
 
 	mu            sync.Mutex
 	plans         []Plan
@@ -42,13 +46,16 @@ type fixture struct {
 	timers        []time.Duration
 	failures      map[string][]ModelFailure
 	canceledTypes []string
+	// started and canceled are activity ids.
+	started  map[string]bool
+	canceled []string
 }
 
 func newFixture(t *testing.T, plans ...Plan) *fixture {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(quietLogger())
-	f := &fixture{t: t, env: suite.NewTestWorkflowEnvironment(), plans: plans, failures: map[string][]ModelFailure{}}
+	f := &fixture{t: t, env: suite.NewTestWorkflowEnvironment(), plans: plans, failures: map[string][]ModelFailure{}, started: map[string]bool{}}
 	f.env.SetTestTimeout(time.Minute)
 	f.env.SetOnTimerScheduledListener(func(_ string, d time.Duration) {
 		f.mu.Lock()
@@ -59,41 +66,51 @@ func newFixture(t *testing.T, plans ...Plan) *fixture {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.canceledTypes = append(f.canceledTypes, info.ActivityType.Name)
+		f.canceled = append(f.canceled, info.ActivityID)
+	})
+	f.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.started[info.ActivityID] = true
 	})
 	f.env.OnActivity(nilActs.Advance, mock.Anything, mock.Anything).Return(f.advance)
-	f.env.OnActivity(nilActs.ModelTurn, mock.Anything, mock.Anything).Return(func(ctx context.Context, in ModelTurnInput) error {
+	f.env.OnActivity(nilActs.ModelTurn, mock.Anything, mock.Anything).Return(func(ctx context.Context, in ModelTurnInput) (Plan, error) {
 		f.log(fmt.Sprintf("ModelTurn#%d", in.Attempt))
 		if f.modelTurn != nil {
-			return f.modelTurn(ctx, in)
+			if err := f.modelTurn(ctx, in); err != nil {
+				return Plan{}, err
+			}
 		}
-		return nil
+		return f.next()
 	})
-	f.env.OnActivity(nilActs.ToolCall, mock.Anything, mock.Anything).Return(func(ctx context.Context, in ToolCallInput) error {
+	f.env.OnActivity(nilActs.ToolCall, mock.Anything, mock.Anything).Return(func(ctx context.Context, in ToolCallInput) (Plan, error) {
 		f.log("ToolCall:" + in.ToolUseID)
 		if f.toolCall != nil {
-			return f.toolCall(ctx, in)
+			if err := f.toolCall(ctx, in); err != nil {
+				return Plan{}, err
+			}
 		}
-		return nil
+		return f.next()
 	})
 	f.env.OnActivity(nilActs.AcquireSandbox, mock.Anything, mock.Anything).Return(func(context.Context, string) error {
 		f.log("AcquireSandbox")
 		return nil
 	})
-	f.env.OnActivity(nilActs.RejectTools, mock.Anything, mock.Anything).Return(func(context.Context, string) error {
+	f.env.OnActivity(nilActs.RejectTools, mock.Anything, mock.Anything).Return(func(context.Context, string) (Plan, error) {
 		f.log("RejectTools")
-		return nil
+		return f.next()
 	})
-	f.env.OnActivity(nilActs.StopAtCap, mock.Anything, mock.Anything).Return(func(context.Context, string) error {
+	f.env.OnActivity(nilActs.StopAtCap, mock.Anything, mock.Anything).Return(func(context.Context, string) (Plan, error) {
 		f.log("StopAtCap")
-		return nil
+		return f.next()
 	})
 	f.env.OnActivity(nilActs.Reschedule, mock.Anything, mock.Anything).Return(func(_ context.Context, in RescheduleInput) error {
 		f.logFailure("Reschedule", in.Failure)
 		return nil
 	})
-	f.env.OnActivity(nilActs.Exhaust, mock.Anything, mock.Anything).Return(func(_ context.Context, in RescheduleInput) error {
+	f.env.OnActivity(nilActs.Exhaust, mock.Anything, mock.Anything).Return(func(_ context.Context, in RescheduleInput) (Plan, error) {
 		f.logFailure("Exhaust", in.Failure)
-		return nil
+		return f.next()
 	})
 	f.env.OnActivity(nilActs.Terminate, mock.Anything, mock.Anything).Return(func(_ context.Context, in TerminateInput) error {
 		require.Equal(f.t, testSession, in.SessionID)
@@ -104,11 +121,21 @@ func newFixture(t *testing.T, plans ...Plan) *fixture {
 }
 
 func (f *fixture) advance(_ context.Context, sessionID string) (Plan, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	require.Equal(f.t, testSession, sessionID)
+	f.mu.Lock()
 	f.calls = append(f.calls, "Advance")
 	f.advanceAt = append(f.advanceAt, f.env.Now())
+	f.mu.Unlock()
+	if f.onAdvance != nil {
+		f.onAdvance()
+	}
+	return f.next()
+}
+
+// next is the plan Advance or a step answers with: the next of plans, or the session is gone.
+func (f *fixture) next() (Plan, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if len(f.plans) == 0 {
 		return Plan{}, activityError(sessions.ErrSessionGone)
 	}
@@ -169,15 +196,26 @@ func TestSessionWorkflowRunsEachPlan(t *testing.T) {
 	}{
 		{name: "session gone at once", want: []string{"Advance"}},
 		{name: "model turn", plans: []Plan{{Kind: PlanModel}},
-			want: []string{"Advance", "ModelTurn#1", "Advance"}},
-		{name: "each model turn is a first attempt", plans: []Plan{{Kind: PlanModel}, {Kind: PlanModel}},
-			want: []string{"Advance", "ModelTurn#1", "Advance", "ModelTurn#1", "Advance"}},
-		{name: "tools with a sandbox", plans: []Plan{{Kind: PlanExecute, ToolUseIDs: []string{"a", "b", "c"}, NeedsSandbox: true}},
-			want: []string{"Advance", "AcquireSandbox", "ToolCall:a", "ToolCall:b", "ToolCall:c", "Advance"}},
-		{name: "tools without a sandbox", plans: []Plan{{Kind: PlanExecute, ToolUseIDs: []string{"b", "a"}}},
-			want: []string{"Advance", "ToolCall:b", "ToolCall:a", "Advance"}},
-		{name: "reject", plans: []Plan{{Kind: PlanReject}}, want: []string{"Advance", "RejectTools", "Advance"}},
-		{name: "round cap", plans: []Plan{{Kind: PlanCap}}, want: []string{"Advance", "StopAtCap", "Advance"}},
+			want: []string{"Advance", "ModelTurn#1"}},
+		{name: "a step's plan runs without another Advance", plans: []Plan{{Kind: PlanModel}, {Kind: PlanModel}},
+			want: []string{"Advance", "ModelTurn#1", "ModelTurn#1"}},
+		{name: "tools with a new sandbox", plans: []Plan{
+			{Kind: PlanExecute, ToolUseIDs: []string{"a", "b", "c"}, NeedsSandbox: true},
+			{Kind: PlanExecute, ToolUseIDs: []string{"b", "c"}},
+			{Kind: PlanExecute, ToolUseIDs: []string{"c"}},
+		}, want: []string{"Advance", "AcquireSandbox", "ToolCall:a", "ToolCall:b", "ToolCall:c"}},
+		{name: "tools without a new sandbox", plans: []Plan{
+			{Kind: PlanExecute, ToolUseIDs: []string{"b", "a"}},
+			{Kind: PlanExecute, ToolUseIDs: []string{"a"}},
+		}, want: []string{"Advance", "ToolCall:b", "ToolCall:a"}},
+		{name: "sandbox acquired only when the plan says so", plans: []Plan{
+			{Kind: PlanExecute, ToolUseIDs: []string{"a"}, NeedsSandbox: true},
+			{Kind: PlanModel},
+			{Kind: PlanExecute, ToolUseIDs: []string{"b"}},
+		}, want: []string{"Advance", "AcquireSandbox", "ToolCall:a", "ModelTurn#1", "ToolCall:b"}},
+		{name: "reject", plans: []Plan{{Kind: PlanReject}, {Kind: PlanModel}},
+			want: []string{"Advance", "RejectTools", "ModelTurn#1"}},
+		{name: "round cap", plans: []Plan{{Kind: PlanCap}}, want: []string{"Advance", "StopAtCap"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,14 +234,15 @@ func TestSessionWorkflowWaitsForSignal(t *testing.T) {
 	for _, signal := range []string{SignalWake, SignalInterrupt} {
 		t.Run(signal, func(t *testing.T) {
 			t.Parallel()
+			// The model turn's plan says wait.
 			f := newFixture(t, Plan{Kind: PlanModel}, Plan{Kind: PlanWait})
 			start := f.env.Now()
 			f.env.RegisterDelayedCallback(func() { f.env.SignalWorkflow(signal, nil) }, time.Hour)
 			require.NoError(t, f.run(testRetry))
 			calls, _ := f.snapshot()
-			require.Equal(t, []string{"Advance", "ModelTurn#1", "Advance", "Advance"}, calls)
+			require.Equal(t, []string{"Advance", "ModelTurn#1", "Advance"}, calls)
 			// Only the signal made it look again.
-			require.False(t, f.advanceAt[2].Before(start.Add(time.Hour)), "advanced at %v, signal at %v", f.advanceAt[2], start.Add(time.Hour))
+			require.False(t, f.advanceAt[1].Before(start.Add(time.Hour)), "advanced at %v, signal at %v", f.advanceAt[1], start.Add(time.Hour))
 		})
 	}
 }
@@ -215,7 +254,8 @@ func TestSessionWorkflowModelFailures(t *testing.T) {
 	cases := []struct {
 		name    string
 		failure ModelFailure
-		// failCalls: how many ModelTurn calls fail; models: how many model plans Advance gives.
+		// failCalls: how many ModelTurn calls fail; models: how many model plans Advance and
+		// the steps give.
 		failCalls, models int
 		wantCalls         []string
 		wantTimers        []time.Duration
@@ -223,31 +263,31 @@ func TestSessionWorkflowModelFailures(t *testing.T) {
 		{
 			name: "recovers after two retries", failure: overloaded, failCalls: 2, models: 3,
 			wantCalls: []string{"Advance", "ModelTurn#1", "Reschedule", "Advance", "ModelTurn#2", "Reschedule",
-				"Advance", "ModelTurn#3", "Advance"},
+				"Advance", "ModelTurn#3"},
 			wantTimers: []time.Duration{time.Second, 2 * time.Second},
 		},
 		{
 			name: "backoff doubles up to the maximum", failure: overloaded, failCalls: 3, models: 4,
 			wantCalls: []string{"Advance", "ModelTurn#1", "Reschedule", "Advance", "ModelTurn#2", "Reschedule",
-				"Advance", "ModelTurn#3", "Reschedule", "Advance", "ModelTurn#4", "Advance"},
+				"Advance", "ModelTurn#3", "Reschedule", "Advance", "ModelTurn#4"},
 			wantTimers: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second},
 		},
 		{
 			name: "a longer retry-after wins", failure: withRetryAfter, failCalls: 1, models: 2,
-			wantCalls:  []string{"Advance", "ModelTurn#1", "Reschedule", "Advance", "ModelTurn#2", "Advance"},
+			wantCalls:  []string{"Advance", "ModelTurn#1", "Reschedule", "Advance", "ModelTurn#2"},
 			wantTimers: []time.Duration{5 * time.Second},
 		},
 		{
-			// MaxRetries 3: attempts 1–4, then the turn is exhausted; the next turn starts at 1.
+			// MaxRetries 3: attempts 1–4, then the turn is exhausted; the next turn (Exhaust's
+			// plan) starts at 1.
 			name: "exhausted after the last retry", failure: overloaded, failCalls: 4, models: 5,
 			wantCalls: []string{"Advance", "ModelTurn#1", "Reschedule", "Advance", "ModelTurn#2", "Reschedule",
-				"Advance", "ModelTurn#3", "Reschedule", "Advance", "ModelTurn#4", "Exhaust",
-				"Advance", "ModelTurn#1", "Advance"},
+				"Advance", "ModelTurn#3", "Reschedule", "Advance", "ModelTurn#4", "Exhaust", "ModelTurn#1"},
 			wantTimers: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second},
 		},
 		{
 			name: "non-retryable exhausts at once", failure: invalid, failCalls: 1, models: 2,
-			wantCalls: []string{"Advance", "ModelTurn#1", "Exhaust", "Advance", "ModelTurn#1", "Advance"},
+			wantCalls: []string{"Advance", "ModelTurn#1", "Exhaust", "ModelTurn#1"},
 		},
 	}
 	for _, tc := range cases {
@@ -433,22 +473,109 @@ func TestSessionWorkflowContinuesAsNewWhenWaiting(t *testing.T) {
 	}
 }
 
-func TestSessionWorkflowDrainsSignalsBeforeAdvance(t *testing.T) {
+func TestSessionWorkflowContinuesAsNewOnlyWithoutPendingSignals(t *testing.T) {
 	t.Parallel()
-	// Signals that arrive while a step runs are covered by the Advance after it: they must
-	// not wake the workflow again once it waits.
-	f := newFixture(t, Plan{Kind: PlanModel}, Plan{Kind: PlanWait})
+	// The last model turn of the run is woken while it runs and answers wait: the wake must
+	// reach an Advance of this run, not be dropped with it.
+	plans := make([]Plan, stepsBeforeContinueAsNew, stepsBeforeContinueAsNew+2)
+	for i := range plans {
+		plans[i] = Plan{Kind: PlanModel}
+	}
+	f := newFixture(t, append(plans, Plan{Kind: PlanWait}, Plan{Kind: PlanWait})...)
+	var mu sync.Mutex
+	turns := 0
 	f.modelTurn = func(context.Context, ModelTurnInput) error {
-		f.env.SignalWorkflow(SignalWake, nil)
-		f.env.SignalWorkflow(SignalWake, nil)
+		mu.Lock()
+		defer mu.Unlock()
+		if turns++; turns == stepsBeforeContinueAsNew {
+			f.env.SignalWorkflow(SignalWake, nil)
+		}
 		return nil
 	}
-	start := f.env.Now()
-	f.wakeAfter(time.Hour)
-	require.NoError(t, f.run(testRetry))
+	err := f.run(testRetry)
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(err, &can), "want continue-as-new, got %v", err)
 	calls, _ := f.snapshot()
-	require.Equal(t, []string{"Advance", "ModelTurn#1", "Advance", "Advance"}, calls)
-	require.False(t, f.advanceAt[2].Before(start.Add(time.Hour)), "woken by a signal the previous Advance had already covered")
+	require.Len(t, calls, stepsBeforeContinueAsNew+2)
+	require.Equal(t, []string{"ModelTurn#1", "Advance"}, calls[len(calls)-2:], "the wake was covered by an Advance before the run ended")
+}
+
+func TestSessionWorkflowSignalsAndStepPlans(t *testing.T) {
+	t.Parallel()
+	// A signal announces events committed before it was sent. One consumed before a step is
+	// scheduled is covered by the Advance that ends the step; one that arrives while the step
+	// runs may not be, so it must make the workflow look again instead of waiting.
+	cases := []struct {
+		name string
+		// onAdvance and onModelTurn signal the workflow from inside those activities.
+		onAdvance, onModelTurn []string
+		// plans: Advance's, then the model turn's.
+		plans     []Plan
+		wantCalls []string
+		// lookedEarly: the second Advance ran before the wake an hour in.
+		lookedEarly bool
+	}{
+		{
+			name: "wakes before the step are covered by it", onAdvance: []string{SignalWake, SignalWake},
+			plans:     []Plan{{Kind: PlanModel}, {Kind: PlanWait}},
+			wantCalls: []string{"Advance", "ModelTurn#1", "Advance"},
+		},
+		{
+			name: "wakes during the step make it look again", onModelTurn: []string{SignalWake, SignalWake},
+			plans:     []Plan{{Kind: PlanModel}, {Kind: PlanWait}, {Kind: PlanWait}},
+			wantCalls: []string{"Advance", "ModelTurn#1", "Advance", "Advance"}, lookedEarly: true,
+		},
+		{
+			// Canceled, or finished with a plan made before the interrupt was delivered: either
+			// way Advance delivers it before any further step runs.
+			name: "an interrupt during the step", onModelTurn: []string{SignalInterrupt},
+			plans:     []Plan{{Kind: PlanModel}, {Kind: PlanModel}, {Kind: PlanWait}},
+			wantCalls: []string{"Advance", "ModelTurn#1", "Advance", "Advance"}, lookedEarly: true,
+		},
+		{
+			// An interrupt pending when a step is due goes to Advance first: no step is
+			// scheduled only to be canceled.
+			name: "an interrupt before the step", onAdvance: []string{SignalInterrupt},
+			plans:     []Plan{{Kind: PlanModel}, {Kind: PlanWait}},
+			wantCalls: []string{"Advance", "Advance", "Advance"}, lookedEarly: true,
+		},
+	}
+	signal := func(f *fixture, signals []string) {
+		for _, sig := range signals {
+			f.env.SignalWorkflow(sig, nil)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, tc.plans...)
+			advanced := 0
+			f.onAdvance = func() {
+				if advanced++; advanced == 1 {
+					signal(f, tc.onAdvance)
+				}
+			}
+			f.modelTurn = func(context.Context, ModelTurnInput) error {
+				signal(f, tc.onModelTurn)
+				return nil
+			}
+			start := f.env.Now()
+			f.wakeAfter(time.Hour)
+			require.NoError(t, f.run(testRetry))
+			calls, _ := f.snapshot()
+			require.Equal(t, tc.wantCalls, calls)
+			require.Equal(t, tc.lookedEarly, f.advanceAt[1].Before(start.Add(time.Hour)), "second Advance at %v", f.advanceAt[1])
+			f.mu.Lock()
+			for _, id := range f.canceled {
+				require.True(t, f.started[id], "activity %s was scheduled only to be canceled", id)
+			}
+			f.mu.Unlock()
+			// Whatever woke it early was consumed by one Advance: only the wake an hour in
+			// made it look once more.
+			last := f.advanceAt[len(f.advanceAt)-1]
+			require.False(t, last.Before(start.Add(time.Hour)), "last Advance at %v", last)
+		})
+	}
 }
 
 func TestTeardownWorkflow(t *testing.T) {
