@@ -805,6 +805,13 @@ func TestSessionArchiveAndDeleteWhileRunning(t *testing.T) {
 	require.Equal(t, sess.UpdatedAt, got.UpdatedAt)
 	require.Empty(t, f.eventsOf(sess.ID))
 
+	// A session rescheduled between model retries is mid-turn too.
+	f.setSessionStatus(sess.ID, "rescheduling")
+	_, err = f.client.Beta.Sessions.Archive(ctx, sess.ID, anthropic.BetaSessionArchiveParams{})
+	requireAPIErr(t, err, 400, "invalid_request_error", "cannot be archived")
+	_, err = f.client.Beta.Sessions.Delete(ctx, sess.ID, anthropic.BetaSessionDeleteParams{})
+	requireAPIErr(t, err, 400, "invalid_request_error", "Cannot delete session")
+
 	// Once idle again both work.
 	f.setSessionStatus(sess.ID, "idle")
 	_, err = f.client.Beta.Sessions.Archive(ctx, sess.ID, anthropic.BetaSessionArchiveParams{})

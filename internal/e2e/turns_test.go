@@ -315,3 +315,46 @@ func TestTurnReschedulingExhausted(t *testing.T) {
 	require.Equal(t, "retries_exhausted", last(evs).StopReason.Type)
 	require.Equal(t, closing, types(evs[len(evs)-3:]))
 }
+
+// TestTurnInterruptsAroundAQueuedMessage: a message and two interrupts queued during a turn.
+// The interrupts apply first and close the turn; the message then runs its own turn; nothing
+// is left queued and the session ends idle (it used to stay running).
+func TestTurnInterruptsAroundAQueuedMessage(t *testing.T) {
+	t.Parallel()
+	f := newTurnFixture(t)
+	f.send(userMessage("/sleep 30000"))
+	f.until("span.model_request_start")
+	interrupt := anthropic.BetaManagedAgentsEventParamsUnion{OfUserInterrupt: &anthropic.BetaManagedAgentsUserInterruptEventParams{}}
+	f.send(userMessage("after the interrupts"), interrupt, interrupt)
+
+	evs := f.untilIdle()
+	require.Equal(t, "end_turn", last(evs).StopReason.Type)
+	evs = f.untilIdle()
+	require.Equal(t, "echo: after the interrupts", messageText(find(t, evs, "agent.message")))
+	require.Equal(t, "end_turn", last(evs).StopReason.Type)
+
+	for _, ev := range f.e.history(t, f.sessionID) {
+		require.NotNil(t, ev.ProcessedAt, "%s %s left queued", ev.Type, ev.ID)
+	}
+	sess, err := f.e.client.Beta.Sessions.Get(context.Background(), f.sessionID, anthropic.BetaSessionGetParams{})
+	require.NoError(t, err)
+	require.Equal(t, anthropic.BetaManagedAgentsSessionStatus("idle"), sess.Status)
+}
+
+// TestTurnInterruptWhileParked: an interrupt of a turn waiting for a confirmation closes it,
+// and the status events say so.
+func TestTurnInterruptWhileParked(t *testing.T) {
+	t.Parallel()
+	f := newTurnFixture(t, builtinTools("always_ask"))
+	f.send(userMessage(`/tool bash {"command":"true"}`))
+	require.Equal(t, "requires_action", last(f.untilIdle()).StopReason.Type)
+
+	f.send(anthropic.BetaManagedAgentsEventParamsUnion{OfUserInterrupt: &anthropic.BetaManagedAgentsUserInterruptEventParams{}})
+	evs := f.untilIdle()
+	require.Equal(t, append([]string{"user.interrupt"}, closing...), types(evs))
+	require.Equal(t, "end_turn", last(evs).StopReason.Type)
+
+	f.send(userMessage("next"))
+	evs = f.untilIdle()
+	require.Equal(t, "echo: next", messageText(find(t, evs, "agent.message")))
+}

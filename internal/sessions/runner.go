@@ -22,23 +22,27 @@ type Runner interface {
 // SetRunner connects the service to the runner of session turns.
 func (s *Service) SetRunner(r Runner) { s.runner = r }
 
-// wake tells the runner about committed events. The events are already durable, so a failed
-// wake-up is logged, retried briefly and then left: the client's next send wakes the run again.
+// wake tells the runner about committed events. The events are already durable, so the
+// wake-up must not depend on the client staying connected (the request context); it is
+// retried for a few seconds and then logged: the next wake-up of the session (any later send)
+// finds the queued work, because every run starts from the log.
 func (s *Service) wake(ctx context.Context, sessionID string, interrupt bool) {
 	if s.runner == nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
 	var err error
-	for attempt, backoff := 0, 50*time.Millisecond; attempt < 3; attempt, backoff = attempt+1, backoff*4 {
+	for backoff := 50 * time.Millisecond; ; backoff = min(backoff*2, 2*time.Second) {
 		if err = s.runner.Wake(ctx, sessionID, interrupt); err == nil {
 			return
 		}
 		select {
 		case <-ctx.Done():
+			s.logger.ErrorContext(ctx, "could not wake the session's run; its events stay queued until the session is woken again",
+				"session_id", sessionID, "error", err)
 			return
 		case <-time.After(backoff):
 		}
 	}
-	s.logger.ErrorContext(ctx, "could not wake the session's run; its events stay queued until the next send",
-		"session_id", sessionID, "error", err)
 }

@@ -394,7 +394,7 @@ func (s *Service) ArchiveSession(ctx context.Context, workspaceID, id string) (w
 		if err != nil {
 			return notFoundAs(err, "session %s not found", id)
 		}
-		if rec.Status == StatusRunning {
+		if busy(rec.Status) {
 			return invalidf(`Session %s cannot be archived while its status is "running". Only pending or idle sessions may be archived.`, id)
 		}
 		if rec.ArchivedAt == nil {
@@ -413,48 +413,69 @@ func (s *Service) ArchiveSession(ctx context.Context, workspaceID, id string) (w
 	return out, err
 }
 
-// DeleteSession removes a session that is not running, with its events. Its sandbox is torn
-// down first and its binding removed; the foreign key from binding to session makes
-// PostgreSQL refuse the delete in any other order. Live streams end with session.deleted.
+// DeleteSession removes a session that is not running, with its events. A session with a
+// sandbox is first fenced (archived, in the same transaction that checks it is not running,
+// so no turn can start) and its sandbox torn down and unbound; the foreign key from binding
+// to session makes PostgreSQL refuse the delete in any other order. If the teardown fails the
+// session stays archived and the delete can be retried. Live streams end with
+// session.deleted.
 func (s *Service) DeleteSession(ctx context.Context, workspaceID, id string) error {
-	rec, err := s.store.GetSession(ctx, workspaceID, id, false)
-	if err != nil {
-		return notFoundAs(err, "session %s not found", id)
-	}
-	if rec.Status == StatusRunning {
-		return errDeleteRunning()
-	}
-	if _, err := s.SandboxRef(ctx, id); err == nil {
-		if s.runner == nil {
-			return conflictf("session %s has a sandbox and no worker is configured to tear it down", id)
-		}
-		if err := s.runner.Teardown(ctx, id); err != nil {
-			return fmt.Errorf("tear down the sandbox of session %s: %w", id, err)
-		}
-	} else if !errors.Is(err, ErrNoBinding) {
-		return err
-	}
-	err = s.store.InTx(ctx, func(q *store.Queries) error {
+	deleted := false
+	err := s.store.InTx(ctx, func(q *store.Queries) error {
 		rec, err := q.GetSession(ctx, workspaceID, id, true)
 		if err != nil {
 			return notFoundAs(err, "session %s not found", id)
 		}
-		if rec.Status == StatusRunning {
+		if busy(rec.Status) {
 			return errDeleteRunning()
 		}
-		if err := q.DeleteSession(ctx, id); err != nil {
-			if errors.Is(err, store.ErrReferenced) {
-				return conflictf("session %s got a new sandbox while it was being deleted; retry", id)
-			}
+		if _, err := q.GetBinding(ctx, id); errors.Is(err, store.ErrNotFound) {
+			deleted = true
+			return q.DeleteSession(ctx, id)
+		} else if err != nil {
 			return err
+		}
+		if s.runner == nil {
+			return conflictf("session %s has a sandbox and no worker is configured to tear it down", id)
+		}
+		if rec.ArchivedAt == nil {
+			now := s.now()
+			rec.ArchivedAt, rec.UpdatedAt, rec.Status = &now, now, StatusTerminated
+			if rec.TerminatedAt == nil {
+				rec.TerminatedAt = &now
+			}
+			return q.UpdateSession(ctx, rec)
 		}
 		return nil
 	})
-	if err == nil && s.runner != nil {
+	if err != nil {
+		return err
+	}
+	if !deleted {
+		if err := s.runner.Teardown(ctx, id); err != nil {
+			return fmt.Errorf("tear down the sandbox of session %s: %w", id, err)
+		}
+		err = s.store.InTx(ctx, func(q *store.Queries) error {
+			if err := q.DeleteSession(ctx, id); err != nil {
+				if errors.Is(err, store.ErrReferenced) {
+					return conflictf("session %s still has a sandbox binding; retry the delete", id)
+				}
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if s.runner != nil {
 		s.runner.Forget(ctx, id)
 	}
-	return err
+	return nil
 }
+
+// busy: a turn is in progress (running, or rescheduled and about to retry).
+func busy(status string) bool { return status == StatusRunning || status == StatusRescheduling }
 
 func errDeleteRunning() *Error {
 	return invalidf("Cannot delete session while it is running. Send an interrupt event or wait for the session to complete.")

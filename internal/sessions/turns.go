@@ -116,8 +116,10 @@ func (t *turnTx) plan() (err error) {
 func (t *turnTx) advance(ctx context.Context) error {
 	active := t.rec.Status == StatusRunning || t.rec.Status == StatusRescheduling
 	if active {
-		if id := firstQueued(t.history, wire.EventUserInterrupt); id != "" {
-			if err := t.deliver(ctx, []string{id}); err != nil {
+		// Interrupts jump the queue: every queued one applies now, so what is left queued
+		// afterwards is only messages.
+		if ids := queuedOfType(t.history, wire.EventUserInterrupt); len(ids) > 0 {
+			if err := t.deliver(ctx, ids); err != nil {
 				return err
 			}
 		}
@@ -125,8 +127,10 @@ func (t *turnTx) advance(ctx context.Context) error {
 	switch t.step.Kind {
 	case runtime.StepEnd:
 		// A session created with initial events is running before any turn was logged:
-		// there is nothing to close then.
-		if active && runningInLog(t.history) {
+		// there is nothing to close then. A parked turn closed by an interrupt (applied on
+		// receipt while idle) is closed in the status events too.
+		parkedButClosed := t.rec.Status == StatusIdle && stopType(t.rec.StopReason) == runtime.StopRequiresAction
+		if (active && runningInLog(t.history)) || parkedButClosed {
 			if err := t.finish(ctx, t.step.StopReason, nil); err != nil {
 				return err
 			}
@@ -138,7 +142,15 @@ func (t *turnTx) advance(ctx context.Context) error {
 		if err := t.markRunning(ctx); err != nil {
 			return err
 		}
-		return t.deliver(ctx, queued)
+		if err := t.deliver(ctx, queued); err != nil {
+			return err
+		}
+		if t.step.Kind == runtime.StepEnd {
+			// The delivered events opened and closed a turn at once: never leave the
+			// session running with nothing to run.
+			return t.finish(ctx, t.step.StopReason, nil)
+		}
+		return nil
 	case runtime.StepPark:
 		if t.rec.Status != StatusIdle || !sameStop(t.rec.StopReason, runtime.StopRequiresAction, t.step.EventIDs) {
 			return t.finish(ctx, runtime.StopRequiresAction, t.step.EventIDs)
@@ -294,13 +306,23 @@ func queuedClientEvents(history []wire.Event) []string {
 	return out
 }
 
-func firstQueued(history []wire.Event, typ string) string {
+// queuedOfType lists undelivered events of one type in log order.
+func queuedOfType(history []wire.Event, typ string) []string {
+	var out []string
 	for _, ev := range history {
 		if ev.ProcessedAt == nil && ev.Type == typ {
-			return ev.ID
+			out = append(out, ev.ID)
 		}
 	}
-	return ""
+	return out
+}
+
+func stopType(raw json.RawMessage) string {
+	var s stopReason
+	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s.Type
 }
 
 func hasType(history []wire.Event, eventIDs []string, typ string) bool {

@@ -234,6 +234,8 @@ func (s *sessionRun) modelTurn(ctx workflow.Context) (*Plan, error) {
 	}
 	failure, ok := modelFailureOf(err)
 	if !ok {
+		// Interrupted (or failed for good): the next model call belongs to a new turn.
+		s.modelAttempt = 0
 		return nil, err
 	}
 	if failure.Retryable && s.modelAttempt <= s.p.Retry.MaxRetries {
@@ -241,20 +243,27 @@ func (s *sessionRun) modelTurn(ctx workflow.Context) (*Plan, error) {
 			return nil, err
 		}
 		wait := s.p.Retry.backoff(s.modelAttempt, failure.RetryAfter)
-		s.sleepUnlessInterrupted(ctx, wait)
+		if s.sleepUnlessInterrupted(ctx, wait) {
+			s.modelAttempt = 0
+		}
 		return nil, nil
 	}
 	s.modelAttempt = 0
 	return bookkeeping(ctx, acts.Exhaust, RescheduleInput{SessionID: s.p.SessionID, Failure: failure})
 }
 
-func (s *sessionRun) sleepUnlessInterrupted(ctx workflow.Context, d time.Duration) {
+// sleepUnlessInterrupted waits d or until an interrupt arrives, and reports the interrupt.
+func (s *sessionRun) sleepUnlessInterrupted(ctx workflow.Context, d time.Duration) (interrupted bool) {
 	tctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(workflow.NewTimer(tctx, d), func(workflow.Future) {})
-	sel.AddReceive(s.interrupt, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	sel.AddReceive(s.interrupt, func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		interrupted = true
+	})
 	sel.Select(ctx)
+	return interrupted
 }
 
 // executeTools runs the first call of plan; the plan ToolCall returns lists the rest. A
