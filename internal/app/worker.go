@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -81,8 +82,13 @@ func CheckSandboxGuard(c Config) error {
 
 // Worker is a running Temporal worker for session workflows.
 type Worker struct {
-	w worker.Worker
+	w         worker.Worker
+	stopSweep context.CancelFunc
+	sweepDone chan struct{}
 }
+
+// sweepInterval is how often a worker re-wakes sessions whose wake-up may have been lost.
+const sweepInterval = time.Minute
 
 // StartWorker starts a worker that runs session turns with the configured model and sandbox.
 func StartWorker(c Config, tc client.Client, svc *sessions.Service, previews stream.Hub, logger *slog.Logger) (*Worker, error) {
@@ -108,11 +114,38 @@ func StartWorker(c Config, tc client.Client, svc *sessions.Service, previews str
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start Temporal worker: %w", err)
 	}
-	return &Worker{w: w}, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &Worker{w: w, stopSweep: cancel, sweepDone: make(chan struct{})}
+	go out.sweep(ctx, svc, logger)
+	return out, nil
 }
 
-// Stop stops polling and waits for running activities.
-func (w *Worker) Stop() { w.w.Stop() }
+// sweep wakes sessions with work no run knows about, at start and then periodically, so
+// events committed while Temporal was unreachable still run.
+func (w *Worker) sweep(ctx context.Context, svc *sessions.Service, logger *slog.Logger) {
+	defer close(w.sweepDone)
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		if n, err := svc.WakeStale(ctx); err != nil && ctx.Err() == nil {
+			logger.WarnContext(ctx, "sweep for sessions needing a run failed", "error", err)
+		} else if n > 0 {
+			logger.InfoContext(ctx, "woke sessions that may have had pending work", "sessions", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Stop stops the sweep and polling, and waits for running activities.
+func (w *Worker) Stop() {
+	w.stopSweep()
+	<-w.sweepDone
+	w.w.Stop()
+}
 
 // DialTemporal connects to the configured Temporal.
 func DialTemporal(ctx context.Context, c Config, logger *slog.Logger) (client.Client, error) {

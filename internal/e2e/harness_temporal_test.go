@@ -51,6 +51,14 @@ var fastRetry = workflow.ModelRetry{MaxRetries: 3, InitialBackoff: 20 * time.Mil
 func newRunningEnv(t testing.TB, configure ...func(*app.Config)) *env {
 	t.Helper()
 	e := newEnv(t)
+	e.attachWorker(t, configure...)
+	return e
+}
+
+// attachWorker gives an env the durable runner: its own task queue on the shared Temporal dev
+// server and a worker with the fake model and the local sandbox.
+func (e *env) attachWorker(t testing.TB, configure ...func(*app.Config)) {
+	t.Helper()
 	tc := sharedTemporal(t)
 	queue := "e2e-" + ids.New("")
 	e.api.UseRunner(tc, queue, fastRetry, discardLogger())
@@ -66,7 +74,6 @@ func newRunningEnv(t testing.TB, configure ...func(*app.Config)) *env {
 	}
 	e.worker = e.startWorker()
 	t.Cleanup(func() { e.worker.Stop() })
-	return e
 }
 
 // restartWorker replaces the env's worker with a fresh one, as after a worker restart: no

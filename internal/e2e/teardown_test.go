@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/stretchr/testify/require"
@@ -71,4 +72,40 @@ func TestSandboxGoneTerminatesSession(t *testing.T) {
 	_, err = e.client.Beta.Sessions.Events.Send(ctx, f.sessionID, anthropic.BetaSessionEventSendParams{
 		Events: []anthropic.BetaManagedAgentsEventParamsUnion{userMessage("more")}})
 	requireAPIErr(t, err, 409, "conflict_error", "terminated")
+}
+
+// TestEventsCommittedWithoutARunnerRunLater: events accepted while no worker or Temporal was
+// reachable stay queued; the worker's sweep at start wakes the session and the turn runs.
+func TestEventsCommittedWithoutARunnerRunLater(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t) // the API alone: nothing runs sessions yet
+	ctx := context.Background()
+	agent, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "later",
+		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "claude-opus-5"}})
+	require.NoError(t, err)
+	envr, err := e.client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "later"})
+	require.NoError(t, err)
+	sess, err := newSession(t, e.client, agent.ID, envr.ID)
+	require.NoError(t, err)
+	_, err = e.client.Beta.Sessions.Events.Send(ctx, sess.ID, anthropic.BetaSessionEventSendParams{
+		Events: []anthropic.BetaManagedAgentsEventParamsUnion{userMessage("are you there?")}})
+	require.NoError(t, err)
+
+	// Workers come up: the sweep finds the queued message.
+	e.attachWorker(t)
+	require.Eventually(t, func() bool {
+		for _, ev := range e.history(t, sess.ID) {
+			if ev.Type == "session.status_idle" {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 50*time.Millisecond)
+	var text string
+	for _, ev := range e.history(t, sess.ID) {
+		if ev.Type == "agent.message" {
+			text = string(ev.Body)
+		}
+	}
+	require.Contains(t, text, "echo: are you there?")
 }

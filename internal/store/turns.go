@@ -104,3 +104,23 @@ func (q *Queries) GetSessionByID(ctx context.Context, id string) (SessionRecord,
 	}
 	return r, nil
 }
+
+// SessionsNeedingRun lists live sessions that may have work no run knows about: a turn in
+// progress, a turn parked on answers, or client events still queued. Waking one that has
+// nothing to do is harmless (its run finds nothing due).
+func (q *Queries) SessionsNeedingRun(ctx context.Context, limit int) ([]string, error) {
+	rows, err := q.db.Query(ctx, `SELECT s.id FROM sessions s
+		WHERE s.archived_at IS NULL AND s.status <> 'terminated'
+		  AND (s.status IN ('running', 'rescheduling')
+		       OR s.stop_reason->>'type' = 'requires_action'
+		       OR EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.id AND e.processed_at IS NULL))
+		ORDER BY s.updated_at LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions needing a run: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list sessions needing a run: %w", err)
+	}
+	return ids, nil
+}
