@@ -149,7 +149,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.url = s.urlFor(database)
 
-	if err := s.start(ctx, binDir, u, opts.Fast); err != nil {
+	if err := s.startRetrying(ctx, binDir, u, opts.Fast); err != nil {
 		s.removeSocketDir()
 		return nil, fmt.Errorf("pgserver: %w", err)
 	}
@@ -292,6 +292,36 @@ func (s *Server) start(ctx context.Context, binDir string, u *serverUser, fast b
 		return err
 	}
 	return nil
+}
+
+// oldServerExitingWait bounds how long Start waits for a crashed server's backends to exit.
+const oldServerExitingWait = 20 * time.Second
+
+// startRetrying starts the server, waiting out the backends of a server that was just killed:
+// they leave on their own once their postmaster is gone (each runs in its own session, so
+// killing the postmaster's group does not reach them), and until the last one has exited
+// PostgreSQL refuses to start on the still-attached shared memory.
+func (s *Server) startRetrying(ctx context.Context, binDir string, u *serverUser, fast bool) error {
+	deadline := time.Now().Add(oldServerExitingWait)
+	for {
+		err := s.start(ctx, binDir, u, fast)
+		if err == nil || !strings.Contains(err.Error(), "pre-existing shared memory block") ||
+			s.ownsSocketDir || time.Now().After(deadline) {
+			return err
+		}
+		s.logger.Warn("the previous server's processes are still exiting; retrying", "data_dir", s.dataDir)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+		// start's failure path stopped this Server; the next attempt is a fresh start.
+		s.mu.Lock()
+		s.stopped = false
+		s.mu.Unlock()
+		s.stopping.Store(false)
+		s.exited, s.exitErr, s.process = make(chan struct{}), nil, nil
+	}
 }
 
 func (s *Server) waitReady(ctx context.Context) error {
