@@ -77,16 +77,6 @@ func (q *Queries) AppendEvents(ctx context.Context, sessionID string, evs []NewE
 	return out, nil
 }
 
-// MarkProcessed sets processed_at on queued events.
-func (q *Queries) MarkProcessed(ctx context.Context, sessionID string, eventIDs []string, now time.Time) error {
-	_, err := q.db.Exec(ctx, `UPDATE events SET processed_at = $3 WHERE session_id = $1 AND id = ANY($2) AND processed_at IS NULL`,
-		sessionID, eventIDs, now)
-	if err != nil {
-		return fmt.Errorf("mark events processed: %w", err)
-	}
-	return nil
-}
-
 // EventListParams selects a page of a session's log.
 type EventListParams struct {
 	Limit int

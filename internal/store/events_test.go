@@ -378,33 +378,6 @@ func TestEventReferencing(t *testing.T) {
 	}
 }
 
-func TestMarkProcessed(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	ctx := t.Context()
-	sid, other := f.newSession(t), f.newSession(t)
-	t0 := micros(time.Now())
-	evs, err := f.st.AppendEvents(ctx, sid, []NewEvent{
-		{Type: "user.message"}, {Type: "user.message"}, {Type: "user.message"}, {Type: "agent.message", Processed: true},
-	}, t0)
-	require.NoError(t, err)
-	otherEvs, err := f.st.AppendEvents(ctx, other, []NewEvent{{Type: "user.message"}}, t0)
-	require.NoError(t, err)
-
-	t1 := t0.Add(time.Minute)
-	require.NoError(t, f.st.MarkProcessed(ctx, sid, []string{evs[0].ID, evs[1].ID, evs[3].ID, otherEvs[0].ID}, t1))
-
-	want := []*time.Time{&t1, &t1, nil, &t0}
-	for i, e := range evs {
-		got, err := f.st.GetEvent(ctx, sid, e.ID)
-		require.NoError(t, err)
-		requireSameTime(t, want[i], got.ProcessedAt, fmt.Sprintf("event %d", i))
-	}
-	got, err := f.st.GetEvent(ctx, other, otherEvs[0].ID)
-	require.NoError(t, err)
-	require.Nil(t, got.ProcessedAt, "another session's event is not touched")
-}
-
 func countEvents(t testing.TB, st *Store, sessionID string) int {
 	t.Helper()
 	var n int
