@@ -17,8 +17,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/managed-agents/managed-agents/internal/app"
+	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/store"
-	"github.com/managed-agents/managed-agents/internal/workflow"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -114,7 +114,7 @@ func workerCmd() *cobra.Command {
 				return err
 			}
 			defer tc.Close()
-			w, err := app.StartWorker(c, tc, api.Service, api.Previews, logger)
+			w, err := app.StartWorker(c, tc, api.Store, api.Previews, logger)
 			if err != nil {
 				return err
 			}
@@ -189,7 +189,7 @@ func connectRunner(ctx context.Context, api *app.API, c app.Config, logger *slog
 	if err != nil {
 		return nil, err
 	}
-	api.UseRunner(tc, c.TaskQueue, workflow.DefaultModelRetry, logger)
+	api.UseRunner(tc, c.TaskQueue, durable.DefaultModelRetry, logger)
 	return tc, nil
 }
 

@@ -12,11 +12,11 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/httpapi"
 	"github.com/managed-agents/managed-agents/internal/sessions"
 	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/stream"
-	"github.com/managed-agents/managed-agents/internal/workflow"
 )
 
 // API is the wired REST API: store, notifier, service and HTTP handler.
@@ -35,9 +35,9 @@ type API struct {
 
 // UseRunner makes sessions run: committed client events start or signal the session's
 // Temporal workflow, and /readyz checks Temporal too.
-func (a *API) UseRunner(tc client.Client, taskQueue string, retry workflow.ModelRetry, logger *slog.Logger) {
+func (a *API) UseRunner(tc client.Client, taskQueue string, retry durable.ModelRetry, logger *slog.Logger) {
 	a.temporal = tc
-	a.Service.SetRunner(&workflow.Runner{Client: tc, TaskQueue: taskQueue, Retry: retry, Logger: logger})
+	a.Service.SetRunner(&durable.Runner{Client: tc, TaskQueue: taskQueue, Retry: retry, Logger: logger})
 }
 
 // NewAPI connects to the database, applies migrations, starts the notifier and builds the

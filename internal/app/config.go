@@ -9,11 +9,16 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/managed-agents/managed-agents/internal/durable"
 )
 
 // Config is the process configuration. Every field has a MANAGED_AGENT_* variable; flags
 // override variables.
 type Config struct {
+	// ModelRetry is how workflows retry transient model failures; zero means
+	// durable.DefaultModelRetry. Not an environment variable: tests shorten it.
+	ModelRetry durable.ModelRetry
 	// DatabaseURL is the PostgreSQL connection string (MANAGED_AGENT_DATABASE_URL).
 	DatabaseURL string
 	// Addr is the HTTP listen address (MANAGED_AGENT_ADDR).

@@ -15,8 +15,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/pgserver"
-	"github.com/managed-agents/managed-agents/internal/workflow"
 )
 
 // RunDev runs everything a laptop needs in one process on embedded defaults: a private
@@ -50,8 +50,8 @@ func RunDev(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer stopTemporal()
-	api.UseRunner(tc, cfg.TaskQueue, workflow.DefaultModelRetry, logger)
-	w, err := StartWorker(cfg, tc, api.Service, api.Previews, logger)
+	api.UseRunner(tc, cfg.TaskQueue, durable.DefaultModelRetry, logger)
+	w, err := StartWorker(cfg, tc, api.Store, api.Previews, logger)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func devTemporal(ctx context.Context, cfg Config, logger *slog.Logger) (client.C
 	if err != nil {
 		return nil, nil, fmt.Errorf("open temporal log: %w", err)
 	}
-	srv, err := workflow.StartDevServer(ctx, workflow.DevServerOptions{DBFile: filepath.Join(cfg.DataDir, "temporal.db"), UI: true, Output: logFile})
+	srv, err := durable.StartDevServer(ctx, durable.DevServerOptions{DBFile: filepath.Join(cfg.DataDir, "temporal.db"), UI: true, Output: logFile})
 	if err != nil {
 		logFile.Close()
 		return nil, nil, err

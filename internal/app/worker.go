@@ -12,15 +12,16 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/managed-agents/managed-agents/internal/agent"
+	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/model"
 	"github.com/managed-agents/managed-agents/internal/model/anthropic"
 	"github.com/managed-agents/managed-agents/internal/model/fake"
-	"github.com/managed-agents/managed-agents/internal/runtime"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
-	"github.com/managed-agents/managed-agents/internal/sessions"
+	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/stream"
-	"github.com/managed-agents/managed-agents/internal/workflow"
+	"github.com/managed-agents/managed-agents/internal/turns"
 )
 
 // NewModel builds the model client the configuration names (fake by default).
@@ -91,7 +92,7 @@ type Worker struct {
 const sweepInterval = time.Minute
 
 // StartWorker starts a worker that runs session turns with the configured model and sandbox.
-func StartWorker(c Config, tc client.Client, svc *sessions.Service, previews stream.Hub, logger *slog.Logger) (*Worker, error) {
+func StartWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub, logger *slog.Logger) (*Worker, error) {
 	if err := CheckSandboxGuard(c); err != nil {
 		return nil, err
 	}
@@ -103,31 +104,33 @@ func StartWorker(c Config, tc client.Client, svc *sessions.Service, previews str
 	if err != nil {
 		return nil, err
 	}
-	acts := &workflow.Activities{
-		Sessions:  svc,
-		Core:      runtime.NewCore(m, runtime.WithLogger(logger)),
+	engine := turns.New(st, logger)
+	acts := &durable.Activities{
+		Turns:     engine,
+		Core:      agent.NewCore(m, agent.WithLogger(logger)),
 		Sandboxes: provider,
 		Previews:  previews,
 		Logger:    logger,
 	}
-	w := workflow.NewWorker(tc, c.TaskQueue, acts)
+	w := durable.NewWorker(tc, c.TaskQueue, acts)
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start Temporal worker: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &Worker{w: w, stopSweep: cancel, sweepDone: make(chan struct{})}
-	go out.sweep(ctx, svc, logger)
+	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger}
+	go out.sweep(ctx, engine, runner, logger)
 	return out, nil
 }
 
 // sweep wakes sessions with work no run knows about, at start and then periodically, so
 // events committed while Temporal was unreachable still run.
-func (w *Worker) sweep(ctx context.Context, svc *sessions.Service, logger *slog.Logger) {
+func (w *Worker) sweep(ctx context.Context, engine *turns.Service, runner turns.Waker, logger *slog.Logger) {
 	defer close(w.sweepDone)
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
 	for {
-		if n, err := svc.WakeStale(ctx); err != nil && ctx.Err() == nil {
+		if n, err := engine.WakeStale(ctx, runner); err != nil && ctx.Err() == nil {
 			logger.WarnContext(ctx, "sweep for sessions needing a run failed", "error", err)
 		} else if n > 0 {
 			logger.InfoContext(ctx, "woke sessions that may have had pending work", "sessions", n)
@@ -152,5 +155,12 @@ func DialTemporal(ctx context.Context, c Config, logger *slog.Logger) (client.Cl
 	if c.TemporalAddress == "" {
 		return nil, errors.New("MANAGED_AGENT_TEMPORAL_ADDRESS is not set")
 	}
-	return workflow.Dial(ctx, workflow.Config{Address: c.TemporalAddress, Namespace: c.TemporalNamespace, TLS: c.TemporalTLS, APIKey: c.TemporalAPIKey}, logger)
+	return durable.Dial(ctx, durable.Config{Address: c.TemporalAddress, Namespace: c.TemporalNamespace, TLS: c.TemporalTLS, APIKey: c.TemporalAPIKey}, logger)
+}
+
+func (c Config) modelRetry() durable.ModelRetry {
+	if c.ModelRetry == (durable.ModelRetry{}) {
+		return durable.DefaultModelRetry
+	}
+	return c.ModelRetry
 }

@@ -10,7 +10,7 @@ package e2e
 //
 // A fixed count (-benchtime=Nx) keeps the turn benchmarks to about a minute and logs their
 // breakdown once. Each turn benchmark also measures the same turn in process
-// (runtime.AgentRuntime over a memory log, no database, no Temporal) and reads the Temporal
+// (agent.Runtime over a memory log, no database, no Temporal) and reads the Temporal
 // histories of its sessions to split every turn's latency into workflow tasks, activity
 // queueing and activity execution.
 
@@ -35,14 +35,15 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/managed-agents/managed-agents/internal/agent"
+	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/ids"
 	"github.com/managed-agents/managed-agents/internal/model/fake"
-	"github.com/managed-agents/managed-agents/internal/runtime"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
 	"github.com/managed-agents/managed-agents/internal/store"
+	"github.com/managed-agents/managed-agents/internal/turns"
 	"github.com/managed-agents/managed-agents/internal/wire"
-	"github.com/managed-agents/managed-agents/internal/workflow"
 )
 
 const (
@@ -207,7 +208,7 @@ func benchTurn(b *testing.B, text string, tools ...anthropic.BetaAgentNewParamsT
 	})
 }
 
-// inProcess is the same turn run by runtime.AgentRuntime over a memory log.
+// inProcess is the same turn run by agent.Runtime over a memory log.
 type inProcess struct {
 	p50, p99 time.Duration
 }
@@ -217,7 +218,7 @@ type inProcess struct {
 func measureInProcess(b *testing.B, f *benchFixture, sessionID, text string) inProcess {
 	b.Helper()
 	ctx := context.Background()
-	turn, err := f.e.api.Service.LoadTurn(ctx, sessionID)
+	turn, err := turns.New(f.e.api.Store, discardLogger()).LoadTurn(ctx, sessionID)
 	require.NoError(b, err)
 	p := local.New(b.TempDir())
 	ref, err := p.Create(ctx, sandbox.Spec{SessionID: "sesn_inprocess"})
@@ -226,17 +227,17 @@ func measureInProcess(b *testing.B, f *benchFixture, sessionID, text string) inP
 	require.NoError(b, err)
 	body, err := json.Marshal(map[string]any{"content": []map[string]string{{"type": "text", "text": text}}})
 	require.NoError(b, err)
-	rt := runtime.NewAgentRuntime(runtime.NewCore(fake.New()))
+	rt := agent.NewRuntime(agent.NewCore(fake.New()))
 	samples := make([]time.Duration, 0, inProcessRuns)
 	for range inProcessRuns {
-		l := runtime.NewMemoryLog()
+		l := agent.NewMemoryLog()
 		l.Append(wire.EventUserMessage, body, true)
 		start := time.Now()
-		out, err := rt.Run(ctx, runtime.Input{Agent: turn.Agent, History: l.Events(), Emitter: l,
-			Sandbox: runtime.SandboxFunc(func(context.Context) (sandbox.Sandbox, error) { return sb, nil })})
+		out, err := rt.Run(ctx, agent.Input{Agent: turn.Agent, History: l.Events(), Emitter: l,
+			Sandbox: agent.SandboxFunc(func(context.Context) (sandbox.Sandbox, error) { return sb, nil })})
 		samples = append(samples, time.Since(start))
 		require.NoError(b, err)
-		require.Equal(b, runtime.StopEndTurn, out.StopReason)
+		require.Equal(b, agent.StopEndTurn, out.StopReason)
 	}
 	return inProcess{p50: percentile(samples, 50), p99: percentile(samples, 99)}
 }
@@ -287,7 +288,7 @@ func localActivityType(attrs *historypb.MarkerRecordedEventAttributes) string {
 // historySpans reads a session workflow's current run and returns its workflow task and
 // activity spans, from the server's event timestamps.
 func historySpans(ctx context.Context, tc client.Client, sessionID string) ([]span, error) {
-	it := tc.GetWorkflowHistory(ctx, workflow.WorkflowID(sessionID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := tc.GetWorkflowHistory(ctx, durable.WorkflowID(sessionID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	type sched struct {
 		kind    string
 		at      time.Time
@@ -585,7 +586,7 @@ func BenchmarkStepCosts(b *testing.B) {
 		_, err := s.turn(ctx, f.c, plainText)
 		require.NoError(b, err)
 	}
-	svc := f.e.api.Service
+	svc := turns.New(f.e.api.Store, discardLogger())
 	turn, err := svc.LoadTurn(ctx, s.id)
 	require.NoError(b, err)
 	events := float64(len(turn.History))
@@ -607,7 +608,7 @@ func BenchmarkStepCosts(b *testing.B) {
 		for b.Loop() {
 			t, err := svc.Advance(ctx, s.id)
 			require.NoError(b, err)
-			require.Equal(b, runtime.StepEnd, t.Step.Kind)
+			require.Equal(b, agent.StepEnd, t.Step.Kind)
 		}
 		b.ReportMetric(events, "events")
 	})
@@ -617,7 +618,7 @@ func BenchmarkStepCosts(b *testing.B) {
 		require.NoError(b, err)
 		em := svc.Emitter(other.ID)
 		for b.Loop() {
-			_, err := em.Emit(ctx, []runtime.NewEvent{{ID: ids.New(ids.Event), Type: "agent.thinking", Body: json.RawMessage(`{}`)}})
+			_, err := em.Emit(ctx, []agent.NewEvent{{ID: ids.New(ids.Event), Type: "agent.thinking", Body: json.RawMessage(`{}`)}})
 			require.NoError(b, err)
 		}
 	})

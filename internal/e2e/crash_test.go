@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/managed-agents/managed-agents/internal/turns"
+
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/stretchr/testify/require"
 
@@ -103,9 +105,9 @@ func TestCrashWorkerKilledRepeatedly(t *testing.T) {
 	envr, err := e.client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "crash"})
 	require.NoError(t, err)
 
-	const sessions, turns, callsPerTurn = 3, 3, 6
+	const sessionCount, turnCount, callsPerTurn = 3, 3, 6
 	var sessionIDs []string
-	for range sessions {
+	for range sessionCount {
 		s, err := newSession(t, e.client, agent.ID, envr.ID)
 		require.NoError(t, err)
 		sessionIDs = append(sessionIDs, s.ID)
@@ -117,12 +119,12 @@ func TestCrashWorkerKilledRepeatedly(t *testing.T) {
 	// Each session runs its turns one after another; a turn is a message with several tool
 	// calls, each sleeping a little so kills land mid-call as well as between steps.
 	var wg sync.WaitGroup
-	errs := make(chan error, sessions)
+	errs := make(chan error, sessionCount)
 	for si, id := range sessionIDs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for turn := range turns {
+			for turn := range turnCount {
 				var lines []string
 				for call := range callsPerTurn {
 					lines = append(lines, fmt.Sprintf(`/tool bash {"command":"sleep 0.05; echo s%d-t%d-c%d >> effects.txt"}`, si, turn, call))
@@ -165,7 +167,7 @@ func TestCrashWorkerKilledRepeatedly(t *testing.T) {
 	for si, id := range sessionIDs {
 		history := e.history(t, id)
 		requireConsistentLog(t, history)
-		ref, err := e.api.Service.SandboxRef(ctx, id)
+		ref, err := turns.New(e.api.Store, discardLogger()).SandboxRef(ctx, id)
 		require.NoError(t, err)
 		dir, err := provider.Workspace(ref)
 		require.NoError(t, err)
@@ -174,7 +176,7 @@ func TestCrashWorkerKilledRepeatedly(t *testing.T) {
 		got := strings.Fields(string(effects))
 		sort.Strings(got)
 		var want []string
-		for turn := range turns {
+		for turn := range turnCount {
 			for call := range callsPerTurn {
 				want = append(want, fmt.Sprintf("s%d-t%d-c%d", si, turn, call))
 			}

@@ -15,22 +15,22 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/managed-agents/managed-agents/internal/app"
+	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/ids"
-	"github.com/managed-agents/managed-agents/internal/workflow"
 )
 
 // One Temporal dev server per test binary; every env gets its own task queue, so each env's
 // worker only runs its own database's sessions.
 var (
 	temporalOnce sync.Once
-	temporalSrv  *workflow.DevServer
+	temporalSrv  *durable.DevServer
 	temporalErr  error
 )
 
 func sharedTemporal(t testing.TB) client.Client {
 	t.Helper()
 	temporalOnce.Do(func() {
-		temporalSrv, temporalErr = workflow.StartDevServer(context.Background(), workflow.DevServerOptions{})
+		temporalSrv, temporalErr = durable.StartDevServer(context.Background(), durable.DevServerOptions{})
 	})
 	require.NoError(t, temporalErr)
 	return temporalSrv.Client()
@@ -44,7 +44,7 @@ func stopSharedTemporal() {
 }
 
 // fastRetry keeps rescheduling tests quick.
-var fastRetry = workflow.ModelRetry{MaxRetries: 3, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
+var fastRetry = durable.ModelRetry{MaxRetries: 3, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
 
 // newRunningEnv is newEnv plus the durable runner: a Temporal worker with the fake model and
 // the local sandbox, so sessions run their turns.
@@ -63,12 +63,12 @@ func (e *env) attachWorker(t testing.TB, configure ...func(*app.Config)) {
 	queue := "e2e-" + ids.New("")
 	e.api.UseRunner(tc, queue, fastRetry, discardLogger())
 	e.sandboxDir = t.TempDir()
-	cfg := app.Config{TaskQueue: queue, SandboxDir: e.sandboxDir}
+	cfg := app.Config{TaskQueue: queue, SandboxDir: e.sandboxDir, ModelRetry: fastRetry}
 	for _, c := range configure {
 		c(&cfg)
 	}
 	e.startWorker = func() *app.Worker {
-		w, err := app.StartWorker(cfg, tc, e.api.Service, e.api.Previews, discardLogger())
+		w, err := app.StartWorker(cfg, tc, e.api.Store, e.api.Previews, discardLogger())
 		require.NoError(t, err)
 		return w
 	}

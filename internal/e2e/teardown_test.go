@@ -13,6 +13,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
 	"github.com/managed-agents/managed-agents/internal/sessions"
+	"github.com/managed-agents/managed-agents/internal/turns"
 )
 
 // TestDeleteSessionTearsDownItsSandbox: a session that ran a tool has a sandbox and a
@@ -25,7 +26,7 @@ func TestDeleteSessionTearsDownItsSandbox(t *testing.T) {
 	require.Equal(t, "end_turn", last(f.untilIdle()).StopReason.Type)
 
 	ctx := context.Background()
-	ref, err := e.api.Service.SandboxRef(ctx, f.sessionID)
+	ref, err := turns.New(e.api.Store, discardLogger()).SandboxRef(ctx, f.sessionID)
 	require.NoError(t, err)
 	workspace, err := local.New(e.sandboxDir).Workspace(ref)
 	require.NoError(t, err)
@@ -38,7 +39,7 @@ func TestDeleteSessionTearsDownItsSandbox(t *testing.T) {
 
 	_, err = os.Stat(workspace)
 	require.ErrorIs(t, err, os.ErrNotExist, "the sandbox is destroyed")
-	_, err = e.api.Service.SandboxRef(ctx, f.sessionID)
+	_, err = turns.New(e.api.Store, discardLogger()).SandboxRef(ctx, f.sessionID)
 	require.ErrorIs(t, err, sessions.ErrNoBinding, "the binding is removed")
 	_, err = e.client.Beta.Sessions.Get(ctx, f.sessionID, anthropic.BetaSessionGetParams{})
 	requireAPIErr(t, err, 404, "not_found_error", "not found")
@@ -54,7 +55,7 @@ func TestSandboxGoneTerminatesSession(t *testing.T) {
 	require.Equal(t, "end_turn", last(f.untilIdle()).StopReason.Type)
 
 	ctx := context.Background()
-	ref, err := e.api.Service.SandboxRef(ctx, f.sessionID)
+	ref, err := turns.New(e.api.Store, discardLogger()).SandboxRef(ctx, f.sessionID)
 	require.NoError(t, err)
 	require.NoError(t, local.New(e.sandboxDir).Destroy(ctx, ref))
 

@@ -9,7 +9,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
-var sessionStatuses = []string{sessions.StatusRescheduling, sessions.StatusRunning, sessions.StatusIdle, sessions.StatusTerminated}
+var sessionStatuses = []string{wire.SessionStatusRescheduling, wire.SessionStatusRunning, wire.SessionStatusIdle, wire.SessionStatusTerminated}
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	var p wire.SessionCreateParams

@@ -45,3 +45,9 @@ func New(prefix string) string {
 func HasPrefix(id, prefix string) bool {
 	return strings.HasPrefix(id, prefix) && len(id) > len(prefix)
 }
+
+// PrimaryThread is the id of a session's primary thread, derived from the session id so it
+// needs no storage and is stable.
+func PrimaryThread(sessionID string) string {
+	return Thread + strings.TrimPrefix(sessionID, Session)
+}

@@ -7,9 +7,10 @@ import (
 	"errors"
 	"fmt"
 
+	toolconfig "github.com/managed-agents/managed-agents/internal/tools/config"
+
 	"github.com/managed-agents/managed-agents/internal/ids"
 	"github.com/managed-agents/managed-agents/internal/store"
-	"github.com/managed-agents/managed-agents/internal/tools"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -96,7 +97,7 @@ func resolveTools(rawTools, rawServers json.RawMessage) ([]wire.Tool, []wire.MCP
 	if isJSONNull(rawServers) {
 		rawServers = nil
 	}
-	t, srv, err := tools.ParseAndResolve(rawTools, rawServers)
+	t, srv, err := toolconfig.ParseAndResolve(rawTools, rawServers)
 	if err != nil {
 		return nil, nil, invalidf("%s", err.Error())
 	}

@@ -207,7 +207,7 @@ func (s *Service) SendEvents(ctx context.Context, workspaceID, sessionID string,
 		if err != nil {
 			return notFoundAs(err, "session %s not found", sessionID)
 		}
-		if sess.ArchivedAt != nil || sess.Status == StatusTerminated {
+		if sess.ArchivedAt != nil || sess.Status == wire.SessionStatusTerminated {
 			return conflictf("session %s is %s; it accepts no new events", sessionID, terminalWord(sess))
 		}
 		env, err := q.GetEnvironment(ctx, workspaceID, sess.EnvironmentID, false)
@@ -233,7 +233,7 @@ func (s *Service) SendEvents(ctx context.Context, workspaceID, sessionID string,
 				answered[p.ref] = true
 			}
 			// An interrupt on a session with nothing running applies at once (a no-op).
-			if p.Type == wire.EventUserInterrupt && sess.Status == StatusIdle {
+			if p.Type == wire.EventUserInterrupt && sess.Status == wire.SessionStatusIdle {
 				p.Processed = true
 			}
 			events[i] = p.NewEvent

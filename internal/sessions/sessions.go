@@ -12,14 +12,6 @@ import (
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
-// Session statuses (API.md §8.1).
-const (
-	StatusIdle         = "idle"
-	StatusRunning      = "running"
-	StatusRescheduling = "rescheduling"
-	StatusTerminated   = "terminated"
-)
-
 // CreateSession resolves the agent snapshot, checks the environment and stores the session
 // with its initial events, all in one transaction.
 func (s *Service) CreateSession(ctx context.Context, workspaceID string, p wire.SessionCreateParams) (wire.Session, error) {
@@ -100,9 +92,9 @@ func (s *Service) CreateSession(ctx context.Context, workspaceID string, p wire.
 // will run them.
 func initialStatus(initial []store.NewEvent, hasRunner bool) string {
 	if len(initial) > 0 && hasRunner {
-		return StatusRunning
+		return wire.SessionStatusRunning
 	}
-	return StatusIdle
+	return wire.SessionStatusIdle
 }
 
 // checkUnsupportedSessionFields refuses features this server does not provide yet rather
@@ -296,7 +288,7 @@ func (s *Service) UpdateSession(ctx context.Context, workspaceID, id string, p w
 		if err != nil {
 			return notFoundAs(err, "session %s not found", id)
 		}
-		if rec.ArchivedAt != nil || rec.Status == StatusTerminated {
+		if rec.ArchivedAt != nil || rec.Status == wire.SessionStatusTerminated {
 			return conflictf("session %s is %s and read-only", id, terminalWord(rec))
 		}
 		changed := map[string]any{}
@@ -361,7 +353,7 @@ func updateSnapshotTools(rec store.SessionRecord, p wire.SessionAgentUpdate) (wi
 		return snap, false, fmt.Errorf("decode session agent: %w", err)
 	}
 	// Tools change what the next turn may do; the hosted service requires an idle session.
-	if rec.Status != StatusIdle {
+	if rec.Status != wire.SessionStatusIdle {
 		return snap, false, invalidf("agent: the session's tools can only be updated while it is idle (it is %s); interrupt it and wait for idle", rec.Status)
 	}
 	rawTools, rawServers, err := toolsPatch(wire.AgentConfig{Tools: snap.Tools, MCPServers: snap.MCPServers}, p.Tools, p.MCPServers)
@@ -399,7 +391,7 @@ func (s *Service) ArchiveSession(ctx context.Context, workspaceID, id string) (w
 		}
 		if rec.ArchivedAt == nil {
 			now := s.now()
-			rec.ArchivedAt, rec.UpdatedAt, rec.Status = &now, now, StatusTerminated
+			rec.ArchivedAt, rec.UpdatedAt, rec.Status = &now, now, wire.SessionStatusTerminated
 			if rec.TerminatedAt == nil {
 				rec.TerminatedAt = &now
 			}
@@ -440,7 +432,7 @@ func (s *Service) DeleteSession(ctx context.Context, workspaceID, id string) err
 		}
 		if rec.ArchivedAt == nil {
 			now := s.now()
-			rec.ArchivedAt, rec.UpdatedAt, rec.Status = &now, now, StatusTerminated
+			rec.ArchivedAt, rec.UpdatedAt, rec.Status = &now, now, wire.SessionStatusTerminated
 			if rec.TerminatedAt == nil {
 				rec.TerminatedAt = &now
 			}
@@ -475,7 +467,9 @@ func (s *Service) DeleteSession(ctx context.Context, workspaceID, id string) err
 }
 
 // busy: a turn is in progress (running, or rescheduled and about to retry).
-func busy(status string) bool { return status == StatusRunning || status == StatusRescheduling }
+func busy(status string) bool {
+	return status == wire.SessionStatusRunning || status == wire.SessionStatusRescheduling
+}
 
 func errDeleteRunning() *Error {
 	return invalidf("Cannot delete session while it is running. Send an interrupt event or wait for the session to complete.")

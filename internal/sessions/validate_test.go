@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/managed-agents/managed-agents/internal/ids"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -152,5 +153,5 @@ func TestBuildClientEvent(t *testing.T) {
 
 func TestPrimaryThreadIDIsStable(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "sthr_011CabcDEF", PrimaryThreadID("sesn_011CabcDEF"))
+	require.Equal(t, "sthr_011CabcDEF", ids.PrimaryThread("sesn_011CabcDEF"))
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	toolconfig "github.com/managed-agents/managed-agents/internal/tools/config"
+
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
@@ -54,7 +56,7 @@ var builtins = map[string]builtinFunc{
 // NeedsSandbox reports whether the built-in tool name runs in a sandbox (every built-in but
 // the web tools, which this server does not execute).
 func NeedsSandbox(name string) bool {
-	return IsBuiltIn(name) && name != wire.ToolNameWebFetch && name != wire.ToolNameWebSearch
+	return toolconfig.IsBuiltIn(name) && name != wire.ToolNameWebFetch && name != wire.ToolNameWebSearch
 }
 
 // RunBuiltin executes the built-in tool name with the input the model gave it, inside sb.
@@ -74,7 +76,7 @@ func RunBuiltin(ctx context.Context, sb sandbox.Sandbox, name string, input json
 // checkBuiltin reports why name cannot run in sb, or nil if it can.
 func checkBuiltin(sb sandbox.Sandbox, name string) *Result {
 	if _, ok := builtins[name]; !ok {
-		res := errorf("unknown built-in tool %q (expected one of %s)", name, strings.Join(builtInNames, ", "))
+		res := errorf("unknown built-in tool %q (expected one of %s)", name, strings.Join(toolconfig.BuiltInNames(), ", "))
 		return &res
 	}
 	if NeedsSandbox(name) && sb == nil {

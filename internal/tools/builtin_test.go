@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	toolconfig "github.com/managed-agents/managed-agents/internal/tools/config"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
@@ -117,7 +119,7 @@ func TestRunBuiltinWithoutSandbox(t *testing.T) {
 
 func TestNeedsSandbox(t *testing.T) {
 	t.Parallel()
-	for _, name := range tools.BuiltInNames() {
+	for _, name := range toolconfig.BuiltInNames() {
 		want := name != "web_fetch" && name != "web_search"
 		require.Equal(t, want, tools.NeedsSandbox(name), name)
 	}

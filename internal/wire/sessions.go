@@ -131,3 +131,12 @@ type ServerToolUse struct {
 func ZeroUsage() Usage {
 	return Usage{ListCost: Cost{Amount: "0", Currency: "USD"}}
 }
+
+// Session statuses (API.md §8.1).
+const (
+	SessionStatusIdle         = "idle"
+	SessionStatusRunning      = "running"
+	SessionStatusRescheduling = "rescheduling"
+	SessionStatusTerminated   = "terminated"
+)
+

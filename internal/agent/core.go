@@ -1,0 +1,283 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/managed-agents/managed-agents/internal/ids"
+	"github.com/managed-agents/managed-agents/internal/model"
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/tools"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// ToolRunner executes built-in tools. callID is the agent.tool_use event id: the runner must
+// let a call take effect at most once however often it is run with the same id, because a
+// step retried after a worker died runs it again when its result was not committed. The
+// default is tools.RunBuiltinOnce; tests may script it.
+type ToolRunner interface {
+	RunBuiltin(ctx context.Context, sb sandbox.Sandbox, callID, name string, input json.RawMessage) ToolResult
+}
+
+// ToolRunnerFunc adapts a function to ToolRunner.
+type ToolRunnerFunc func(ctx context.Context, sb sandbox.Sandbox, callID, name string, input json.RawMessage) ToolResult
+
+// RunBuiltin calls f.
+func (f ToolRunnerFunc) RunBuiltin(ctx context.Context, sb sandbox.Sandbox, callID, name string, input json.RawMessage) ToolResult {
+	return f(ctx, sb, callID, name, input)
+}
+
+// builtinTools runs the built-ins of package tools, exactly once per call id.
+var builtinTools = ToolRunnerFunc(func(ctx context.Context, sb sandbox.Sandbox, callID, name string, input json.RawMessage) ToolResult {
+	res := tools.RunBuiltinOnce(ctx, sb, callID, name, input)
+	return ToolResult{Text: res.Text, IsError: res.IsError}
+})
+
+// ToolResult is what a tool returns; a failing tool is a result with IsError, not an error.
+type ToolResult struct {
+	Text    string
+	IsError bool
+}
+
+// SandboxSource provides the session's sandbox. It is asked only when a built-in that needs
+// one actually runs, so sessions that never run a tool never provision a sandbox.
+// Implementations should return the same sandbox on every call.
+type SandboxSource interface {
+	Sandbox(ctx context.Context) (sandbox.Sandbox, error)
+}
+
+// SandboxFunc adapts a function to SandboxSource.
+type SandboxFunc func(ctx context.Context) (sandbox.Sandbox, error)
+
+// Sandbox calls f.
+func (f SandboxFunc) Sandbox(ctx context.Context) (sandbox.Sandbox, error) { return f(ctx) }
+
+// Input is what every step works from.
+type Input struct {
+	// Agent is the session's immutable agent snapshot: model, system prompt, resolved tools.
+	Agent wire.SessionAgent
+	// History is the session's log as committed so far, in log order.
+	History []wire.Event
+	// Emitter appends the step's events to the log.
+	Emitter Emitter
+	// Previews receives stream previews; nil sends none.
+	Previews PreviewSink
+	// Sandbox provides the sandbox for built-in tools; nil when the agent has none enabled.
+	Sandbox SandboxSource
+}
+
+// ErrNotRunnable is returned by ExecuteTool for a call the log does not allow to run: it waits
+// for a confirmation, was denied, or is a custom tool call.
+var ErrNotRunnable = errors.New("tool call is not allowed to run")
+
+// DefaultMaxTokens is the max_tokens of model requests unless WithMaxTokens says otherwise.
+const DefaultMaxTokens = 8192
+
+// spanEndTimeout bounds the emit that closes a failed model request: it runs even when the
+// step's context was cancelled (an interrupt), so previews are closed and the span paired.
+const spanEndTimeout = 10 * time.Second
+
+// Core performs the single steps of a turn. It is safe for concurrent use by many sessions.
+type Core struct {
+	model     model.Client
+	tools     ToolRunner
+	maxTokens int
+	log       *slog.Logger
+}
+
+// CoreOption configures a Core.
+type CoreOption func(*Core)
+
+// WithMaxTokens sets max_tokens of every model request.
+func WithMaxTokens(n int) CoreOption { return func(c *Core) { c.maxTokens = n } }
+
+// WithToolRunner replaces how built-in tools run (default: tools.RunBuiltinOnce).
+func WithToolRunner(t ToolRunner) CoreOption { return func(c *Core) { c.tools = t } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) CoreOption { return func(c *Core) { c.log = l } }
+
+// NewCore returns a Core that calls m and runs built-ins with the tools package.
+func NewCore(m model.Client, opts ...CoreOption) *Core {
+	c := &Core{model: m, tools: builtinTools, maxTokens: DefaultMaxTokens, log: slog.Default()}
+	for _, opt := range opts {
+		opt(c)
+	}
+	return c
+}
+
+// ModelTurnResult is the outcome of ModelTurn.
+type ModelTurnResult struct {
+	// Ran is false when the log showed no model call was due (a retry after the commit); then
+	// nothing was called or emitted.
+	Ran bool
+	// Response is the model's answer.
+	Response model.Response
+	// Events are the committed events of the response, span.model_request_end last.
+	Events []wire.Event
+}
+
+// ModelTurn calls the model once if the log says a model call is due: it projects the
+// conversation, emits span.model_request_start (unless a dangling one from a crashed attempt
+// is reused), streams the answer to the preview sink, then emits the whole response —
+// agent.thinking, agent.message, agent.tool_use / agent.custom_tool_use and
+// span.model_request_end — in one Emit call, so a response is in the log entirely or not at
+// all.
+//
+// A model error is returned unchanged (model.IsRetryable tells whether to retry) after a
+// span.model_request_end with is_error true; retrying, backoff and session.error belong to
+// the caller.
+func (c *Core) ModelTurn(ctx context.Context, in Input) (ModelTurnResult, error) {
+	step, err := Next(in.History)
+	if err != nil {
+		return ModelTurnResult{}, err
+	}
+	if step.Kind != StepModel {
+		c.log.DebugContext(ctx, "model turn not due; nothing to do", "next", step.Kind)
+		return ModelTurnResult{}, nil
+	}
+	msgs, err := Project(in.History)
+	if err != nil {
+		return ModelTurnResult{}, err
+	}
+	ts := newToolset(in.Agent.Tools)
+	req := model.Request{Model: in.Agent.Model.ID, System: deref(in.Agent.System), Messages: msgs, Tools: ts.offered, MaxTokens: c.maxTokens}
+
+	startID := step.RequestStartID
+	if startID == "" {
+		startID = ids.New(ids.Event)
+		if _, err := in.Emitter.Emit(ctx, []NewEvent{{ID: startID, Type: eventSpanModelRequestStart, Body: json.RawMessage("{}")}}); err != nil {
+			return ModelTurnResult{}, fmt.Errorf("emit model request start: %w", err)
+		}
+	}
+	rids := &responseIDs{}
+	pv := newPreviewer(in.Previews, rids)
+	resp, err := c.model.Stream(ctx, req, pv.onDelta)
+	if err != nil {
+		return ModelTurnResult{}, c.failRequest(ctx, in, startID, err)
+	}
+	evs, err := responseEvents(resp, rids, ts)
+	if err != nil {
+		return ModelTurnResult{}, err
+	}
+	end, err := spanEndEvent(ids.New(ids.Event), startID, false, resp.Usage)
+	if err != nil {
+		return ModelTurnResult{}, err
+	}
+	committed, err := in.Emitter.Emit(ctx, append(evs, end))
+	if err != nil {
+		return ModelTurnResult{}, fmt.Errorf("emit model response: %w", err)
+	}
+	return ModelTurnResult{Ran: true, Response: resp, Events: committed}, nil
+}
+
+// failRequest closes a failed model request in the log and returns the model error unchanged,
+// or joined with the emit error if the log could not be written.
+func (c *Core) failRequest(ctx context.Context, in Input, startID string, modelErr error) error {
+	end, err := spanEndEvent(ids.New(ids.Event), startID, true, model.Usage{})
+	if err != nil {
+		return errors.Join(modelErr, err)
+	}
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), spanEndTimeout)
+	defer cancel()
+	if _, err := in.Emitter.Emit(ectx, []NewEvent{end}); err != nil {
+		return errors.Join(modelErr, fmt.Errorf("emit failed model request end: %w", err))
+	}
+	return modelErr
+}
+
+// ExecuteTool runs one allowed built-in call in the sandbox and emits its agent.tool_result.
+// If the log already has a result for the call, or the call's turn has ended, it does
+// nothing. A call that may not run (it waits for a confirmation, was denied, or is a custom
+// tool) is ErrNotRunnable. A tool failure is a result with is_error, not an error; an error is
+// returned only when the sandbox or the log fails, or when ctx is cancelled while the tool
+// runs (then no result is emitted: the cut-short output is not a result).
+//
+// The tool runs under the tool_use event id, so a retry after a crash between running it and
+// committing its result does not run it again: it gets the recorded result, waits for a run
+// that outlived its worker, or, for a run that died unrecorded (also one cut short by a
+// cancelled ctx), gets an is_error result saying the call was interrupted.
+func (c *Core) ExecuteTool(ctx context.Context, in Input, toolUse wire.Event) error {
+	d, err := readDue(in.History)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(d.run, func(tc ToolCall) bool { return tc.Event.ID == toolUse.ID })
+	if i < 0 {
+		if slices.Contains(d.waiting, toolUse.ID) || slices.ContainsFunc(d.reject, func(tc ToolCall) bool { return tc.Event.ID == toolUse.ID }) {
+			return fmt.Errorf("execute %s: %w", toolUse.ID, ErrNotRunnable)
+		}
+		c.log.DebugContext(ctx, "tool call already answered or abandoned; nothing to do", "tool_use_id", toolUse.ID)
+		return nil
+	}
+	call := d.run[i]
+	var sb sandbox.Sandbox
+	if tools.NeedsSandbox(call.Name) {
+		if in.Sandbox == nil {
+			return fmt.Errorf("execute %s %s: no sandbox source for built-in tools", call.Name, call.Event.ID)
+		}
+		if sb, err = in.Sandbox.Sandbox(ctx); err != nil {
+			return fmt.Errorf("acquire sandbox for %s %s: %w", call.Name, call.Event.ID, err)
+		}
+	}
+	res := c.tools.RunBuiltin(ctx, sb, call.Event.ID, call.Name, call.Input)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("execute %s %s: %w", call.Name, call.Event.ID, err)
+	}
+	ev, err := toolResultEvent(ids.New(ids.Event), call.Event.ID, res.Text, res.IsError)
+	if err != nil {
+		return err
+	}
+	if _, err := in.Emitter.Emit(ctx, []NewEvent{ev}); err != nil {
+		return fmt.Errorf("emit tool result of %s: %w", call.Event.ID, err)
+	}
+	return nil
+}
+
+// RejectTools emits an error agent.tool_result for every call the log says is denied (denied
+// by confirmation, or evaluated deny), all in one Emit call. With none due it does nothing.
+func (c *Core) RejectTools(ctx context.Context, in Input) error {
+	d, err := readDue(in.History)
+	if err != nil || len(d.reject) == 0 {
+		return err
+	}
+	evs := make([]NewEvent, 0, len(d.reject))
+	for _, tc := range d.reject {
+		ev, err := toolResultEvent(ids.New(ids.Event), tc.Event.ID, tc.RejectText, true)
+		if err != nil {
+			return err
+		}
+		evs = append(evs, ev)
+	}
+	if _, err := in.Emitter.Emit(ctx, evs); err != nil {
+		return fmt.Errorf("emit rejected tool results: %w", err)
+	}
+	return nil
+}
+
+// StopAtCap emits session.error tool_use_limit_reached_error (retry_status exhausted) if the
+// log says the round cap is reached; the turn then ends with retries_exhausted. Otherwise it
+// does nothing.
+func (c *Core) StopAtCap(ctx context.Context, in Input) error {
+	step, err := Next(in.History)
+	if err != nil || step.Kind != StepCap {
+		return err
+	}
+	ev, err := newEvent(ids.New(ids.Event), wire.EventSessionError, sessionErrorBody{Error: sessionError{
+		Type:        errorToolUseLimitReached,
+		Message:     fmt.Sprintf("The agent reached the limit of %d model requests in one turn without finishing.", MaxRounds),
+		RetryStatus: retryStatus{Type: retryStatusExhausted},
+	}})
+	if err != nil {
+		return err
+	}
+	if _, err := in.Emitter.Emit(ctx, []NewEvent{ev}); err != nil {
+		return fmt.Errorf("emit round cap error: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// call is a tool call read from the log: an agent.tool_use, agent.mcp_tool_use or
+// agent.custom_tool_use event. Its event id is also the tool_use block id the model sees.
+type call struct {
+	event      wire.Event
+	name       string
+	input      json.RawMessage
+	permission string
+}
+
+func (c call) id() string { return c.event.ID }
+
+func (c call) custom() bool { return c.event.Type == wire.EventAgentCustomToolUse }
+
+func readCall(ev wire.Event) (call, error) {
+	var b toolUseRead
+	if err := decodeBody(ev, &b); err != nil {
+		return call{}, err
+	}
+	input := b.Input
+	if len(input) == 0 || string(input) == "null" {
+		input = json.RawMessage(defaultToolInputJSON)
+	}
+	return call{event: ev, name: b.Name, input: input, permission: b.EvaluatedPermission}, nil
+}
+
+// answers indexes what the log says about tool calls, wherever it appears: results (from the
+// agent or the client) and confirmations. The first answer to a call wins; the sessions
+// service rejects second answers, so a later one can only be a stray.
+type answers struct {
+	results       map[string]resultRead
+	confirmations map[string]confirmationRead
+}
+
+func indexAnswers(history []wire.Event) (answers, error) {
+	a := answers{results: map[string]resultRead{}, confirmations: map[string]confirmationRead{}}
+	for _, ev := range history {
+		if !delivered(ev) {
+			continue
+		}
+		switch ev.Type {
+		case wire.EventAgentToolResult, wire.EventAgentMCPToolResult, wire.EventUserToolResult, wire.EventUserCustomToolResult:
+			var r resultRead
+			if err := decodeBody(ev, &r); err != nil {
+				return a, err
+			}
+			if _, seen := a.results[r.target()]; !seen {
+				a.results[r.target()] = r
+			}
+		case wire.EventUserToolConfirmation:
+			var c confirmationRead
+			if err := decodeBody(ev, &c); err != nil {
+				return a, err
+			}
+			if _, seen := a.confirmations[c.ToolUseID]; !seen {
+				a.confirmations[c.ToolUseID] = c
+			}
+		}
+	}
+	return a, nil
+}
+
+// delivered reports whether an event counts: queued client events (processed_at null) have
+// not reached the agent yet.
+func delivered(ev wire.Event) bool { return ev.ProcessedAt != nil }
+
+func isToolUse(typ string) bool {
+	return typ == wire.EventAgentToolUse || typ == wire.EventAgentMCPToolUse || typ == wire.EventAgentCustomToolUse
+}
+
+func isToolAnswer(typ string) bool {
+	switch typ {
+	case wire.EventAgentToolResult, wire.EventAgentMCPToolResult, wire.EventUserToolResult,
+		wire.EventUserCustomToolResult, wire.EventUserToolConfirmation:
+		return true
+	}
+	return false
+}
+
+// Texts of synthetic tool results. The deny text is the hosted service's (API.md §17).
+func denyText(tool string, message *string) string {
+	if message == nil || *message == "" {
+		return fmt.Sprintf("Permission to use %s has been rejected.", tool)
+	}
+	return fmt.Sprintf("Permission to use %s has been rejected. Rejection message: %s", tool, *message)
+}
+
+func unavailableText(tool string) string {
+	return fmt.Sprintf("The tool %q is not enabled for this agent, so the call was not executed.", tool)
+}
+
+func mcpUnsupportedText(tool string) string {
+	return fmt.Sprintf("The MCP tool %q cannot be executed: MCP servers are not supported by this server yet.", tool)
+}
+
+// abandonedText answers a call whose turn ended (an interrupt) before it had a result: it may
+// never have started, or have been cut short while running.
+const abandonedText = "The turn was interrupted before this tool call returned a result."

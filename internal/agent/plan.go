@@ -1,0 +1,284 @@
+package agent
+
+import (
+	"encoding/json"
+
+	"github.com/managed-agents/managed-agents/internal/model"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// MaxRounds caps the model calls of one turn: after this many model responses since the
+// turn's triggering user.message, the turn stops with tool_use_limit_reached_error.
+const MaxRounds = 20
+
+// Stop reasons of a turn (API.md §8.2).
+const (
+	StopEndTurn          = "end_turn"
+	StopRequiresAction   = "requires_action"
+	StopRetriesExhausted = "retries_exhausted"
+)
+
+// StepKind names what the current turn needs next.
+type StepKind string
+
+// Kinds of steps.
+const (
+	// StepModel: call the model (Core.ModelTurn).
+	StepModel StepKind = "model"
+	// StepExecute: run Step.Calls, allowed built-in calls without a result (Core.ExecuteTool).
+	StepExecute StepKind = "execute"
+	// StepReject: answer Step.Calls, denied calls, with error results (Core.RejectTools).
+	StepReject StepKind = "reject"
+	// StepPark: wait for clients to answer Step.EventIDs; the turn stays open.
+	StepPark StepKind = "park"
+	// StepCap: the round cap is reached; emit the error (Core.StopAtCap).
+	StepCap StepKind = "cap"
+	// StepEnd: no turn is open; Step.StopReason says how the latest one ended.
+	StepEnd StepKind = "end"
+)
+
+// Step is the next thing the current turn needs, decided from the log alone.
+type Step struct {
+	Kind StepKind
+	// Calls are the tool calls of StepExecute or StepReject, in log order.
+	Calls []ToolCall
+	// EventIDs are the calls StepPark waits for, in log order.
+	EventIDs []string
+	// StopReason is set on StepEnd: end_turn (also after an interrupt, and when no turn was
+	// ever started) or retries_exhausted.
+	StopReason string
+	// RequestStartID is set on StepModel when a span.model_request_start has no end yet (its
+	// model call died with its process); the retried call reuses it instead of opening another.
+	RequestStartID string
+}
+
+// ToolCall is a call that a step acts on.
+type ToolCall struct {
+	// Event is the agent.tool_use event; its id is the call's id.
+	Event wire.Event
+	Name  string
+	Input json.RawMessage
+	// RejectText is the error result of a StepReject call.
+	RejectText string
+}
+
+// turn is the state of the latest turn as the log tells it.
+type turn struct {
+	open bool
+	// stop is how the latest turn ended, when it is not open.
+	stop string
+	// rounds counts successful model responses since the turn opened.
+	rounds int
+	// usage sums the model usage of the turn, failed requests included.
+	usage model.Usage
+	// openStartID is a span.model_request_start of the turn without an end.
+	openStartID string
+	// calls are the tool calls of the turn's latest complete model response.
+	calls []call
+}
+
+// readTurn walks the log and returns the state of its latest turn.
+//
+// A turn opens with a delivered user.message when none is open (a user.message that arrives
+// while one is open joins it). It closes when a model response has no tool calls, when a
+// user.interrupt is applied, or when a session.error exhausts it (the round cap, or model
+// retries the caller gave up on: retry_status exhausted or terminal). The caller's status
+// events (session.status_idle and the like) are not read: the turn is decided by what the
+// agent and the clients did, so the order of status events cannot change it.
+func readTurn(history []wire.Event) (turn, error) {
+	var t turn
+	var response []call // calls of the response being read, between its span start and end
+	closeTurn := func(reason string) {
+		if t.open {
+			t.open, t.stop, t.calls, t.openStartID = false, reason, nil, ""
+		}
+	}
+	for _, ev := range history {
+		if !delivered(ev) {
+			continue
+		}
+		switch {
+		case ev.Type == wire.EventUserMessage:
+			if !t.open {
+				t = turn{open: true}
+			}
+		case ev.Type == eventSpanModelRequestStart:
+			response = nil
+			if t.open {
+				t.openStartID = ev.ID
+			}
+		case isToolUse(ev.Type):
+			c, err := readCall(ev)
+			if err != nil {
+				return t, err
+			}
+			response = append(response, c)
+		case ev.Type == eventSpanModelRequestEnd:
+			var b spanEndRead
+			if err := decodeBody(ev, &b); err != nil {
+				return t, err
+			}
+			t.usage = addUsage(t.usage, b.ModelUsage)
+			if b.ModelRequestStartID == t.openStartID {
+				t.openStartID = ""
+			}
+			if b.IsError || !t.open {
+				response = nil
+				continue
+			}
+			t.rounds++
+			if len(response) == 0 {
+				closeTurn(StopEndTurn)
+			} else {
+				t.calls = response
+			}
+			response = nil
+		case ev.Type == wire.EventUserInterrupt:
+			closeTurn(StopEndTurn)
+		case ev.Type == wire.EventSessionError:
+			var b sessionErrorRead
+			if err := decodeBody(ev, &b); err != nil {
+				return t, err
+			}
+			rs := b.Error.RetryStatus.Type
+			if b.Error.Type == errorToolUseLimitReached || rs == retryStatusExhausted || rs == retryStatusTerminal {
+				closeTurn(StopRetriesExhausted)
+			}
+		}
+	}
+	return t, nil
+}
+
+func addUsage(u model.Usage, s spanUsage) model.Usage {
+	u.InputTokens += s.InputTokens
+	u.OutputTokens += s.OutputTokens
+	u.CacheCreationInputTokens += s.CacheCreationInputTokens
+	u.CacheReadInputTokens += s.CacheReadInputTokens
+	return u
+}
+
+// callState is where one call of the latest response stands.
+type callState int
+
+const (
+	callAnswered callState = iota
+	callRunnable
+	callRejected
+	callWaiting
+)
+
+// classify decides a call's state from its permission, its confirmation and its result.
+// rejectText is set for callRejected.
+func classify(c call, a answers) (state callState, rejectText string) {
+	if _, ok := a.results[c.id()]; ok {
+		return callAnswered, ""
+	}
+	if c.custom() {
+		return callWaiting, ""
+	}
+	permission := c.permission
+	if permission == permissionAsk {
+		conf, ok := a.confirmations[c.id()]
+		switch {
+		case !ok:
+			return callWaiting, ""
+		case conf.Result == confirmationAllow:
+			permission = permissionAllow
+		default:
+			return callRejected, denyText(c.name, conf.DenyMessage)
+		}
+	}
+	switch {
+	case permission != permissionAllow:
+		return callRejected, unavailableText(c.name)
+	case c.event.Type == wire.EventAgentMCPToolUse:
+		return callRejected, mcpUnsupportedText(c.name)
+	}
+	return callRunnable, ""
+}
+
+// Next decides the next step of the current turn from the log alone. It is pure: the same
+// history always gives the same step, which is what makes every step safe to retry (see the
+// package doc). Steps are ordered: rejections, then executions, then parking on what still
+// waits (so a partial answer runs what it can and parks on the rest), then the next model call
+// or the round cap.
+func Next(history []wire.Event) (Step, error) {
+	d, err := readDue(history)
+	if err != nil {
+		return Step{}, err
+	}
+	switch {
+	case !d.turn.open:
+		stop := d.turn.stop
+		if stop == "" {
+			stop = StopEndTurn
+		}
+		return Step{Kind: StepEnd, StopReason: stop}, nil
+	case len(d.reject) > 0:
+		return Step{Kind: StepReject, Calls: d.reject}, nil
+	case len(d.run) > 0:
+		return Step{Kind: StepExecute, Calls: d.run}, nil
+	case len(d.waiting) > 0:
+		return Step{Kind: StepPark, EventIDs: d.waiting}, nil
+	case d.turn.rounds >= MaxRounds:
+		return Step{Kind: StepCap}, nil
+	}
+	return Step{Kind: StepModel, RequestStartID: d.turn.openStartID}, nil
+}
+
+// due is the latest turn with the calls of its latest response sorted by what they need.
+type due struct {
+	turn    turn
+	run     []ToolCall
+	reject  []ToolCall
+	waiting []string
+}
+
+func readDue(history []wire.Event) (due, error) {
+	t, err := readTurn(history)
+	if err != nil || !t.open {
+		return due{turn: t}, err
+	}
+	a, err := indexAnswers(history)
+	if err != nil {
+		return due{}, err
+	}
+	d := due{turn: t}
+	for _, c := range t.calls {
+		state, text := classify(c, a)
+		tc := ToolCall{Event: c.event, Name: c.name, Input: c.input, RejectText: text}
+		switch state {
+		case callRunnable:
+			d.run = append(d.run, tc)
+		case callRejected:
+			d.reject = append(d.reject, tc)
+		case callWaiting:
+			d.waiting = append(d.waiting, c.id())
+		case callAnswered:
+		}
+	}
+	return d, nil
+}
+
+// TurnUsage sums the model usage of the log's latest turn (every span.model_request_end since
+// its triggering user.message, across parks and resumes).
+func TurnUsage(history []wire.Event) (model.Usage, error) {
+	t, err := readTurn(history)
+	return t.usage, err
+}
+
+// LogUsage sums the model usage of every span.model_request_end in history.
+func LogUsage(history []wire.Event) (model.Usage, error) {
+	var u model.Usage
+	for _, ev := range history {
+		if ev.Type != eventSpanModelRequestEnd {
+			continue
+		}
+		var b spanEndRead
+		if err := decodeBody(ev, &b); err != nil {
+			return u, err
+		}
+		u = addUsage(u, b.ModelUsage)
+	}
+	return u, nil
+}

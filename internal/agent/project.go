@@ -1,0 +1,213 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/managed-agents/managed-agents/internal/model"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// Project builds the model conversation from the log. It is pure.
+//
+//   - user.message → user text (image and document blocks, which model.Block cannot carry,
+//     become a short text note; text documents pass their text).
+//   - agent.message and agent.*tool_use events of one model response → one assistant message,
+//     in log order; a tool_use block's id is the event id of its agent.tool_use /
+//     agent.custom_tool_use, so no mapping is stored. agent.thinking carries no text (API.md
+//     §17) and adds nothing.
+//   - The user message after an assistant message with tool calls starts with one tool_result
+//     per call, in call order, taken from agent.tool_result / user.custom_tool_result (wherever
+//     it is in the log), then any user text delivered meanwhile. A call without a result gets a
+//     synthetic error result: the deny text for a call denied by confirmation, "not enabled" for
+//     a call evaluated deny, and "not executed" for a call abandoned by an interrupted turn, so
+//     every tool_use is answered and the conversation stays valid.
+//   - session.*, span.* and every other event add nothing; queued events (processed_at null)
+//     are skipped.
+func Project(history []wire.Event) ([]model.Message, error) {
+	a, err := indexAnswers(history)
+	if err != nil {
+		return nil, err
+	}
+	p := projector{answers: a}
+	for _, ev := range history {
+		if !delivered(ev) {
+			continue
+		}
+		if err := p.add(ev); err != nil {
+			return nil, err
+		}
+	}
+	p.seal()
+	p.flushUser()
+	return p.msgs, nil
+}
+
+// projector builds messages in order. An assistant message is built from the events of one
+// model response and sealed when anything else happens; its calls' results are placed when
+// the next user message is flushed.
+type projector struct {
+	answers answers
+	msgs    []model.Message
+	// building is the assistant message of the response being read, nil between responses.
+	building *model.Message
+	// buildingCalls are the tool calls of building.
+	buildingCalls []call
+	// unanswered are the calls of the last sealed assistant message, answered at the next flush.
+	unanswered []call
+	// userBlocks is user content delivered since the last assistant message.
+	userBlocks []model.Block
+}
+
+func (p *projector) add(ev wire.Event) error {
+	switch {
+	case ev.Type == wire.EventUserMessage:
+		var b contentBody
+		if err := decodeBody(ev, &b); err != nil {
+			return err
+		}
+		p.seal()
+		p.userBlocks = append(p.userBlocks, convertBlocks(b.Content)...)
+	case ev.Type == wire.EventAgentMessage:
+		var b contentBody
+		if err := decodeBody(ev, &b); err != nil {
+			return err
+		}
+		p.addAssistant(convertBlocks(b.Content)...)
+	case isToolUse(ev.Type):
+		c, err := readCall(ev)
+		if err != nil {
+			return err
+		}
+		p.addAssistant(model.Block{Type: model.BlockToolUse, ID: c.id(), Name: c.name, Input: c.input})
+		p.buildingCalls = append(p.buildingCalls, c)
+	case ev.Type == eventSpanModelRequestStart, ev.Type == eventSpanModelRequestEnd,
+		ev.Type == wire.EventUserInterrupt, isToolAnswer(ev.Type):
+		// A response ends at its span end; answers and interrupts come after it.
+		p.seal()
+	}
+	return nil
+}
+
+func (p *projector) addAssistant(blocks ...model.Block) {
+	if p.building == nil {
+		p.flushUser()
+		p.building = &model.Message{Role: "assistant"}
+	}
+	p.building.Content = append(p.building.Content, blocks...)
+}
+
+// seal ends the assistant message being built.
+func (p *projector) seal() {
+	if p.building == nil {
+		return
+	}
+	msg := *p.building
+	p.building = nil
+	if len(msg.Content) == 0 {
+		return
+	}
+	// Two responses with nothing between them cannot come from a valid turn, but models
+	// reject consecutive assistant messages, so merge rather than fail.
+	if n := len(p.msgs); n > 0 && p.msgs[n-1].Role == msg.Role && len(p.unanswered) == 0 {
+		p.msgs[n-1].Content = append(p.msgs[n-1].Content, msg.Content...)
+	} else {
+		p.msgs = append(p.msgs, msg)
+	}
+	p.unanswered = append(p.unanswered, p.buildingCalls...)
+	p.buildingCalls = nil
+}
+
+// flushUser appends the user message that follows the last assistant message: the results of
+// its calls first (the model requires them right after the calls), then user content.
+func (p *projector) flushUser() {
+	blocks := make([]model.Block, 0, len(p.unanswered)+len(p.userBlocks))
+	for _, c := range p.unanswered {
+		blocks = append(blocks, p.result(c))
+	}
+	blocks = append(blocks, p.userBlocks...)
+	p.unanswered, p.userBlocks = nil, nil
+	if len(blocks) == 0 {
+		return
+	}
+	if n := len(p.msgs); n > 0 && p.msgs[n-1].Role == "user" {
+		p.msgs[n-1].Content = append(p.msgs[n-1].Content, blocks...)
+		return
+	}
+	p.msgs = append(p.msgs, model.Message{Role: "user", Content: blocks})
+}
+
+// result is the tool_result block answering c: its recorded result, or a synthetic error.
+func (p *projector) result(c call) model.Block {
+	if r, ok := p.answers.results[c.id()]; ok {
+		return model.Block{Type: model.BlockToolResult, ToolUseID: c.id(), Content: convertBlocks(r.Content), IsError: r.IsError}
+	}
+	text := abandonedText
+	switch state, reject := classify(c, p.answers); state {
+	case callRejected:
+		text = reject
+	case callAnswered, callRunnable, callWaiting:
+	}
+	return model.Block{
+		Type:      model.BlockToolResult,
+		ToolUseID: c.id(),
+		Content:   []model.Block{{Type: model.BlockText, Text: text}},
+		IsError:   true,
+	}
+}
+
+// convertBlocks turns event content into model blocks. Empty text blocks are dropped because
+// models reject them.
+func convertBlocks(blocks []wire.ContentBlock) []model.Block {
+	out := make([]model.Block, 0, len(blocks))
+	for _, b := range blocks {
+		if text := blockText(b); text != "" {
+			out = append(out, model.Block{Type: model.BlockText, Text: text})
+		}
+	}
+	return out
+}
+
+// blockText renders one content block as text. Only text reaches the model through
+// model.Block, so other blocks say what they were instead of vanishing.
+func blockText(b wire.ContentBlock) string {
+	switch b.Type {
+	case "text":
+		return deref(b.Text)
+	case "document":
+		var src struct {
+			Type string `json:"type"`
+			Data string `json:"data"`
+		}
+		if json.Unmarshal(b.Source, &src) == nil && src.Type == "text" {
+			return titled(deref(b.Title), src.Data)
+		}
+		return fmt.Sprintf("[document %q omitted: only text documents reach the model]", deref(b.Title))
+	case "search_result":
+		var source string
+		_ = json.Unmarshal(b.Source, &source) // validated on the way in; empty is harmless
+		parts := []string{deref(b.Title), source}
+		for _, c := range b.Content {
+			parts = append(parts, deref(c.Text))
+		}
+		return strings.Join(parts, "\n")
+	case "redacted":
+		return ""
+	}
+	return fmt.Sprintf("[%s omitted: only text reaches the model]", b.Type)
+}
+
+func titled(title, text string) string {
+	if title == "" {
+		return text
+	}
+	return title + "\n" + text
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,313 @@
+package agent_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/agent"
+	"github.com/managed-agents/managed-agents/internal/model"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+func TestProject(t *testing.T) {
+	t.Parallel()
+	const bashIn = `{"command":"ls"}`
+	const weatherIn = `{"city":"Paris"}`
+	tests := []struct {
+		name    string
+		history []wire.Event
+		want    []model.Message
+	}{
+		{
+			name: "empty log",
+		},
+		{
+			name:    "user message",
+			history: hist(userMsg("u1", "hello")),
+			want:    []model.Message{user(text("hello"))},
+		},
+		{
+			name: "plain turn; thinking and spans add nothing",
+			history: hist(
+				ev("r1", wire.EventSessionStatusRunning, `{}`),
+				userMsg("u1", "hello"),
+				response("1", thinking("th1"), agentMsg("m1", "echo: hello")),
+				ev("us1", wire.EventSessionUsage, `{"usage":{}}`),
+				idle("i1", "end_turn"),
+			),
+			want: []model.Message{user(text("hello")), assistant(text("echo: hello"))},
+		},
+		{
+			name: "built-in tool turn; the tool_use id is the event id",
+			history: hist(
+				userMsg("u1", "list"),
+				response("1", agentMsg("m1", "looking"), toolUse("tu1", "bash", bashIn, "allow")),
+				toolResult("tr1", "tu1", "a.txt", false),
+				response("2", agentMsg("m2", "done")),
+			),
+			want: []model.Message{
+				user(text("list")),
+				assistant(text("looking"), use("tu1", "bash", bashIn)),
+				user(result("tu1", "a.txt", false)),
+				assistant(text("done")),
+			},
+		},
+		{
+			name: "custom tool result, error flag kept",
+			history: hist(
+				userMsg("u1", "weather?"),
+				response("1", customUse("cu1", "get_weather", weatherIn)),
+				customResult("cr1", "cu1", "no such city", true),
+			),
+			want: []model.Message{
+				user(text("weather?")),
+				assistant(use("cu1", "get_weather", weatherIn)),
+				user(result("cu1", "no such city", true)),
+			},
+		},
+		{
+			name: "confirmed call with its result",
+			history: hist(
+				userMsg("u1", "go"),
+				response("1", toolUse("tu1", "bash", bashIn, "ask")),
+				confirm("c1", "tu1", "allow"),
+				toolResult("tr1", "tu1", "ok", false),
+			),
+			want: []model.Message{
+				user(text("go")),
+				assistant(use("tu1", "bash", bashIn)),
+				user(result("tu1", "ok", false)),
+			},
+		},
+		{
+			name: "denied by confirmation, deny result committed",
+			history: hist(
+				userMsg("u1", "go"),
+				response("1", toolUse("tu1", "bash", bashIn, "ask")),
+				confirm("c1", "tu1", "deny", "not today"),
+				toolResult("tr1", "tu1", "Permission to use bash has been rejected. Rejection message: not today", true),
+			),
+			want: []model.Message{
+				user(text("go")),
+				assistant(use("tu1", "bash", bashIn)),
+				user(result("tu1", "Permission to use bash has been rejected. Rejection message: not today", true)),
+			},
+		},
+		{
+			name: "denied by confirmation, result not yet committed: the deny text is synthesised",
+			history: hist(
+				userMsg("u1", "go"),
+				response("1", toolUse("tu1", "bash", bashIn, "ask")),
+				confirm("c1", "tu1", "deny", "no"),
+			),
+			want: []model.Message{
+				user(text("go")),
+				assistant(use("tu1", "bash", bashIn)),
+				user(result("tu1", "Permission to use bash has been rejected. Rejection message: no", true)),
+			},
+		},
+		{
+			name: "evaluated deny without its result yet",
+			history: hist(
+				userMsg("u1", "go"),
+				response("1", toolUse("tu1", "bash", bashIn, "deny")),
+			),
+			want: []model.Message{
+				user(text("go")),
+				assistant(use("tu1", "bash", bashIn)),
+				user(result("tu1", `The tool "bash" is not enabled for this agent, so the call was not executed.`, true)),
+			},
+		},
+		{
+			name: "interrupted while parked: the call is closed with an error result before the next message",
+			history: hist(
+				userMsg("u1", "go"),
+				response("1", toolUse("tu1", "bash", bashIn, "ask"), customUse("cu1", "get_weather", weatherIn)),
+				interrupt("x1"),
+				idle("i1", "end_turn"),
+				userMsg("u2", "never mind"),
+			),
+			want: []model.Message{
+				user(text("go")),
+				assistant(use("tu1", "bash", bashIn), use("cu1", "get_weather", weatherIn)),
+				user(
+					result("tu1", "The turn was interrupted before this tool call returned a result.", true),
+					result("cu1", "The turn was interrupted before this tool call returned a result.", true),
+					text("never mind"),
+				),
+			},
+		},
+		{
+			name: "results follow call order, not log order",
+			history: hist(
+				userMsg("u1", "go"),
+				response("1", toolUse("tu1", "bash", bashIn, "allow"), customUse("cu1", "get_weather", weatherIn)),
+				customResult("cr1", "cu1", "sunny", false),
+				toolResult("tr1", "tu1", "a.txt", false),
+			),
+			want: []model.Message{
+				user(text("go")),
+				assistant(use("tu1", "bash", bashIn), use("cu1", "get_weather", weatherIn)),
+				user(result("tu1", "a.txt", false), result("cu1", "sunny", false)),
+			},
+		},
+		{
+			name: "a message joining the turn comes after the results it was sent between",
+			history: hist(
+				userMsg("u1", "go"),
+				response("1", toolUse("tu1", "bash", bashIn, "allow")),
+				userMsg("u2", "also this"),
+				toolResult("tr1", "tu1", "a.txt", false),
+			),
+			want: []model.Message{
+				user(text("go")),
+				assistant(use("tu1", "bash", bashIn)),
+				user(result("tu1", "a.txt", false), text("also this")),
+			},
+		},
+		{
+			name: "queued events are not delivered yet",
+			history: hist(
+				userMsg("u1", "first"),
+				response("1", agentMsg("m1", "echo: first")),
+				queued(userMsg("u2", "second")),
+				queued(interrupt("x1")),
+			),
+			want: []model.Message{user(text("first")), assistant(text("echo: first"))},
+		},
+		{
+			name: "text before and after a tool call keeps its place",
+			history: hist(
+				userMsg("u1", "go"),
+				response("1", agentMsg("m1", "a", "b"), toolUse("tu1", "bash", bashIn, "allow"), agentMsg("m2", "c")),
+				toolResult("tr1", "tu1", "ok", false),
+			),
+			want: []model.Message{
+				user(text("go")),
+				assistant(text("a"), text("b"), use("tu1", "bash", bashIn), text("c")),
+				user(result("tu1", "ok", false)),
+			},
+		},
+		{
+			name: "empty text blocks are dropped",
+			history: hist(
+				userMsg("u1", "go"),
+				response("1", agentMsg("m1", "", "x")),
+			),
+			want: []model.Message{user(text("go")), assistant(text("x"))},
+		},
+		{
+			name: "consecutive user messages merge into one",
+			history: hist(
+				userMsg("u1", "one"),
+				userMsg("u2", "two"),
+			),
+			want: []model.Message{user(text("one"), text("two"))},
+		},
+		{
+			name: "a failed request adds nothing",
+			history: hist(
+				userMsg("u1", "go"),
+				spanStart("s1"), spanEnd("e1", "s1", true),
+				response("2", agentMsg("m1", "ok")),
+			),
+			want: []model.Message{user(text("go")), assistant(text("ok"))},
+		},
+		{
+			name: "responses with nothing between them merge",
+			history: hist(
+				userMsg("u1", "go"),
+				response("1", agentMsg("m1", "a")),
+				response("2", agentMsg("m2", "b")),
+			),
+			want: []model.Message{user(text("go")), assistant(text("a"), text("b"))},
+		},
+		{
+			name: "MCP calls and results",
+			history: hist(
+				userMsg("u1", "go"),
+				response("1", ev("mu1", wire.EventAgentMCPToolUse, `{"mcp_server_name":"gh","name":"get_issue","input":{"n":1},"evaluated_permission":"allow","evaluation":{"type":"always_allow"}}`)),
+				ev("mr1", wire.EventAgentMCPToolResult, `{"mcp_tool_use_id":"mu1","content":[{"type":"text","text":"issue 1"}],"is_error":false}`),
+			),
+			want: []model.Message{
+				user(text("go")),
+				assistant(use("mu1", "get_issue", `{"n":1}`)),
+				user(result("mu1", "issue 1", false)),
+			},
+		},
+		{
+			name: "self-hosted user.tool_result answers an agent.tool_use",
+			history: hist(
+				userMsg("u1", "go"),
+				response("1", toolUse("tu1", "bash", bashIn, "allow")),
+				ev("ur1", wire.EventUserToolResult, `{"tool_use_id":"tu1","content":[{"type":"text","text":"remote"}],"is_error":false}`),
+			),
+			want: []model.Message{
+				user(text("go")),
+				assistant(use("tu1", "bash", bashIn)),
+				user(result("tu1", "remote", false)),
+			},
+		},
+		{
+			name: "a result without content",
+			history: hist(
+				userMsg("u1", "go"),
+				response("1", customUse("cu1", "get_weather", weatherIn)),
+				ev("cr1", wire.EventUserCustomToolResult, `{"custom_tool_use_id":"cu1","session_thread_id":null}`),
+			),
+			want: []model.Message{
+				user(text("go")),
+				assistant(use("cu1", "get_weather", weatherIn)),
+				user(model.Block{Type: model.BlockToolResult, ToolUseID: "cu1", Content: []model.Block{}}),
+			},
+		},
+		{
+			name: "a tool_use without input gets an empty object",
+			history: hist(
+				userMsg("u1", "go"),
+				response("1", ev("tu1", wire.EventAgentToolUse, `{"name":"bash","evaluated_permission":"allow"}`)),
+				toolResult("tr1", "tu1", "ok", false),
+			),
+			want: []model.Message{
+				user(text("go")),
+				assistant(use("tu1", "bash", `{}`)),
+				user(result("tu1", "ok", false)),
+			},
+		},
+		{
+			name: "non-text user blocks become notes; text documents pass their text",
+			history: hist(ev("u1", wire.EventUserMessage, `{"content":[
+				{"type":"text","text":"see"},
+				{"type":"image","source":{"type":"url","url":"https://x/y.png"}},
+				{"type":"document","title":"notes","source":{"type":"text","media_type":"text/plain","data":"line one"}},
+				{"type":"document","source":{"type":"url","url":"https://x/y.pdf"}}]}`)),
+			want: []model.Message{user(
+				text("see"),
+				text("[image omitted: only text reaches the model]"),
+				text("notes\nline one"),
+				text(`[document "" omitted: only text documents reach the model]`),
+			)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := agent.Project(tt.history)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestProjectRejectsCorruptBodies(t *testing.T) {
+	t.Parallel()
+	for _, e := range []wire.Event{
+		ev("u1", wire.EventUserMessage, `{"content":"nope"}`),
+		ev("tu1", wire.EventAgentToolUse, `{"name":1}`),
+		ev("tr1", wire.EventAgentToolResult, `[]`),
+	} {
+		_, err := agent.Project([]wire.Event{e})
+		require.ErrorContains(t, err, e.ID, e.Type)
+	}
+}

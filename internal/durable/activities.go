@@ -1,0 +1,390 @@
+package durable
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/managed-agents/managed-agents/internal/agent"
+	"github.com/managed-agents/managed-agents/internal/model"
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/stream"
+	"github.com/managed-agents/managed-agents/internal/tools"
+	"github.com/managed-agents/managed-agents/internal/turns"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// Application error types the workflow branches on.
+const (
+	errTypeSessionGone = "SessionGone"
+	errTypeModel       = "ModelError"
+)
+
+// PlanKind is what a session needs next.
+type PlanKind string
+
+// Plans.
+const (
+	PlanWait    PlanKind = "wait"
+	PlanModel   PlanKind = "model"
+	PlanExecute PlanKind = "execute"
+	PlanReject  PlanKind = "reject"
+	PlanCap     PlanKind = "cap"
+)
+
+// Plan is what Advance, and every step after its own work, answers: small, so workflow
+// history stays small.
+type Plan struct {
+	Kind PlanKind
+	// ToolUseIDs are the calls PlanExecute still has to run, in log order.
+	ToolUseIDs []string
+	// NeedsSandbox: a call needs a sandbox and the session has none bound yet, so
+	// AcquireSandbox runs first. A bound sandbox is attached by ToolCall itself.
+	NeedsSandbox bool
+}
+
+// ModelTurnInput names one model call; Attempt counts retries of the same call (1 = first).
+type ModelTurnInput struct {
+	SessionID string
+	Attempt   int
+}
+
+// ToolCallInput names one built-in call.
+type ToolCallInput struct {
+	SessionID string
+	ToolUseID string
+}
+
+// RescheduleInput carries a model failure to record.
+type RescheduleInput struct {
+	SessionID string
+	Failure   ModelFailure
+}
+
+// ModelFailure is a model error as the workflow sees it.
+type ModelFailure struct {
+	Kind       string
+	Status     int
+	Message    string
+	Retryable  bool
+	RetryAfter time.Duration
+}
+
+func (f ModelFailure) err() error {
+	return &model.Error{Kind: model.ErrorKind(f.Kind), Status: f.Status, Message: f.Message}
+}
+
+// Activities are the steps of a session's turn. Each is idempotent against the event log.
+type Activities struct {
+	Turns     *turns.Service
+	Core      *agent.Core
+	Sandboxes sandbox.Provider
+	// Previews carries token previews to API processes; nil sends none.
+	Previews stream.Hub
+	Logger   *slog.Logger
+
+	mu       sync.Mutex
+	attached map[string]sandbox.Sandbox // live clients; the binding row is the truth
+}
+
+// Advance does the lifecycle bookkeeping and returns the next step. The workflow runs it only
+// when it has no plan: every step ends with the same bookkeeping (next) and returns the plan.
+func (a *Activities) Advance(ctx context.Context, sessionID string) (Plan, error) {
+	return a.next(ctx, sessionID)
+}
+
+// next is Advance's work: one sessions.Advance transaction, then the plan it implies.
+func (a *Activities) next(ctx context.Context, sessionID string) (Plan, error) {
+	turn, err := a.Turns.Advance(ctx, sessionID)
+	if err != nil {
+		return Plan{}, activityError(err)
+	}
+	switch turn.Step.Kind {
+	case agent.StepModel:
+		return Plan{Kind: PlanModel}, nil
+	case agent.StepExecute:
+		return a.executePlan(ctx, sessionID, turn.Step.Calls)
+	case agent.StepReject:
+		return Plan{Kind: PlanReject}, nil
+	case agent.StepCap:
+		return Plan{Kind: PlanCap}, nil
+	}
+	return Plan{Kind: PlanWait}, nil
+}
+
+func (a *Activities) executePlan(ctx context.Context, sessionID string, calls []agent.ToolCall) (Plan, error) {
+	p := Plan{Kind: PlanExecute}
+	needs := false
+	for _, c := range calls {
+		p.ToolUseIDs = append(p.ToolUseIDs, c.Event.ID)
+		needs = needs || tools.NeedsSandbox(c.Name)
+	}
+	if needs {
+		bound, err := a.hasSandbox(ctx, sessionID)
+		if err != nil {
+			return Plan{}, activityError(err)
+		}
+		p.NeedsSandbox = !bound
+	}
+	return p, nil
+}
+
+// hasSandbox reports whether the session has a sandbox binding. A binding is only removed
+// when the session is deleted, so a sandbox this worker has attached is proof enough.
+func (a *Activities) hasSandbox(ctx context.Context, sessionID string) (bool, error) {
+	a.mu.Lock()
+	_, ok := a.attached[sessionID]
+	a.mu.Unlock()
+	if ok {
+		return true, nil
+	}
+	_, err := a.Turns.SandboxRef(ctx, sessionID)
+	switch {
+	case errors.Is(err, turns.ErrNoBinding):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("look up sandbox binding: %w", err)
+	}
+	return true, nil
+}
+
+// ModelTurn makes one model call and returns the plan after it. Model errors come back as
+// non-retryable ModelError application errors carrying a ModelFailure: the workflow owns
+// their retries.
+func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (Plan, error) {
+	stop := heartbeat(ctx)
+	defer stop()
+	turn, err := a.Turns.LoadTurn(ctx, in.SessionID)
+	if err != nil {
+		return Plan{}, activityError(err)
+	}
+	rin := a.input(in.SessionID, turn)
+	if a.Previews != nil {
+		sink := newPreviewSink(ctx, a.Previews, a.Logger, in.SessionID, turn.History)
+		rin.Previews, rin.Emitter = sink, observingEmitter{next: rin.Emitter, sink: sink}
+	}
+	_, err = a.Core.ModelTurn(model.WithAttempt(ctx, in.Attempt), rin)
+	var me *model.Error
+	if errors.As(err, &me) {
+		f := ModelFailure{Kind: string(me.Kind), Status: me.Status, Message: me.Message, Retryable: me.Retryable(), RetryAfter: me.RetryAfter}
+		return Plan{}, temporal.NewApplicationErrorWithOptions(me.Error(), errTypeModel, temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{f}})
+	}
+	if err != nil {
+		return Plan{}, activityError(err)
+	}
+	return a.next(ctx, in.SessionID)
+}
+
+// ToolCall runs one allowed built-in call, records its result and returns the plan after it.
+// A sandbox the session has bound is attached here; AcquireSandbox only creates the first.
+func (a *Activities) ToolCall(ctx context.Context, in ToolCallInput) (Plan, error) {
+	stop := heartbeat(ctx)
+	defer stop()
+	turn, err := a.Turns.LoadTurn(ctx, in.SessionID)
+	if err != nil {
+		return Plan{}, activityError(err)
+	}
+	var toolUse *wire.Event
+	for i := range turn.History {
+		if turn.History[i].ID == in.ToolUseID {
+			toolUse = &turn.History[i]
+		}
+	}
+	if toolUse == nil {
+		return Plan{}, temporal.NewNonRetryableApplicationError("tool call "+in.ToolUseID+" is not in the log", "UnknownToolCall", nil)
+	}
+	err = a.Core.ExecuteTool(ctx, a.input(in.SessionID, turn), *toolUse)
+	// ErrNotRunnable: the log says it may not run (anymore), so there is nothing to do.
+	if err != nil && !errors.Is(err, agent.ErrNotRunnable) {
+		return Plan{}, activityError(err)
+	}
+	return a.next(ctx, in.SessionID)
+}
+
+// RejectTools answers denied calls with error results and returns the plan after it.
+func (a *Activities) RejectTools(ctx context.Context, sessionID string) (Plan, error) {
+	turn, err := a.Turns.LoadTurn(ctx, sessionID)
+	if err != nil {
+		return Plan{}, activityError(err)
+	}
+	if err := a.Core.RejectTools(ctx, a.input(sessionID, turn)); err != nil {
+		return Plan{}, activityError(err)
+	}
+	return a.next(ctx, sessionID)
+}
+
+// StopAtCap records the round cap and returns the plan after it (the turn's end).
+func (a *Activities) StopAtCap(ctx context.Context, sessionID string) (Plan, error) {
+	turn, err := a.Turns.LoadTurn(ctx, sessionID)
+	if err != nil {
+		return Plan{}, activityError(err)
+	}
+	if err := a.Core.StopAtCap(ctx, a.input(sessionID, turn)); err != nil {
+		return Plan{}, activityError(err)
+	}
+	return a.next(ctx, sessionID)
+}
+
+// Reschedule records a transient model failure that will be retried. It returns no plan: the
+// workflow backs off first, and the Advance after the backoff marks the session running.
+func (a *Activities) Reschedule(ctx context.Context, in RescheduleInput) error {
+	return activityError(a.Turns.Reschedule(ctx, in.SessionID, in.Failure.err()))
+}
+
+// Exhaust records that the turn's model failures are final and returns the plan after it
+// (the turn closes with retries_exhausted).
+func (a *Activities) Exhaust(ctx context.Context, in RescheduleInput) (Plan, error) {
+	if err := a.Turns.Exhaust(ctx, in.SessionID, in.Failure.err()); err != nil {
+		return Plan{}, activityError(err)
+	}
+	return a.next(ctx, in.SessionID)
+}
+
+// TerminateInput names a session to end and why.
+type TerminateInput struct {
+	SessionID string
+	Message   string
+}
+
+// Terminate ends the session after a fatal step failure.
+func (a *Activities) Terminate(ctx context.Context, in TerminateInput) error {
+	return a.Turns.Terminate(ctx, in.SessionID, in.Message)
+}
+
+// AcquireSandbox makes sure the session has a sandbox: the stored binding if there is one
+// (attached again after a restart; a sandbox that is gone is an error, never silently
+// replaced), else a new one, bound in PostgreSQL before use.
+func (a *Activities) AcquireSandbox(ctx context.Context, sessionID string) error {
+	_, err := a.sandboxFor(ctx, sessionID, true)
+	return activityError(err)
+}
+
+// Teardown destroys the session's sandbox and removes its binding.
+func (a *Activities) Teardown(ctx context.Context, sessionID string) error {
+	ref, err := a.Turns.SandboxRef(ctx, sessionID)
+	if errors.Is(err, turns.ErrNoBinding) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := a.Sandboxes.Destroy(ctx, ref); err != nil {
+		return fmt.Errorf("destroy sandbox %s: %w", ref.ExternalID, err)
+	}
+	a.mu.Lock()
+	delete(a.attached, sessionID)
+	a.mu.Unlock()
+	return a.Turns.UnbindSandbox(ctx, sessionID)
+}
+
+func (a *Activities) input(sessionID string, turn turns.Turn) agent.Input {
+	return agent.Input{
+		Agent:   turn.Agent,
+		History: turn.History,
+		Emitter: a.Turns.Emitter(sessionID),
+		Sandbox: agent.SandboxFunc(func(ctx context.Context) (sandbox.Sandbox, error) {
+			return a.sandboxFor(ctx, sessionID, false)
+		}),
+	}
+}
+
+func (a *Activities) sandboxFor(ctx context.Context, sessionID string, create bool) (sandbox.Sandbox, error) {
+	a.mu.Lock()
+	sb, ok := a.attached[sessionID]
+	a.mu.Unlock()
+	if ok {
+		return sb, nil
+	}
+	ref, err := a.Turns.SandboxRef(ctx, sessionID)
+	switch {
+	case errors.Is(err, turns.ErrNoBinding) && create:
+		if ref, err = a.createSandbox(ctx, sessionID); err != nil {
+			return nil, err
+		}
+	case errors.Is(err, turns.ErrNoBinding):
+		return nil, errors.New("the session has no sandbox yet")
+	case err != nil:
+		return nil, err
+	}
+	if ref.Provider != a.Sandboxes.Name() {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("the session's sandbox belongs to provider %q but this worker runs %q", ref.Provider, a.Sandboxes.Name()), "SandboxProvider", nil)
+	}
+	sb, err = a.Sandboxes.Attach(ctx, ref)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrGone) {
+			return nil, temporal.NewNonRetryableApplicationError("the session's sandbox no longer exists: "+err.Error(), "SandboxGone", nil)
+		}
+		return nil, fmt.Errorf("attach sandbox: %w", err)
+	}
+	a.mu.Lock()
+	if a.attached == nil {
+		a.attached = map[string]sandbox.Sandbox{}
+	}
+	a.attached[sessionID] = sb
+	a.mu.Unlock()
+	return sb, nil
+}
+
+func (a *Activities) createSandbox(ctx context.Context, sessionID string) (sandbox.Ref, error) {
+	spec := sandbox.Spec{SessionID: sessionID}
+	ref, err := a.Sandboxes.Create(ctx, spec)
+	if err != nil {
+		return sandbox.Ref{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	sum := sha256.Sum256([]byte(spec.SessionID))
+	stored, bound, err := a.Turns.BindSandbox(ctx, sessionID, ref, hex.EncodeToString(sum[:8]))
+	if err != nil || !bound {
+		// Lost a race with another attempt, or the session is gone: ours is not used.
+		if derr := a.Sandboxes.Destroy(ctx, ref); derr != nil {
+			a.Logger.WarnContext(ctx, "destroy unused sandbox", "session_id", sessionID, "error", derr)
+		}
+	}
+	if err != nil {
+		return sandbox.Ref{}, err
+	}
+	return stored, nil
+}
+
+// activityError marks errors the workflow must not retry. A non-retryable application error
+// wrapped on its way up (the runtime adds context to a sandbox that is gone) is surfaced again:
+// Temporal only sees the type of the error an activity returns.
+func activityError(err error) error {
+	if errors.Is(err, turns.ErrSessionGone) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), errTypeSessionGone, nil)
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.NonRetryable() && error(appErr) != err {
+		return temporal.NewNonRetryableApplicationError(err.Error(), appErr.Type(), nil)
+	}
+	return err
+}
+
+// heartbeat reports liveness while a step runs, so a dead worker is noticed within the
+// heartbeat timeout and cancellation (interrupts) reaches the step.
+func heartbeat(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(300 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
+}

@@ -1,0 +1,65 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+)
+
+// Runner starts and signals session workflows; it is the sessions service's Runner.
+type Runner struct {
+	Client client.Client
+	// TaskQueue defaults to TaskQueue; deployments (and test suites) that share one Temporal
+	// namespace between databases need one queue each.
+	TaskQueue string
+	Retry     ModelRetry
+	Logger    *slog.Logger
+}
+
+// Wake signals the session's workflow, starting it if it is not running (SignalWithStart).
+func (r *Runner) Wake(ctx context.Context, sessionID string, interrupt bool) error {
+	signal := SignalWake
+	if interrupt {
+		signal = SignalInterrupt
+	}
+	_, err := r.Client.SignalWithStartWorkflow(ctx, WorkflowID(sessionID), signal, nil,
+		client.StartWorkflowOptions{ID: WorkflowID(sessionID), TaskQueue: r.queue()},
+		SessionWorkflow, SessionParams{SessionID: sessionID, Retry: r.Retry})
+	if err != nil {
+		return fmt.Errorf("signal session workflow: %w", err)
+	}
+	return nil
+}
+
+// Teardown runs the teardown workflow and waits for it.
+func (r *Runner) Teardown(ctx context.Context, sessionID string) error {
+	run, err := r.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "teardown/" + sessionID, TaskQueue: r.queue()},
+		TeardownWorkflow, sessionID)
+	if err != nil {
+		return fmt.Errorf("start teardown: %w", err)
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		return fmt.Errorf("teardown: %w", err)
+	}
+	return nil
+}
+
+// Forget wakes the session's workflow, if one runs, so it sees the session is gone and ends.
+func (r *Runner) Forget(ctx context.Context, sessionID string) {
+	err := r.Client.SignalWorkflow(ctx, WorkflowID(sessionID), "", SignalWake, nil)
+	var notFound *serviceerror.NotFound
+	if err != nil && !errors.As(err, &notFound) {
+		r.Logger.WarnContext(ctx, "could not signal the workflow of a deleted session", "session_id", sessionID, "error", err)
+	}
+}
+
+func (r *Runner) queue() string {
+	if r.TaskQueue == "" {
+		return TaskQueue
+	}
+	return r.TaskQueue
+}

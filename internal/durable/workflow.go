@@ -1,0 +1,325 @@
+package durable
+
+import (
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Signals a session workflow receives.
+const (
+	// SignalWake: client events were committed; look for work.
+	SignalWake = "wake"
+	// SignalInterrupt: a user.interrupt was committed; cancel what is in flight.
+	SignalInterrupt = "interrupt"
+)
+
+// WorkflowID is the id of a session's workflow: one per session, so all work on a session is
+// serialized.
+func WorkflowID(sessionID string) string { return "session/" + sessionID }
+
+// SessionParams is the workflow input: ids and settings only, never conversation content.
+type SessionParams struct {
+	SessionID string
+	Retry     ModelRetry
+}
+
+// ModelRetry is how transient model failures are retried (API.md §8.1: rescheduling).
+type ModelRetry struct {
+	// MaxRetries after the first attempt; then the turn is exhausted.
+	MaxRetries int
+	// InitialBackoff doubles per retry up to MaxBackoff; a model's retry-after wins if longer.
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+}
+
+// DefaultModelRetry suits a real model API.
+var DefaultModelRetry = ModelRetry{MaxRetries: 5, InitialBackoff: time.Second, MaxBackoff: 30 * time.Second}
+
+// backoff is the wait before retry n (1-based).
+func (r ModelRetry) backoff(n int, retryAfter time.Duration) time.Duration {
+	d := r.InitialBackoff
+	for i := 1; i < n && d < r.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, r.MaxBackoff)
+	return max(d, retryAfter)
+}
+
+// stepsBeforeContinueAsNew bounds the history of one workflow run: each step adds a few
+// events, and a fresh run carries over nothing but the session id.
+const stepsBeforeContinueAsNew = 500
+
+// SessionWorkflow runs a session's turns for as long as the session lives. Every step is one
+// activity that does its work, then the lifecycle bookkeeping (sessions.Advance), and returns
+// the plan for the next step, so a turn costs one Temporal round trip per step. The
+// standalone Advance runs only when the workflow has no plan: at the start, after a wait,
+// after an interrupt and after a backoff. With nothing to do the workflow waits for a signal.
+// All state is in the log, so the workflow holds only the plan and the model attempt counter.
+func SessionWorkflow(ctx workflow.Context, p SessionParams) error {
+	s := &sessionRun{
+		p:         p,
+		wake:      workflow.GetSignalChannel(ctx, SignalWake),
+		interrupt: workflow.GetSignalChannel(ctx, SignalInterrupt),
+	}
+	return s.run(ctx)
+}
+
+type sessionRun struct {
+	p            SessionParams
+	wake         workflow.ReceiveChannel
+	interrupt    workflow.ReceiveChannel
+	modelAttempt int
+}
+
+var acts *Activities // method values name the activities; the receiver is never used here
+
+// A signal announces events committed before it was sent, so it may be consumed only right
+// before an activity that ends with Advance is scheduled: that Advance sees the events. One
+// that arrives while a step runs stays pending, so a wait that follows ends at once.
+func (s *sessionRun) run(ctx workflow.Context) error {
+	ctx = workflow.WithActivityOptions(ctx, bookkeepingOptions)
+	var plan *Plan // nil: Advance decides
+	for steps := 0; ; steps++ {
+		if plan == nil {
+			s.drain()
+			p, err := s.advance(ctx)
+			if err != nil {
+				if isSessionGone(err) {
+					return nil
+				}
+				return err
+			}
+			plan = &p
+		}
+		switch {
+		case plan.Kind == PlanWait:
+			// A pending signal would be lost with this run: the wait below takes it first.
+			if (steps >= stepsBeforeContinueAsNew || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) && !s.signalled() {
+				return workflow.NewContinueAsNewError(ctx, SessionWorkflow, s.p)
+			}
+			s.modelAttempt = 0
+			s.waitForSignal(ctx)
+			plan = nil
+		case s.interrupt.ReceiveAsync(nil):
+			// Advance delivers the interrupt before any further step runs.
+			plan = nil
+		default:
+			s.drainWakes()
+			next, err := s.step(ctx, *plan)
+			if err != nil {
+				if isSessionGone(err) {
+					return nil
+				}
+				if !temporal.IsCanceledError(err) {
+					return s.terminate(ctx, err)
+				}
+			}
+			plan = next
+		}
+	}
+}
+
+// advance runs the standalone Advance. It runs as a local activity: in the worker that runs
+// the workflow task, recorded in that task's completion, so it costs no round trip of its own.
+func (s *sessionRun) advance(ctx workflow.Context) (Plan, error) {
+	var plan Plan
+	lctx := workflow.WithLocalActivityOptions(ctx, advanceOptions)
+	err := workflow.ExecuteLocalActivity(lctx, acts.Advance, s.p.SessionID).Get(ctx, &plan)
+	return plan, err
+}
+
+// step runs the step plan names and returns the plan after it, or nil when Advance must
+// decide (after an interrupt or a backoff).
+func (s *sessionRun) step(ctx workflow.Context, plan Plan) (*Plan, error) {
+	switch plan.Kind {
+	case PlanModel:
+		return s.modelTurn(ctx)
+	case PlanExecute:
+		return s.executeTools(ctx, plan)
+	case PlanReject:
+		return bookkeeping(ctx, acts.RejectTools, s.p.SessionID)
+	case PlanCap:
+		return bookkeeping(ctx, acts.StopAtCap, s.p.SessionID)
+	}
+	return nil, temporal.NewNonRetryableApplicationError("unknown plan "+string(plan.Kind), "UnknownPlan", nil)
+}
+
+// bookkeeping runs a short step activity that returns the next plan.
+func bookkeeping(ctx workflow.Context, activity any, arg any) (*Plan, error) {
+	var plan Plan
+	if err := workflow.ExecuteActivity(ctx, activity, arg).Get(ctx, &plan); err != nil {
+		return nil, err
+	}
+	return &plan, nil
+}
+
+// terminate ends the session after a step failed for good (retryable failures never get
+// here: every activity retries them without limit). Leaving the session "running" would
+// strand it; terminated tells the client why it stopped.
+func (s *sessionRun) terminate(ctx workflow.Context, cause error) error {
+	msg := cause.Error()
+	var appErr *temporal.ApplicationError
+	if errors.As(cause, &appErr) {
+		msg = appErr.Message()
+	}
+	if err := workflow.ExecuteActivity(ctx, acts.Terminate, TerminateInput{SessionID: s.p.SessionID, Message: msg}).Get(ctx, nil); err != nil {
+		return err
+	}
+	return cause
+}
+
+// drain consumes pending signals: the Advance that follows sees everything they announced.
+func (s *sessionRun) drain() {
+	s.drainWakes()
+	for s.interrupt.ReceiveAsync(nil) {
+	}
+}
+
+func (s *sessionRun) drainWakes() {
+	for s.wake.ReceiveAsync(nil) {
+	}
+}
+
+func (s *sessionRun) signalled() bool { return s.wake.Len() > 0 || s.interrupt.Len() > 0 }
+
+func (s *sessionRun) waitForSignal(ctx workflow.Context) {
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(s.wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	sel.AddReceive(s.interrupt, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	sel.Select(ctx)
+}
+
+// cancellable runs one step activity and cancels it if an interrupt arrives first. It returns
+// the activity's plan, or nil with the activity's error (a canceled error after an
+// interrupt). A step that finished although it was interrupted returns no plan either: it
+// was made before the interrupt was delivered.
+func (s *sessionRun) cancellable(ctx workflow.Context, activity any, arg any) (*Plan, error) {
+	actx, cancel := workflow.WithCancel(workflow.WithActivityOptions(ctx, stepOptions))
+	defer cancel()
+	fut := workflow.ExecuteActivity(actx, activity, arg)
+	var (
+		plan        Plan
+		err         error
+		done        bool
+		interrupted bool
+	)
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(fut, func(f workflow.Future) { err, done = f.Get(ctx, &plan), true })
+	sel.AddReceive(s.interrupt, func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		interrupted = true
+		cancel()
+	})
+	for !done {
+		sel.Select(ctx)
+	}
+	if err != nil || interrupted {
+		return nil, err
+	}
+	return &plan, nil
+}
+
+// modelTurn runs one model call. Transient model failures reschedule the session and back
+// off; the Advance after the backoff marks it running again and the call is retried with the
+// next attempt number. Permanent failures, or too many retries, exhaust the turn.
+func (s *sessionRun) modelTurn(ctx workflow.Context) (*Plan, error) {
+	s.modelAttempt++
+	plan, err := s.cancellable(ctx, acts.ModelTurn, ModelTurnInput{SessionID: s.p.SessionID, Attempt: s.modelAttempt})
+	if err == nil {
+		s.modelAttempt = 0
+		return plan, nil
+	}
+	failure, ok := modelFailureOf(err)
+	if !ok {
+		// Interrupted (or failed for good): the next model call belongs to a new turn.
+		s.modelAttempt = 0
+		return nil, err
+	}
+	if failure.Retryable && s.modelAttempt <= s.p.Retry.MaxRetries {
+		if err := workflow.ExecuteActivity(ctx, acts.Reschedule, RescheduleInput{SessionID: s.p.SessionID, Failure: failure}).Get(ctx, nil); err != nil {
+			return nil, err
+		}
+		wait := s.p.Retry.backoff(s.modelAttempt, failure.RetryAfter)
+		if s.sleepUnlessInterrupted(ctx, wait) {
+			s.modelAttempt = 0
+		}
+		return nil, nil
+	}
+	s.modelAttempt = 0
+	return bookkeeping(ctx, acts.Exhaust, RescheduleInput{SessionID: s.p.SessionID, Failure: failure})
+}
+
+// sleepUnlessInterrupted waits d or until an interrupt arrives, and reports the interrupt.
+func (s *sessionRun) sleepUnlessInterrupted(ctx workflow.Context, d time.Duration) (interrupted bool) {
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(workflow.NewTimer(tctx, d), func(workflow.Future) {})
+	sel.AddReceive(s.interrupt, func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		interrupted = true
+	})
+	sel.Select(ctx)
+	return interrupted
+}
+
+// executeTools runs the first call of plan; the plan ToolCall returns lists the rest. A
+// session's first sandbox is created by AcquireSandbox before the call.
+func (s *sessionRun) executeTools(ctx workflow.Context, plan Plan) (*Plan, error) {
+	if len(plan.ToolUseIDs) == 0 {
+		return nil, nil
+	}
+	if plan.NeedsSandbox {
+		if err := workflow.ExecuteActivity(ctx, acts.AcquireSandbox, s.p.SessionID).Get(ctx, nil); err != nil {
+			return nil, err
+		}
+	}
+	return s.cancellable(ctx, acts.ToolCall, ToolCallInput{SessionID: s.p.SessionID, ToolUseID: plan.ToolUseIDs[0]})
+}
+
+// TeardownWorkflow destroys a session's sandbox and removes its binding; the API runs it
+// before deleting the session row.
+func TeardownWorkflow(ctx workflow.Context, sessionID string) error {
+	ctx = workflow.WithActivityOptions(ctx, bookkeepingOptions)
+	return workflow.ExecuteActivity(ctx, acts.Teardown, sessionID).Get(ctx, nil)
+}
+
+// Activity options. Step activities heartbeat so a dead worker is noticed within seconds and
+// interrupts reach them; every activity retries infrastructure failures without limit, which
+// is safe because each is idempotent against the log.
+var (
+	retryForever = &temporal.RetryPolicy{
+		InitialInterval:        100 * time.Millisecond,
+		BackoffCoefficient:     2,
+		MaximumInterval:        5 * time.Second,
+		NonRetryableErrorTypes: []string{errTypeSessionGone, errTypeModel},
+	}
+	bookkeepingOptions = workflow.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retryForever}
+	advanceOptions     = workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retryForever}
+	stepOptions        = workflow.ActivityOptions{
+		StartToCloseTimeout: 15 * time.Minute,
+		HeartbeatTimeout:    2 * time.Second,
+		WaitForCancellation: true,
+		RetryPolicy:         retryForever,
+	}
+)
+
+func isSessionGone(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == errTypeSessionGone
+}
+
+func modelFailureOf(err error) (ModelFailure, bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != errTypeModel {
+		return ModelFailure{}, false
+	}
+	var f ModelFailure
+	if appErr.Details(&f) != nil {
+		return ModelFailure{}, false
+	}
+	return f, true
+}

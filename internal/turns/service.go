@@ -1,0 +1,30 @@
+// Package turns is the worker-facing turn engine: Advance (the lifecycle of a session's
+// turns, a pure function of the session row and the log applied in one transaction), the
+// emitter the agent loop appends through, reschedule/exhaust/terminate, sandbox bindings,
+// and the sweep that wakes sessions with work no run knows about.
+//
+// It imports store, wire and agent; never httpapi, sessions, Temporal or Kubernetes. The
+// durable package drives it from Temporal activities.
+package turns
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/managed-agents/managed-agents/internal/store"
+)
+
+// Service runs the bookkeeping of session turns for the worker.
+type Service struct {
+	store  *store.Store
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// New returns the turn engine over st.
+func New(st *store.Store, logger *slog.Logger) *Service {
+	return &Service{store: st, logger: logger, now: func() time.Time {
+		// Microseconds: what PostgreSQL keeps, so echoed and re-read timestamps agree.
+		return time.Now().UTC().Truncate(time.Microsecond)
+	}}
+}
