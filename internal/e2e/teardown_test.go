@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
-	"github.com/managed-agents/managed-agents/internal/sessions"
 	"github.com/managed-agents/managed-agents/internal/turns"
 )
 
@@ -40,7 +39,7 @@ func TestDeleteSessionTearsDownItsSandbox(t *testing.T) {
 	_, err = os.Stat(workspace)
 	require.ErrorIs(t, err, os.ErrNotExist, "the sandbox is destroyed")
 	_, err = turns.New(e.api.Store, discardLogger()).SandboxRef(ctx, f.sessionID)
-	require.ErrorIs(t, err, sessions.ErrNoBinding, "the binding is removed")
+	require.ErrorIs(t, err, turns.ErrNoBinding, "the binding is removed")
 	_, err = e.client.Beta.Sessions.Get(ctx, f.sessionID, anthropic.BetaSessionGetParams{})
 	requireAPIErr(t, err, 404, "not_found_error", "not found")
 }
