@@ -162,7 +162,7 @@ func (a *Activities) hasSandbox(ctx context.Context, sessionID string) (bool, er
 func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (Plan, error) {
 	stop := heartbeat(ctx)
 	defer stop()
-	turn, err := a.Turns.LoadTurn(ctx, in.SessionID)
+	turn, err := a.Turns.LoadConversation(ctx, in.SessionID)
 	if err != nil {
 		return Plan{}, activityError(err)
 	}

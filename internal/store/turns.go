@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -31,6 +32,51 @@ func (q *Queries) History(ctx context.Context, sessionID string) ([]wire.Event, 
 		return nil, fmt.Errorf("read history: %w", err)
 	}
 	return out, nil
+}
+
+// TurnLog returns the part of a session's log a step of its current turn works from: every
+// event from fromSeq on (the seq where the turn started), plus every queued client event
+// wherever it is, in log order. Reading from the turn's start instead of the log's start keeps
+// a step's cost independent of the session's length.
+func (q *Queries) TurnLog(ctx context.Context, sessionID string, fromSeq int64) ([]wire.Event, error) {
+	rows, err := q.db.Query(ctx, `SELECT `+eventColumns+` FROM events
+		WHERE session_id = $1 AND (seq >= $2 OR processed_at IS NULL) ORDER BY seq`, sessionID, fromSeq)
+	if err != nil {
+		return nil, fmt.Errorf("read turn log: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Event, error) { return scanEvent(r) })
+	if err != nil {
+		return nil, fmt.Errorf("read turn log: %w", err)
+	}
+	return out, nil
+}
+
+// TurnWindow is where a session's current (or latest) turn starts in its log, and the
+// session's cumulative usage before it (a wire.Usage object; empty for zero).
+type TurnWindow struct {
+	StartSeq  int64
+	BaseUsage json.RawMessage
+}
+
+// GetTurnWindow returns a session's turn window (the zero window for a session whose turns
+// started before windows were kept: its turn is read from the log's start).
+func (q *Queries) GetTurnWindow(ctx context.Context, sessionID string) (TurnWindow, error) {
+	var w TurnWindow
+	err := q.db.QueryRow(ctx, `SELECT turn_start_seq, turn_base_usage FROM sessions WHERE id = $1`, sessionID).
+		Scan(&w.StartSeq, &w.BaseUsage)
+	if err != nil {
+		return TurnWindow{}, fmt.Errorf("get turn window of %s: %w", sessionID, classify(err))
+	}
+	return w, nil
+}
+
+// SetTurnWindow records that a new turn of the session starts at w.StartSeq.
+func (q *Queries) SetTurnWindow(ctx context.Context, sessionID string, w TurnWindow) error {
+	if _, err := q.db.Exec(ctx, `UPDATE sessions SET turn_start_seq = $2, turn_base_usage = $3 WHERE id = $1`,
+		sessionID, w.StartSeq, nullJSON(w.BaseUsage)); err != nil {
+		return fmt.Errorf("set turn window of %s: %w", sessionID, classify(err))
+	}
+	return nil
 }
 
 // DeliverEvents marks queued client events processed and moves them to the end of the log,

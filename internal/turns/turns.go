@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/managed-agents/managed-agents/internal/agent"
@@ -14,35 +15,30 @@ import (
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
-// Event types of the session lifecycle that wire has no constant for.
-const (
-	eventThreadStatusRunning = "session.thread_status_running"
-	eventThreadStatusIdle    = "session.thread_status_idle"
-)
-
 // ErrSessionGone is returned to the worker when the session was deleted, archived or
 // terminated under it: there is nothing left to run.
 var ErrSessionGone = errors.New("session is gone or terminated")
+
+// maxTransitions bounds one Advance: a settled lifecycle needs at most a handful (deliver
+// interrupts, finish, open a turn, finish it again), so more means a rule loops.
+const maxTransitions = 16
 
 // Turn is what the worker needs for the next step of a session's current turn.
 type Turn struct {
 	// Step is the next step, decided from the log (agent.Next) after the lifecycle
 	// bookkeeping of Advance. StepEnd and StepPark mean: nothing to do until clients act.
-	Step          agent.Step
-	Agent         wire.SessionAgent
+	Step  agent.Step
+	Agent wire.SessionAgent
+	// History is the turn's log: the events since the current turn started plus queued
+	// client events (LoadTurn, Advance), or the whole log (LoadConversation).
 	History       []wire.Event
 	EnvironmentID string
 }
 
 // Advance does a session's lifecycle bookkeeping in one transaction and returns the next step
-// of its turn. Everything is derived from the log and the session row, so calling it again
-// after a crash repeats nothing:
-//   - a queued user.interrupt is delivered first (it jumps the queue);
-//   - a turn that has ended or parked is closed: thread idle, session.usage, session.status_idle
-//     with its stop reason (a partial answer re-emits idle with the remaining ids);
-//   - queued user.messages start the next turn (session.status_running, thread running, then
-//     the messages, delivered), or join a running turn before its next model request;
-//   - answers that unblock a parked turn, and a retry after rescheduling, mark it running.
+// of its turn. The transitions are decided by Decide (a pure function of the row and the turn
+// log); this loop only applies them. Everything is derived from the log and the session row,
+// so calling it again after a crash repeats nothing.
 func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 	var out Turn
 	err := s.store.InTx(ctx, func(q *store.Queries) error {
@@ -50,11 +46,11 @@ func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 		if err != nil {
 			return err
 		}
-		t := &turnTx{s: s, q: q, rec: rec, now: s.now(), lastSeq: rec.LastSeq}
-		if err := t.load(ctx); err != nil {
+		t, err := s.openTurnTx(ctx, q, rec)
+		if err != nil {
 			return err
 		}
-		if err := t.advance(ctx); err != nil {
+		if err := t.settle(ctx); err != nil {
 			return err
 		}
 		if t.dirty {
@@ -62,8 +58,8 @@ func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 				return err
 			}
 		}
-		out = Turn{Step: t.step, History: t.history, EnvironmentID: rec.EnvironmentID}
-		return json.Unmarshal(rec.Agent, &out.Agent)
+		out = Turn{Step: t.step, History: t.log, EnvironmentID: rec.EnvironmentID, Agent: t.agent}
+		return nil
 	})
 	return out, err
 }
@@ -78,107 +74,116 @@ func lockLive(ctx context.Context, q *store.Queries, sessionID string) (store.Se
 		}
 		return store.SessionRecord{}, err
 	}
-	if rec.ArchivedAt != nil || rec.Status == wire.SessionStatusTerminated {
+	if !live(rec) {
 		return store.SessionRecord{}, ErrSessionGone
 	}
 	return rec, nil
 }
 
-// turnTx is one Advance transaction. It reads the log once: it holds the session's row lock,
-// so nobody else appends, and it applies its own writes to history as the store makes them.
+func live(rec store.SessionRecord) bool {
+	return rec.ArchivedAt == nil && rec.Status != wire.SessionStatusTerminated
+}
+
+// turnTx is one Advance transaction. It reads the turn's log once: it holds the session's row
+// lock, so nobody else appends, and it applies its own writes to the log as the store makes
+// them.
 type turnTx struct {
-	s       *Service
-	q       *store.Queries
-	rec     store.SessionRecord
-	now     time.Time
-	history []wire.Event
+	s     *Service
+	q     *store.Queries
+	rec   store.SessionRecord
+	agent wire.SessionAgent
+	win   store.TurnWindow
+	now   time.Time
+	log   []wire.Event
 	// lastSeq is the session's last_seq as the transaction's writes left it.
 	lastSeq int64
 	step    agent.Step
 	dirty   bool
 }
 
-func (t *turnTx) load(ctx context.Context) error {
-	h, err := t.q.History(ctx, t.rec.ID)
-	if err != nil {
-		return err
+func (s *Service) openTurnTx(ctx context.Context, q *store.Queries, rec store.SessionRecord) (*turnTx, error) {
+	t := &turnTx{s: s, q: q, rec: rec, now: s.now(), lastSeq: rec.LastSeq}
+	var err error
+	if t.agent, err = decodeAgent(rec); err != nil {
+		return nil, err
 	}
-	t.history = h
-	return t.plan()
+	if t.win, err = q.GetTurnWindow(ctx, rec.ID); err != nil {
+		return nil, err
+	}
+	if t.log, err = q.TurnLog(ctx, rec.ID, t.win.StartSeq); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
-func (t *turnTx) plan() (err error) {
-	t.step, err = agent.Next(t.history)
-	return err
-}
-
-func (t *turnTx) advance(ctx context.Context) error {
-	active := t.rec.Status == wire.SessionStatusRunning || t.rec.Status == wire.SessionStatusRescheduling
-	if active {
-		// Interrupts jump the queue: every queued one applies now, so what is left queued
-		// afterwards is only messages.
-		if ids := queuedOfType(t.history, wire.EventUserInterrupt); len(ids) > 0 {
-			if err := t.deliver(ctx, ids); err != nil {
-				return err
-			}
+// settle applies lifecycle transitions until Decide has none left.
+func (t *turnTx) settle(ctx context.Context) error {
+	for range maxTransitions {
+		row, err := t.row()
+		if err != nil {
+			return err
 		}
-	}
-	switch t.step.Kind {
-	case agent.StepEnd:
-		// A session created with initial events is running before any turn was logged:
-		// there is nothing to close then. A parked turn closed by an interrupt (applied on
-		// receipt while idle) is closed in the status events too.
-		parkedButClosed := t.rec.Status == wire.SessionStatusIdle && stopType(t.rec.StopReason) == agent.StopRequiresAction
-		if (active && runningInLog(t.history)) || parkedButClosed {
-			if err := t.finish(ctx, t.step.StopReason, nil); err != nil {
-				return err
-			}
+		act, step, err := Decide(row, t.log)
+		if err != nil {
+			return err
 		}
-		queued := queuedClientEvents(t.history)
-		if !hasType(t.history, queued, wire.EventUserMessage) {
+		switch act.Kind {
+		case ActionNone:
+			t.step = step
 			return nil
+		case ActionDeliver:
+			err = t.deliver(ctx, act.EventIDs)
+		case ActionOpenTurn:
+			err = t.openTurn(ctx, act.EventIDs)
+		case ActionResume:
+			err = t.markRunning(ctx)
+		case ActionFinish:
+			err = t.finish(ctx, act.Stop)
+		default:
+			err = fmt.Errorf("unknown lifecycle action %q", act.Kind)
 		}
-		if err := t.markRunning(ctx); err != nil {
-			return err
+		if err != nil {
+			return fmt.Errorf("%s: %w", act.Kind, err)
 		}
-		if err := t.deliver(ctx, queued); err != nil {
-			return err
-		}
-		if t.step.Kind == agent.StepEnd {
-			// The delivered events opened and closed a turn at once: never leave the
-			// session running with nothing to run.
-			return t.finish(ctx, t.step.StopReason, nil)
-		}
-		return nil
-	case agent.StepPark:
-		if t.rec.Status != wire.SessionStatusIdle || !sameStop(t.rec.StopReason, agent.StopRequiresAction, t.step.EventIDs) {
-			return t.finish(ctx, agent.StopRequiresAction, t.step.EventIDs)
-		}
-		return nil
-	default:
-		if t.rec.Status != wire.SessionStatusRunning {
-			if err := t.markRunning(ctx); err != nil {
-				return err
-			}
-		}
-		if t.step.Kind == agent.StepModel {
-			// A message sent while the turn runs joins it before the next model request.
-			if queued := queuedClientEvents(t.history); hasType(t.history, queued, wire.EventUserMessage) {
-				return t.deliver(ctx, queued)
-			}
-		}
-		return nil
 	}
+	return fmt.Errorf("session %s: the lifecycle did not settle within %d transitions", t.rec.ID, maxTransitions)
 }
 
-// deliver moves queued client events to the end of the log, processed, then re-plans.
+func (t *turnTx) row() (Row, error) {
+	r := Row{Status: t.rec.Status}
+	if len(t.rec.StopReason) > 0 && string(t.rec.StopReason) != "null" {
+		var stop wire.StopReason
+		if err := json.Unmarshal(t.rec.StopReason, &stop); err != nil {
+			return Row{}, fmt.Errorf("decode stop reason of session %s: %w", t.rec.ID, err)
+		}
+		r.Stop = &stop
+	}
+	return r, nil
+}
+
+// deliver moves queued client events to the end of the log, processed.
 func (t *turnTx) deliver(ctx context.Context, eventIDs []string) error {
 	if err := t.q.DeliverEvents(ctx, t.rec.ID, eventIDs, t.now); err != nil {
 		return err
 	}
-	t.history = moveDelivered(t.history, eventIDs, t.lastSeq, storedTime(t.now))
+	t.log = moveDelivered(t.log, eventIDs, t.lastSeq, storedTime(t.now))
 	t.lastSeq += int64(len(eventIDs))
-	return t.plan()
+	return nil
+}
+
+// openTurn starts a new turn: its window starts at its session.status_running, with the
+// session's usage so far as the base, and the queued events are delivered into it.
+func (t *turnTx) openTurn(ctx context.Context, eventIDs []string) error {
+	if err := t.markRunning(ctx); err != nil {
+		return err
+	}
+	start := t.lastSeq - 1 // markRunning appended status_running, then thread running
+	t.win = store.TurnWindow{StartSeq: start, BaseUsage: t.rec.Usage}
+	if err := t.q.SetTurnWindow(ctx, t.rec.ID, t.win); err != nil {
+		return err
+	}
+	t.log = slices.DeleteFunc(t.log, func(ev wire.Event) bool { return ev.Seq < start && ev.ProcessedAt != nil })
+	return t.deliver(ctx, eventIDs)
 }
 
 // moveDelivered does to history what store.DeliverEvents did to the log (it succeeds only if
@@ -207,141 +212,116 @@ func moveDelivered(history []wire.Event, eventIDs []string, lastSeq int64, at ti
 // storedTime is t as PostgreSQL keeps it, so history matches what a read would return.
 func storedTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
-func (t *turnTx) emit(ctx context.Context, evs ...store.NewEvent) error {
-	for i := range evs {
-		evs[i].Processed = true
+// body is one event to append: its type and typed body.
+type body struct {
+	typ string
+	v   any
+}
+
+func (t *turnTx) emit(ctx context.Context, bodies ...body) error {
+	evs, err := newEvents(bodies...)
+	if err != nil {
+		return err
 	}
 	appended, err := t.q.AppendEvents(ctx, t.rec.ID, evs, t.now)
 	if err != nil {
 		return err
 	}
-	t.history = append(t.history, appended...)
+	t.log = append(t.log, appended...)
 	t.lastSeq = appended[len(appended)-1].Seq
-	return t.plan()
+	return nil
+}
+
+// newEvents encodes bodies as processed server events.
+func newEvents(bodies ...body) ([]store.NewEvent, error) {
+	evs := make([]store.NewEvent, len(bodies))
+	for i, b := range bodies {
+		raw, err := wire.EncodeBody(b.typ, b.v)
+		if err != nil {
+			return nil, err
+		}
+		evs[i] = store.NewEvent{Type: b.typ, Body: raw, Processed: true}
+	}
+	return evs, nil
 }
 
 // markRunning emits session.status_running and the primary thread's running event.
 func (t *turnTx) markRunning(ctx context.Context) error {
 	t.rec.Status, t.rec.StopReason, t.rec.UpdatedAt, t.dirty = wire.SessionStatusRunning, nil, t.now, true
 	return t.emit(ctx,
-		store.NewEvent{Type: wire.EventSessionStatusRunning, Body: json.RawMessage(`{}`)},
-		store.NewEvent{Type: eventThreadStatusRunning, Body: mustJSON(t.threadFields())},
+		body{wire.EventSessionStatusRunning, wire.EmptyBody},
+		body{wire.EventSessionThreadStatusRunning, t.thread()},
 	)
 }
 
 // finish closes the turn: thread idle, session.usage (always right before the idle), idle.
-func (t *turnTx) finish(ctx context.Context, reason string, eventIDs []string) error {
-	stop := stopReason{Type: reason, EventIDs: eventIDs}
+func (t *turnTx) finish(ctx context.Context, stop wire.StopReason) error {
 	usage, err := t.sessionUsage()
 	if err != nil {
 		return err
 	}
-	thread := t.threadFields()
-	thread["stop_reason"], thread["stop_details"] = stop, nil
+	thread := t.thread()
+	thread.StopReason, thread.StopDetails = &stop, json.RawMessage("null")
 	if t.rec.Status != wire.SessionStatusIdle {
-		t.rec.ActiveSeconds += t.now.Sub(lastRunningAt(t.history, t.now)).Seconds()
+		t.rec.ActiveSeconds += t.now.Sub(lastRunningAt(t.log, t.now)).Seconds()
 	}
 	usage.ActiveSeconds = t.rec.ActiveSeconds
-	t.rec.Status, t.rec.StopReason, t.rec.Usage, t.rec.UpdatedAt, t.dirty = wire.SessionStatusIdle, mustJSON(stop), mustJSON(usage), t.now, true
+	stopRaw, err := wire.EncodeBody("stop_reason", stop)
+	if err != nil {
+		return err
+	}
+	usageRaw, err := wire.EncodeBody("usage", usage)
+	if err != nil {
+		return err
+	}
+	t.rec.Status, t.rec.StopReason, t.rec.Usage, t.rec.UpdatedAt, t.dirty = wire.SessionStatusIdle, stopRaw, usageRaw, t.now, true
 	return t.emit(ctx,
-		store.NewEvent{Type: eventThreadStatusIdle, Body: mustJSON(thread)},
-		store.NewEvent{Type: wire.EventSessionUsage, Body: mustJSON(map[string]any{"usage": usage, "budget": nil})},
-		store.NewEvent{Type: wire.EventSessionStatusIdle, Body: mustJSON(map[string]any{"stop_reason": stop, "stop_details": nil})},
+		body{wire.EventSessionThreadStatusIdle, thread},
+		body{wire.EventSessionUsage, wire.NewSessionUsageBody(usage)},
+		body{wire.EventSessionStatusIdle, wire.NewStatusIdleBody(stop)},
 	)
 }
 
-// sessionUsage is the session's cumulative usage, summed from the log's model spans.
+// sessionUsage is the session's cumulative usage: the usage before the current turn plus the
+// turn's model spans.
 func (t *turnTx) sessionUsage() (wire.Usage, error) {
-	u, err := agent.LogUsage(t.history)
+	out := wire.ZeroUsage()
+	if len(t.win.BaseUsage) > 0 {
+		if err := json.Unmarshal(t.win.BaseUsage, &out); err != nil {
+			return wire.Usage{}, fmt.Errorf("decode base usage of session %s: %w", t.rec.ID, err)
+		}
+	}
+	var spans []wire.Event
+	for _, ev := range t.log {
+		if ev.Seq >= t.win.StartSeq {
+			spans = append(spans, ev)
+		}
+	}
+	u, err := agent.LogUsage(spans)
 	if err != nil {
 		return wire.Usage{}, err
 	}
-	out := wire.ZeroUsage()
-	out.InputTokens, out.OutputTokens, out.CacheReadInputTokens = u.InputTokens, u.OutputTokens, u.CacheReadInputTokens
-	out.CacheCreation.Ephemeral5mInputTokens = u.CacheCreationInputTokens
+	out.InputTokens += u.InputTokens
+	out.OutputTokens += u.OutputTokens
+	out.CacheReadInputTokens += u.CacheReadInputTokens
+	out.CacheCreation.Ephemeral5mInputTokens += u.CacheCreationInputTokens
 	return out, nil
 }
 
-func (t *turnTx) threadFields() map[string]any {
-	var agent struct {
-		Name string `json:"name"`
-	}
-	_ = json.Unmarshal(t.rec.Agent, &agent) // the snapshot was validated when stored
-	return map[string]any{"session_thread_id": ids.PrimaryThread(t.rec.ID), "agent_name": agent.Name}
+func (t *turnTx) thread() wire.ThreadStatusBody {
+	return threadBody(t.rec.ID, t.agent)
 }
 
-type stopReason struct {
-	Type     string   `json:"type"`
-	EventIDs []string `json:"event_ids,omitempty"`
+func threadBody(sessionID string, a wire.SessionAgent) wire.ThreadStatusBody {
+	return wire.ThreadStatusBody{SessionThreadID: ids.PrimaryThread(sessionID), AgentName: a.Name}
 }
 
-func sameStop(raw json.RawMessage, reason string, eventIDs []string) bool {
-	var s stopReason
-	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil || s.Type != reason || len(s.EventIDs) != len(eventIDs) {
-		return false
+func decodeAgent(rec store.SessionRecord) (wire.SessionAgent, error) {
+	var a wire.SessionAgent
+	if err := json.Unmarshal(rec.Agent, &a); err != nil {
+		return wire.SessionAgent{}, fmt.Errorf("decode agent snapshot of session %s: %w", rec.ID, err)
 	}
-	for i := range eventIDs {
-		if s.EventIDs[i] != eventIDs[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// queuedClientEvents lists undelivered client events in log order.
-func queuedClientEvents(history []wire.Event) []string {
-	var out []string
-	for _, ev := range history {
-		if ev.ProcessedAt == nil && (ev.Type == wire.EventUserMessage || ev.Type == wire.EventUserInterrupt) {
-			out = append(out, ev.ID)
-		}
-	}
-	return out
-}
-
-// queuedOfType lists undelivered events of one type in log order.
-func queuedOfType(history []wire.Event, typ string) []string {
-	var out []string
-	for _, ev := range history {
-		if ev.ProcessedAt == nil && ev.Type == typ {
-			out = append(out, ev.ID)
-		}
-	}
-	return out
-}
-
-func stopType(raw json.RawMessage) string {
-	var s stopReason
-	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
-		return ""
-	}
-	return s.Type
-}
-
-func hasType(history []wire.Event, eventIDs []string, typ string) bool {
-	want := map[string]bool{}
-	for _, id := range eventIDs {
-		want[id] = true
-	}
-	for _, ev := range history {
-		if want[ev.ID] && ev.Type == typ {
-			return true
-		}
-	}
-	return false
-}
-
-// runningInLog reports whether the log's latest status event says running.
-func runningInLog(history []wire.Event) bool {
-	for i := len(history) - 1; i >= 0; i-- {
-		switch history[i].Type {
-		case wire.EventSessionStatusRunning, wire.EventSessionStatusRescheduled:
-			return true
-		case wire.EventSessionStatusIdle:
-			return false
-		}
-	}
-	return false
+	return a, nil
 }
 
 func lastRunningAt(history []wire.Event, def time.Time) time.Time {
@@ -351,14 +331,6 @@ func lastRunningAt(history []wire.Event, def time.Time) time.Time {
 		}
 	}
 	return def
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("encode %T: %v", v, err)) // only called with plain maps and structs
-	}
-	return b
 }
 
 // WorkerEmitter appends a step's events for the worker; it is the runtime's Emitter. It
@@ -395,13 +367,13 @@ func (e *WorkerEmitter) Emit(ctx context.Context, evs []agent.NewEvent) ([]wire.
 // Reschedule records a transient model failure that will be retried: session.error with
 // retry_status retrying, then session.status_rescheduled (API.md §8.1).
 func (s *Service) Reschedule(ctx context.Context, sessionID string, cause error) error {
-	return s.closeWithError(ctx, sessionID, cause, "retrying", wire.SessionStatusRescheduling, wire.EventSessionStatusRescheduled)
+	return s.closeWithError(ctx, sessionID, cause, wire.RetryStatusRetrying, wire.SessionStatusRescheduling, wire.EventSessionStatusRescheduled)
 }
 
 // Exhaust records that a turn's model failures are final: session.error with retry_status
 // exhausted, which closes the turn; the next Advance goes idle with retries_exhausted.
 func (s *Service) Exhaust(ctx context.Context, sessionID string, cause error) error {
-	return s.closeWithError(ctx, sessionID, cause, "exhausted", "", "")
+	return s.closeWithError(ctx, sessionID, cause, wire.RetryStatusExhausted, "", "")
 }
 
 func (s *Service) closeWithError(ctx context.Context, sessionID string, cause error, retry, status, statusEvent string) error {
@@ -410,9 +382,13 @@ func (s *Service) closeWithError(ctx context.Context, sessionID string, cause er
 		if err != nil {
 			return err
 		}
-		evs := []store.NewEvent{{Type: wire.EventSessionError, Processed: true, Body: mustJSON(map[string]any{"error": sessionError(cause, retry)})}}
+		bodies := []body{{wire.EventSessionError, wire.SessionErrorBody{Error: sessionError(cause, retry)}}}
 		if statusEvent != "" {
-			evs = append(evs, store.NewEvent{Type: statusEvent, Processed: true, Body: json.RawMessage(`{}`)})
+			bodies = append(bodies, body{statusEvent, wire.EmptyBody})
+		}
+		evs, err := newEvents(bodies...)
+		if err != nil {
+			return err
 		}
 		now := s.now()
 		if _, err := q.AppendEvents(ctx, sessionID, evs, now); err != nil {
@@ -427,46 +403,70 @@ func (s *Service) closeWithError(ctx context.Context, sessionID string, cause er
 }
 
 // sessionError maps a model failure to the session.error payload of API.md §5.5.
-func sessionError(cause error, retry string) map[string]any {
-	typ := "unknown_error"
+func sessionError(cause error, retry string) wire.SessionError {
+	typ := wire.SessionErrorUnknown
 	var me *model.Error
 	if errors.As(cause, &me) {
 		switch me.Kind {
 		case model.ErrOverloaded:
-			typ = "model_overloaded_error"
+			typ = wire.SessionErrorModelOverloaded
 		case model.ErrRateLimited:
-			typ = "model_rate_limited_error"
+			typ = wire.SessionErrorModelRateLimited
 		default:
-			typ = "model_request_failed_error"
+			typ = wire.SessionErrorModelRequestFailed
 		}
 	}
-	return map[string]any{"type": typ, "message": cause.Error(), "retry_status": map[string]string{"type": retry}}
+	return wire.SessionError{Type: typ, Message: cause.Error(), RetryStatus: wire.RetryStatus{Type: retry}}
 }
 
-// LoadTurn reads what a step works from, without changing anything.
+// LoadTurn reads what a step of the current turn works from, without changing anything: the
+// turn's log (events since the turn started plus queued client events) and the next step.
 func (s *Service) LoadTurn(ctx context.Context, sessionID string) (Turn, error) {
-	rec, err := s.store.GetSessionByID(ctx, sessionID)
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return Turn{}, ErrSessionGone
+	return s.load(ctx, sessionID, false)
+}
+
+// LoadConversation is LoadTurn with the whole log: what a model request projects into the
+// conversation it sends.
+func (s *Service) LoadConversation(ctx context.Context, sessionID string) (Turn, error) {
+	return s.load(ctx, sessionID, true)
+}
+
+func (s *Service) load(ctx context.Context, sessionID string, whole bool) (Turn, error) {
+	var out Turn
+	// One read-only transaction: the row, the window and the log agree.
+	err := s.store.InTx(ctx, func(q *store.Queries) error {
+		rec, err := q.GetSessionByID(ctx, sessionID)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return ErrSessionGone
+			}
+			return err
 		}
-		return Turn{}, err
-	}
-	if rec.ArchivedAt != nil || rec.Status == wire.SessionStatusTerminated {
-		return Turn{}, ErrSessionGone
-	}
-	h, err := s.store.History(ctx, sessionID)
-	if err != nil {
-		return Turn{}, err
-	}
-	t := Turn{History: h, EnvironmentID: rec.EnvironmentID}
-	if err := json.Unmarshal(rec.Agent, &t.Agent); err != nil {
-		return Turn{}, fmt.Errorf("decode session agent: %w", err)
-	}
-	if t.Step, err = agent.Next(h); err != nil {
-		return Turn{}, err
-	}
-	return t, nil
+		if !live(rec) {
+			return ErrSessionGone
+		}
+		var from int64
+		if !whole {
+			w, err := q.GetTurnWindow(ctx, sessionID)
+			if err != nil {
+				return err
+			}
+			from = w.StartSeq
+		}
+		h, err := q.TurnLog(ctx, sessionID, from)
+		if err != nil {
+			return err
+		}
+		out = Turn{History: h, EnvironmentID: rec.EnvironmentID}
+		if out.Agent, err = decodeAgent(rec); err != nil {
+			return err
+		}
+		if out.Step, err = agent.Next(h); err != nil {
+			return fmt.Errorf("plan turn: %w", err)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // Terminate ends a session on a fatal error (API.md §8.1): session.error with retry_status
@@ -484,15 +484,20 @@ func (s *Service) Terminate(ctx context.Context, sessionID string, cause string)
 		if rec.Status == wire.SessionStatusTerminated {
 			return nil
 		}
-		now := s.now()
-		t := &turnTx{s: s, q: q, rec: rec, now: now}
-		thread := t.threadFields()
-		evs := []store.NewEvent{
-			{Type: wire.EventSessionError, Processed: true, Body: mustJSON(map[string]any{"error": map[string]any{
-				"type": "unknown_error", "message": cause, "retry_status": map[string]string{"type": "terminal"}}})},
-			{Type: "session.thread_status_terminated", Processed: true, Body: mustJSON(thread)},
-			{Type: wire.EventSessionStatusTerminated, Processed: true, Body: json.RawMessage(`{}`)},
+		a, err := decodeAgent(rec)
+		if err != nil {
+			return err
 		}
+		evs, err := newEvents(
+			body{wire.EventSessionError, wire.SessionErrorBody{Error: wire.SessionError{
+				Type: wire.SessionErrorUnknown, Message: cause, RetryStatus: wire.RetryStatus{Type: wire.RetryStatusTerminal}}}},
+			body{wire.EventSessionThreadStatusTerminated, threadBody(sessionID, a)},
+			body{wire.EventSessionStatusTerminated, wire.EmptyBody},
+		)
+		if err != nil {
+			return err
+		}
+		now := s.now()
 		if _, err := q.AppendEvents(ctx, sessionID, evs, now); err != nil {
 			return err
 		}
