@@ -1,0 +1,201 @@
+//go:build integration
+
+package turns
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/agent"
+	"github.com/managed-agents/managed-agents/internal/ids"
+	"github.com/managed-agents/managed-agents/internal/pgtest"
+	"github.com/managed-agents/managed-agents/internal/store"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// engine is a turn engine on a fresh database with one idle session.
+type engine struct {
+	st      *store.Store
+	svc     *Service
+	session string
+}
+
+func newEngine(t testing.TB) engine {
+	t.Helper()
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(ctx, pgtest.URL(t))
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	require.NoError(t, st.Migrate(ctx, logger))
+	ws, err := st.CreateWorkspace(ctx, "turns")
+	require.NoError(t, err)
+	agentID, envID, sessionID := ids.New(ids.Agent), ids.New(ids.Environment), ids.New(ids.Session)
+	now := time.Now()
+	require.NoError(t, st.InsertAgent(ctx, agentID, ws, json.RawMessage(`{"name":"a","model":"m"}`), now))
+	require.NoError(t, st.InsertEnvironment(ctx, store.EnvironmentRecord{
+		ID: envID, WorkspaceID: ws, Name: "env", Config: json.RawMessage(`{}`), Scope: "workspace", CreatedAt: now}))
+	usage, err := json.Marshal(wire.ZeroUsage())
+	require.NoError(t, err)
+	require.NoError(t, st.InsertSession(ctx, store.SessionRecord{
+		ID: sessionID, WorkspaceID: ws, AgentID: agentID, AgentVersion: 1, EnvironmentID: envID,
+		Agent: json.RawMessage(`{"name":"helper"}`), Status: wire.SessionStatusIdle, Usage: usage, CreatedAt: now}))
+	return engine{st: st, svc: New(st, logger), session: sessionID}
+}
+
+// send queues a user.message as a client would.
+func (e engine) send(t testing.TB) {
+	t.Helper()
+	body, err := wire.EncodeBody(wire.EventUserMessage, wire.MessageBody{Content: []wire.ContentBlock{}})
+	require.NoError(t, err)
+	require.NoError(t, e.st.InTx(context.Background(), func(q *store.Queries) error {
+		_, err := q.AppendEvents(context.Background(), e.session, []store.NewEvent{{Type: wire.EventUserMessage, Body: body}}, time.Now())
+		return err
+	}))
+}
+
+// respond appends a model response without tool calls (extra agent.messages pad the turn),
+// as the agent loop would through the worker's emitter.
+func (e engine) respond(t testing.TB, inputTokens int64, extraMessages int) {
+	t.Helper()
+	start := ids.New(ids.Event)
+	evs := []agent.NewEvent{{ID: start, Type: wire.EventSpanModelRequestStart, Body: wire.EmptyBody}}
+	for range extraMessages {
+		raw, err := wire.EncodeBody(wire.EventAgentMessage, wire.AgentMessageBody{Content: wire.NewTextBlocks("words")})
+		require.NoError(t, err)
+		evs = append(evs, agent.NewEvent{ID: ids.New(ids.Event), Type: wire.EventAgentMessage, Body: raw})
+	}
+	end, err := wire.EncodeBody(wire.EventSpanModelRequestEnd, wire.SpanModelRequestEndBody{
+		ModelRequestStartID: start, ModelUsage: wire.ModelUsage{InputTokens: inputTokens, OutputTokens: 1}})
+	require.NoError(t, err)
+	evs = append(evs, agent.NewEvent{ID: ids.New(ids.Event), Type: wire.EventSpanModelRequestEnd, Body: end})
+	_, err = e.svc.Emitter(e.session).Emit(context.Background(), evs)
+	require.NoError(t, err)
+}
+
+// turn runs one whole turn: send, Advance (opens it), respond, Advance (closes it).
+func (e engine) turn(t testing.TB, inputTokens int64, extraMessages int) Turn {
+	t.Helper()
+	ctx := context.Background()
+	e.send(t)
+	open, err := e.svc.Advance(ctx, e.session)
+	require.NoError(t, err)
+	require.Equal(t, agent.StepModel, open.Step.Kind)
+	e.respond(t, inputTokens, extraMessages)
+	closed, err := e.svc.Advance(ctx, e.session)
+	require.NoError(t, err)
+	require.Equal(t, agent.StepEnd, closed.Step.Kind)
+	return closed
+}
+
+func lastOfType(t testing.TB, evs []wire.Event, typ string) wire.Event {
+	t.Helper()
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type == typ {
+			return evs[i]
+		}
+	}
+	t.Fatalf("no %s in the log", typ)
+	return wire.Event{}
+}
+
+func TestTurnsReadOnlyTheirWindowAndUsageAccumulates(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEngine(t)
+
+	first := e.turn(t, 10, 0)
+	u, err := wire.DecodeBody[wire.SessionUsageBody](lastOfType(t, first.History, wire.EventSessionUsage))
+	require.NoError(t, err)
+	require.EqualValues(t, 10, u.Usage.InputTokens)
+
+	second := e.turn(t, 32, 3)
+	u, err = wire.DecodeBody[wire.SessionUsageBody](lastOfType(t, second.History, wire.EventSessionUsage))
+	require.NoError(t, err)
+	require.EqualValues(t, 42, u.Usage.InputTokens, "usage is the session's, across turns")
+	require.EqualValues(t, 2, u.Usage.OutputTokens)
+
+	// The second turn's window: status_running, thread running, the message, the response
+	// (start, 3 messages, end), thread idle, usage, idle. Nothing of the first turn.
+	loaded, err := e.svc.LoadTurn(ctx, e.session)
+	require.NoError(t, err)
+	require.Len(t, loaded.History, 11)
+	require.Equal(t, wire.EventSessionStatusRunning, loaded.History[0].Type)
+	require.Equal(t, agent.StepEnd, loaded.Step.Kind)
+	whole, err := e.svc.LoadConversation(ctx, e.session)
+	require.NoError(t, err)
+	require.Len(t, whole.History, 8+11, "the conversation is the whole log")
+
+	// A message queued during the turn is still seen: it opens the next turn.
+	e.send(t)
+	next, err := e.svc.Advance(ctx, e.session)
+	require.NoError(t, err)
+	require.Equal(t, agent.StepModel, next.Step.Kind)
+	msg := lastOfType(t, next.History, wire.EventUserMessage)
+	require.NotNil(t, msg.ProcessedAt)
+	require.Equal(t, wire.EventSessionStatusRunning, next.History[0].Type)
+	require.Len(t, next.History, 3, "a new window: status_running, thread running, the delivered message")
+}
+
+func TestAdvanceWithAnOldSessionReadsTheWholeLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEngine(t)
+	e.turn(t, 5, 0)
+	// As a session from before turn windows: no window, so the whole log is the turn.
+	require.NoError(t, e.st.InTx(ctx, func(q *store.Queries) error {
+		return q.SetTurnWindow(ctx, e.session, store.TurnWindow{})
+	}))
+	second := e.turn(t, 7, 0)
+	u, err := wire.DecodeBody[wire.SessionUsageBody](lastOfType(t, second.History, wire.EventSessionUsage))
+	require.NoError(t, err)
+	require.EqualValues(t, 12, u.Usage.InputTokens, "usage of the whole log")
+}
+
+// BenchmarkStepLogRead compares what one step reads on a 2,000-event session: the whole log
+// and the planner over it (what every step did before turn windows), and the current turn's
+// window (LoadTurn, what ToolCall, RejectTools and StopAtCap read now). Advance reads the
+// window too.
+func BenchmarkStepLogRead(b *testing.B) {
+	ctx := context.Background()
+	e := newEngine(b)
+	for range 200 {
+		e.turn(b, 1, 1) // 10 events a turn
+	}
+	var total int
+	require.NoError(b, e.st.Pool().QueryRow(ctx, `SELECT count(*) FROM events WHERE session_id = $1`, e.session).Scan(&total))
+	b.Logf("session log: %d events", total)
+	b.Run("whole-log", func(b *testing.B) {
+		for b.Loop() {
+			err := e.st.InTx(ctx, func(q *store.Queries) error {
+				h, err := q.History(ctx, e.session)
+				if err != nil {
+					return err
+				}
+				_, err = agent.Next(h)
+				return err
+			})
+			require.NoError(b, err)
+		}
+	})
+	b.Run("turn-window", func(b *testing.B) {
+		for b.Loop() {
+			_, err := e.svc.LoadTurn(ctx, e.session)
+			require.NoError(b, err)
+		}
+	})
+	b.Run("advance", func(b *testing.B) {
+		for b.Loop() {
+			_, err := e.svc.Advance(ctx, e.session)
+			require.NoError(b, err)
+		}
+	})
+}
