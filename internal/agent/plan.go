@@ -37,6 +37,10 @@ const (
 	StepEnd StepKind = "end"
 )
 
+// Waits reports whether the step needs nothing from the worker until a client event arrives:
+// no turn is open (StepEnd) or the open one waits on answers (StepPark).
+func (k StepKind) Waits() bool { return k == StepEnd || k == StepPark }
+
 // Step is the next thing the current turn needs, decided from the log alone.
 type Step struct {
 	Kind StepKind
