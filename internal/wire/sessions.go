@@ -139,4 +139,3 @@ const (
 	SessionStatusRescheduling = "rescheduling"
 	SessionStatusTerminated   = "terminated"
 )
-
