@@ -151,7 +151,7 @@ func (c *Core) ModelTurn(ctx context.Context, in Input) (ModelTurnResult, error)
 	startID := step.RequestStartID
 	if startID == "" {
 		startID = ids.New(ids.Event)
-		if _, err := in.Emitter.Emit(ctx, []NewEvent{{ID: startID, Type: eventSpanModelRequestStart, Body: json.RawMessage("{}")}}); err != nil {
+		if _, err := in.Emitter.Emit(ctx, []NewEvent{{ID: startID, Type: wire.EventSpanModelRequestStart, Body: emptyBody()}}); err != nil {
 			return ModelTurnResult{}, fmt.Errorf("emit model request start: %w", err)
 		}
 	}
@@ -268,11 +268,11 @@ func (c *Core) StopAtCap(ctx context.Context, in Input) error {
 	if err != nil || step.Kind != StepCap {
 		return err
 	}
-	ev, err := newEvent(ids.New(ids.Event), wire.EventSessionError, sessionErrorBody{Error: sessionError{
-		Type:        errorToolUseLimitReached,
-		Message:     fmt.Sprintf("The agent reached the limit of %d model requests in one turn without finishing.", MaxRounds),
-		RetryStatus: retryStatus{Type: retryStatusExhausted},
-	}})
+	ev, err := newEvent(ids.New(ids.Event), wire.EventSessionError, wire.NewSessionErrorBody(
+		wire.SessionErrorToolUseLimitReached,
+		fmt.Sprintf("The agent reached the limit of %d model requests in one turn without finishing.", MaxRounds),
+		wire.RetryStatusExhausted,
+	))
 	if err != nil {
 		return err
 	}

@@ -21,8 +21,8 @@ func (c call) id() string { return c.event.ID }
 func (c call) custom() bool { return c.event.Type == wire.EventAgentCustomToolUse }
 
 func readCall(ev wire.Event) (call, error) {
-	var b toolUseRead
-	if err := decodeBody(ev, &b); err != nil {
+	b, err := wire.DecodeBody[wire.ToolUseBody](ev)
+	if err != nil {
 		return call{}, err
 	}
 	input := b.Input
@@ -36,28 +36,28 @@ func readCall(ev wire.Event) (call, error) {
 // agent or the client) and confirmations. The first answer to a call wins; the sessions
 // service rejects second answers, so a later one can only be a stray.
 type answers struct {
-	results       map[string]resultRead
-	confirmations map[string]confirmationRead
+	results       map[string]wire.ResultBody
+	confirmations map[string]wire.ToolConfirmationBody
 }
 
 func indexAnswers(history []wire.Event) (answers, error) {
-	a := answers{results: map[string]resultRead{}, confirmations: map[string]confirmationRead{}}
+	a := answers{results: map[string]wire.ResultBody{}, confirmations: map[string]wire.ToolConfirmationBody{}}
 	for _, ev := range history {
 		if !delivered(ev) {
 			continue
 		}
 		switch ev.Type {
 		case wire.EventAgentToolResult, wire.EventAgentMCPToolResult, wire.EventUserToolResult, wire.EventUserCustomToolResult:
-			var r resultRead
-			if err := decodeBody(ev, &r); err != nil {
+			r, err := wire.DecodeBody[wire.ResultBody](ev)
+			if err != nil {
 				return a, err
 			}
-			if _, seen := a.results[r.target()]; !seen {
-				a.results[r.target()] = r
+			if _, seen := a.results[r.Target()]; !seen {
+				a.results[r.Target()] = r
 			}
 		case wire.EventUserToolConfirmation:
-			var c confirmationRead
-			if err := decodeBody(ev, &c); err != nil {
+			c, err := wire.DecodeBody[wire.ToolConfirmationBody](ev)
+			if err != nil {
 				return a, err
 			}
 			if _, seen := a.confirmations[c.ToolUseID]; !seen {

@@ -13,9 +13,9 @@ const MaxRounds = 20
 
 // Stop reasons of a turn (API.md §8.2).
 const (
-	StopEndTurn          = "end_turn"
-	StopRequiresAction   = "requires_action"
-	StopRetriesExhausted = "retries_exhausted"
+	StopEndTurn          = wire.StopEndTurn
+	StopRequiresAction   = wire.StopRequiresAction
+	StopRetriesExhausted = wire.StopRetriesExhausted
 )
 
 // StepKind names what the current turn needs next.
@@ -36,6 +36,10 @@ const (
 	// StepEnd: no turn is open; Step.StopReason says how the latest one ended.
 	StepEnd StepKind = "end"
 )
+
+// Waits reports whether the step needs nothing from the worker until a client event arrives:
+// no turn is open (StepEnd) or the open one waits on answers (StepPark).
+func (k StepKind) Waits() bool { return k == StepEnd || k == StepPark }
 
 // Step is the next thing the current turn needs, decided from the log alone.
 type Step struct {
@@ -102,7 +106,7 @@ func readTurn(history []wire.Event) (turn, error) {
 			if !t.open {
 				t = turn{open: true}
 			}
-		case ev.Type == eventSpanModelRequestStart:
+		case ev.Type == wire.EventSpanModelRequestStart:
 			response = nil
 			if t.open {
 				t.openStartID = ev.ID
@@ -113,9 +117,9 @@ func readTurn(history []wire.Event) (turn, error) {
 				return t, err
 			}
 			response = append(response, c)
-		case ev.Type == eventSpanModelRequestEnd:
-			var b spanEndRead
-			if err := decodeBody(ev, &b); err != nil {
+		case ev.Type == wire.EventSpanModelRequestEnd:
+			b, err := wire.DecodeBody[wire.SpanModelRequestEndBody](ev)
+			if err != nil {
 				return t, err
 			}
 			t.usage = addUsage(t.usage, b.ModelUsage)
@@ -136,12 +140,11 @@ func readTurn(history []wire.Event) (turn, error) {
 		case ev.Type == wire.EventUserInterrupt:
 			closeTurn(StopEndTurn)
 		case ev.Type == wire.EventSessionError:
-			var b sessionErrorRead
-			if err := decodeBody(ev, &b); err != nil {
+			b, err := wire.DecodeBody[wire.SessionErrorBody](ev)
+			if err != nil {
 				return t, err
 			}
-			rs := b.Error.RetryStatus.Type
-			if b.Error.Type == errorToolUseLimitReached || rs == retryStatusExhausted || rs == retryStatusTerminal {
+			if b.EndsTurn() {
 				closeTurn(StopRetriesExhausted)
 			}
 		}
@@ -149,7 +152,7 @@ func readTurn(history []wire.Event) (turn, error) {
 	return t, nil
 }
 
-func addUsage(u model.Usage, s spanUsage) model.Usage {
+func addUsage(u model.Usage, s wire.ModelUsage) model.Usage {
 	u.InputTokens += s.InputTokens
 	u.OutputTokens += s.OutputTokens
 	u.CacheCreationInputTokens += s.CacheCreationInputTokens
@@ -177,19 +180,19 @@ func classify(c call, a answers) (state callState, rejectText string) {
 		return callWaiting, ""
 	}
 	permission := c.permission
-	if permission == permissionAsk {
+	if permission == wire.PermissionResultAsk {
 		conf, ok := a.confirmations[c.id()]
 		switch {
 		case !ok:
 			return callWaiting, ""
-		case conf.Result == confirmationAllow:
-			permission = permissionAllow
+		case conf.Result == wire.PermissionResultAllow:
+			permission = wire.PermissionResultAllow
 		default:
 			return callRejected, denyText(c.name, conf.DenyMessage)
 		}
 	}
 	switch {
-	case permission != permissionAllow:
+	case permission != wire.PermissionResultAllow:
 		return callRejected, unavailableText(c.name)
 	case c.event.Type == wire.EventAgentMCPToolUse:
 		return callRejected, mcpUnsupportedText(c.name)
@@ -271,11 +274,11 @@ func TurnUsage(history []wire.Event) (model.Usage, error) {
 func LogUsage(history []wire.Event) (model.Usage, error) {
 	var u model.Usage
 	for _, ev := range history {
-		if ev.Type != eventSpanModelRequestEnd {
+		if ev.Type != wire.EventSpanModelRequestEnd {
 			continue
 		}
-		var b spanEndRead
-		if err := decodeBody(ev, &b); err != nil {
+		b, err := wire.DecodeBody[wire.SpanModelRequestEndBody](ev)
+		if err != nil {
 			return u, err
 		}
 		u = addUsage(u, b.ModelUsage)

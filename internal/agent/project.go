@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -63,15 +62,15 @@ type projector struct {
 func (p *projector) add(ev wire.Event) error {
 	switch {
 	case ev.Type == wire.EventUserMessage:
-		var b contentBody
-		if err := decodeBody(ev, &b); err != nil {
+		b, err := wire.DecodeBody[wire.MessageBody](ev)
+		if err != nil {
 			return err
 		}
 		p.seal()
 		p.userBlocks = append(p.userBlocks, convertBlocks(b.Content)...)
 	case ev.Type == wire.EventAgentMessage:
-		var b contentBody
-		if err := decodeBody(ev, &b); err != nil {
+		b, err := wire.DecodeBody[wire.MessageBody](ev)
+		if err != nil {
 			return err
 		}
 		p.addAssistant(convertBlocks(b.Content)...)
@@ -82,7 +81,7 @@ func (p *projector) add(ev wire.Event) error {
 		}
 		p.addAssistant(model.Block{Type: model.BlockToolUse, ID: c.id(), Name: c.name, Input: c.input})
 		p.buildingCalls = append(p.buildingCalls, c)
-	case ev.Type == eventSpanModelRequestStart, ev.Type == eventSpanModelRequestEnd,
+	case ev.Type == wire.EventSpanModelRequestStart, ev.Type == wire.EventSpanModelRequestEnd,
 		ev.Type == wire.EventUserInterrupt, isToolAnswer(ev.Type):
 		// A response ends at its span end; answers and interrupts come after it.
 		p.seal()
@@ -173,26 +172,20 @@ func convertBlocks(blocks []wire.ContentBlock) []model.Block {
 // model.Block, so other blocks say what they were instead of vanishing.
 func blockText(b wire.ContentBlock) string {
 	switch b.Type {
-	case "text":
+	case wire.ContentTypeText:
 		return deref(b.Text)
-	case "document":
-		var src struct {
-			Type string `json:"type"`
-			Data string `json:"data"`
-		}
-		if json.Unmarshal(b.Source, &src) == nil && src.Type == "text" {
-			return titled(deref(b.Title), src.Data)
+	case wire.ContentTypeDocument:
+		if data, ok := b.TextSource(); ok {
+			return titled(deref(b.Title), data)
 		}
 		return fmt.Sprintf("[document %q omitted: only text documents reach the model]", deref(b.Title))
-	case "search_result":
-		var source string
-		_ = json.Unmarshal(b.Source, &source) // validated on the way in; empty is harmless
-		parts := []string{deref(b.Title), source}
+	case wire.ContentTypeSearchResult:
+		parts := []string{deref(b.Title), b.SourceURL()} // validated on the way in; "" is harmless
 		for _, c := range b.Content {
 			parts = append(parts, deref(c.Text))
 		}
 		return strings.Join(parts, "\n")
-	case "redacted":
+	case wire.ContentTypeRedacted:
 		return ""
 	}
 	return fmt.Sprintf("[%s omitted: only text reaches the model]", b.Type)

@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
-
 	"github.com/managed-agents/managed-agents/internal/ids"
 	"github.com/managed-agents/managed-agents/internal/model"
 	"github.com/managed-agents/managed-agents/internal/wire"
@@ -121,14 +119,14 @@ func (p *previewer) begin(i int, typ string) previewBlock {
 func responseEvents(resp model.Response, rids *responseIDs, ts toolset) ([]NewEvent, error) {
 	seg := newSegmenter(rids)
 	var out []NewEvent
-	var run []textBlock // the text run being collected
+	var run []wire.TextBlock // the text run being collected
 	runID := ""
 	flush := func() error {
 		defer func() { run = nil }()
 		if !hasText(run) {
 			return nil // an all-empty run is no message; its preview closes with the span end
 		}
-		ev, err := newEvent(runID, wire.EventAgentMessage, messageBody{Content: run})
+		ev, err := newEvent(runID, wire.EventAgentMessage, wire.AgentMessageBody{Content: run})
 		out = append(out, ev)
 		return err
 	}
@@ -138,7 +136,7 @@ func responseEvents(resp model.Response, rids *responseIDs, ts toolset) ([]NewEv
 			if run == nil {
 				runID = id
 			}
-			run = append(run, textBlock{Type: contentTypeText, Text: b.Text})
+			run = append(run, wire.TextBlock{Type: wire.ContentTypeText, Text: b.Text})
 			continue
 		}
 		if err := flush(); err != nil {
@@ -146,7 +144,7 @@ func responseEvents(resp model.Response, rids *responseIDs, ts toolset) ([]NewEv
 		}
 		switch b.Type {
 		case model.BlockThinking:
-			out = append(out, NewEvent{ID: id, Type: wire.EventAgentThinking, Body: json.RawMessage("{}")})
+			out = append(out, NewEvent{ID: id, Type: wire.EventAgentThinking, Body: emptyBody()})
 		case model.BlockToolUse:
 			ev, err := ts.callEvent(ids.New(ids.Event), b)
 			if err != nil {
@@ -161,7 +159,7 @@ func responseEvents(resp model.Response, rids *responseIDs, ts toolset) ([]NewEv
 	return out, nil
 }
 
-func hasText(blocks []textBlock) bool {
+func hasText(blocks []wire.TextBlock) bool {
 	for _, b := range blocks {
 		if b.Text != "" {
 			return true

@@ -98,15 +98,15 @@ func (ts toolset) callEvent(id string, b model.Block) (NewEvent, error) {
 	}
 	setting := ts.effective.BuiltIn(b.Name)
 	if _, custom := ts.custom[b.Name]; custom && !setting.Enabled {
-		return newEvent(id, wire.EventAgentCustomToolUse, customToolUseBody{Name: b.Name, Input: input})
+		return newEvent(id, wire.EventAgentCustomToolUse, wire.CustomToolUseBody{Name: b.Name, Input: input})
 	}
-	body := toolUseBody{Name: b.Name, Input: input, EvaluatedPermission: permissionDeny}
+	body := wire.ToolUseBody{Name: b.Name, Input: input, EvaluatedPermission: wire.PermissionResultDeny}
 	if setting.Enabled {
 		switch setting.Policy {
 		case wire.PermissionAlwaysAllow:
-			body.EvaluatedPermission, body.Evaluation = permissionAllow, &evaluation{Type: evaluationAlwaysAllow}
+			body.EvaluatedPermission, body.Evaluation = wire.PermissionResultAllow, &wire.Evaluation{Type: string(wire.PermissionAlwaysAllow)}
 		default: // always_ask, and auto until a judge exists
-			body.EvaluatedPermission, body.Evaluation = permissionAsk, &evaluation{Type: evaluationAlwaysAsk}
+			body.EvaluatedPermission, body.Evaluation = wire.PermissionResultAsk, &wire.Evaluation{Type: string(wire.PermissionAlwaysAsk)}
 		}
 	}
 	return newEvent(id, wire.EventAgentToolUse, body)

@@ -28,23 +28,13 @@ const (
 	errTypeModel       = "ModelError"
 )
 
-// PlanKind is what a session needs next.
-type PlanKind string
-
-// Plans.
-const (
-	PlanWait    PlanKind = "wait"
-	PlanModel   PlanKind = "model"
-	PlanExecute PlanKind = "execute"
-	PlanReject  PlanKind = "reject"
-	PlanCap     PlanKind = "cap"
-)
-
 // Plan is what Advance, and every step after its own work, answers: small, so workflow
 // history stays small.
 type Plan struct {
-	Kind PlanKind
-	// ToolUseIDs are the calls PlanExecute still has to run, in log order.
+	// Kind is the planner's step kind; StepEnd and StepPark both mean the workflow waits for a
+	// signal (StepKind.Waits).
+	Kind agent.StepKind
+	// ToolUseIDs are the calls StepExecute still has to run, in log order.
 	ToolUseIDs []string
 	// NeedsSandbox: a call needs a sandbox and the session has none bound yet, so
 	// AcquireSandbox runs first. A bound sandbox is attached by ToolCall itself.
@@ -107,21 +97,14 @@ func (a *Activities) next(ctx context.Context, sessionID string) (Plan, error) {
 	if err != nil {
 		return Plan{}, activityError(err)
 	}
-	switch turn.Step.Kind {
-	case agent.StepModel:
-		return Plan{Kind: PlanModel}, nil
-	case agent.StepExecute:
+	if turn.Step.Kind == agent.StepExecute {
 		return a.executePlan(ctx, sessionID, turn.Step.Calls)
-	case agent.StepReject:
-		return Plan{Kind: PlanReject}, nil
-	case agent.StepCap:
-		return Plan{Kind: PlanCap}, nil
 	}
-	return Plan{Kind: PlanWait}, nil
+	return Plan{Kind: turn.Step.Kind}, nil
 }
 
 func (a *Activities) executePlan(ctx context.Context, sessionID string, calls []agent.ToolCall) (Plan, error) {
-	p := Plan{Kind: PlanExecute}
+	p := Plan{Kind: agent.StepExecute}
 	needs := false
 	for _, c := range calls {
 		p.ToolUseIDs = append(p.ToolUseIDs, c.Event.ID)

@@ -35,9 +35,9 @@ func newPreviewSink(ctx context.Context, hub stream.Hub, logger *slog.Logger, se
 func openRequestStart(history []wire.Event) (wire.Event, bool) {
 	for i := len(history) - 1; i >= 0; i-- {
 		switch history[i].Type {
-		case "span.model_request_end":
+		case wire.EventSpanModelRequestEnd:
 			return wire.Event{}, false
-		case "span.model_request_start":
+		case wire.EventSpanModelRequestStart:
 			return history[i], true
 		}
 	}
@@ -47,7 +47,7 @@ func openRequestStart(history []wire.Event) (wire.Event, bool) {
 // observe records the request start when the turn commits it.
 func (p *previewSink) observe(evs []wire.Event) {
 	for _, ev := range evs {
-		if ev.Type == "span.model_request_start" {
+		if ev.Type == wire.EventSpanModelRequestStart {
 			p.mu.Lock()
 			p.src.RequestStartID, p.src.RequestStartSeq = ev.ID, ev.Seq
 			p.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/managed-agents/managed-agents/internal/agent"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
@@ -95,7 +96,7 @@ func (s *sessionRun) run(ctx workflow.Context) error {
 			plan = &p
 		}
 		switch {
-		case plan.Kind == PlanWait:
+		case plan.Kind.Waits():
 			// A pending signal would be lost with this run: the wait below takes it first.
 			if (steps >= stepsBeforeContinueAsNew || workflow.GetInfo(ctx).GetContinueAsNewSuggested()) && !s.signalled() {
 				return workflow.NewContinueAsNewError(ctx, SessionWorkflow, s.p)
@@ -135,13 +136,13 @@ func (s *sessionRun) advance(ctx workflow.Context) (Plan, error) {
 // decide (after an interrupt or a backoff).
 func (s *sessionRun) step(ctx workflow.Context, plan Plan) (*Plan, error) {
 	switch plan.Kind {
-	case PlanModel:
+	case agent.StepModel:
 		return s.modelTurn(ctx)
-	case PlanExecute:
+	case agent.StepExecute:
 		return s.executeTools(ctx, plan)
-	case PlanReject:
+	case agent.StepReject:
 		return bookkeeping(ctx, acts.RejectTools, s.p.SessionID)
-	case PlanCap:
+	case agent.StepCap:
 		return bookkeeping(ctx, acts.StopAtCap, s.p.SessionID)
 	}
 	return nil, temporal.NewNonRetryableApplicationError("unknown plan "+string(plan.Kind), "UnknownPlan", nil)

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/managed-agents/managed-agents/internal/agent"
 	"github.com/managed-agents/managed-agents/internal/turns"
 )
 
@@ -195,27 +196,27 @@ func TestSessionWorkflowRunsEachPlan(t *testing.T) {
 		want  []string
 	}{
 		{name: "session gone at once", want: []string{"Advance"}},
-		{name: "model turn", plans: []Plan{{Kind: PlanModel}},
+		{name: "model turn", plans: []Plan{{Kind: agent.StepModel}},
 			want: []string{"Advance", "ModelTurn#1"}},
-		{name: "a step's plan runs without another Advance", plans: []Plan{{Kind: PlanModel}, {Kind: PlanModel}},
+		{name: "a step's plan runs without another Advance", plans: []Plan{{Kind: agent.StepModel}, {Kind: agent.StepModel}},
 			want: []string{"Advance", "ModelTurn#1", "ModelTurn#1"}},
 		{name: "tools with a new sandbox", plans: []Plan{
-			{Kind: PlanExecute, ToolUseIDs: []string{"a", "b", "c"}, NeedsSandbox: true},
-			{Kind: PlanExecute, ToolUseIDs: []string{"b", "c"}},
-			{Kind: PlanExecute, ToolUseIDs: []string{"c"}},
+			{Kind: agent.StepExecute, ToolUseIDs: []string{"a", "b", "c"}, NeedsSandbox: true},
+			{Kind: agent.StepExecute, ToolUseIDs: []string{"b", "c"}},
+			{Kind: agent.StepExecute, ToolUseIDs: []string{"c"}},
 		}, want: []string{"Advance", "AcquireSandbox", "ToolCall:a", "ToolCall:b", "ToolCall:c"}},
 		{name: "tools without a new sandbox", plans: []Plan{
-			{Kind: PlanExecute, ToolUseIDs: []string{"b", "a"}},
-			{Kind: PlanExecute, ToolUseIDs: []string{"a"}},
+			{Kind: agent.StepExecute, ToolUseIDs: []string{"b", "a"}},
+			{Kind: agent.StepExecute, ToolUseIDs: []string{"a"}},
 		}, want: []string{"Advance", "ToolCall:b", "ToolCall:a"}},
 		{name: "sandbox acquired only when the plan says so", plans: []Plan{
-			{Kind: PlanExecute, ToolUseIDs: []string{"a"}, NeedsSandbox: true},
-			{Kind: PlanModel},
-			{Kind: PlanExecute, ToolUseIDs: []string{"b"}},
+			{Kind: agent.StepExecute, ToolUseIDs: []string{"a"}, NeedsSandbox: true},
+			{Kind: agent.StepModel},
+			{Kind: agent.StepExecute, ToolUseIDs: []string{"b"}},
 		}, want: []string{"Advance", "AcquireSandbox", "ToolCall:a", "ModelTurn#1", "ToolCall:b"}},
-		{name: "reject", plans: []Plan{{Kind: PlanReject}, {Kind: PlanModel}},
+		{name: "reject", plans: []Plan{{Kind: agent.StepReject}, {Kind: agent.StepModel}},
 			want: []string{"Advance", "RejectTools", "ModelTurn#1"}},
-		{name: "round cap", plans: []Plan{{Kind: PlanCap}}, want: []string{"Advance", "StopAtCap"}},
+		{name: "round cap", plans: []Plan{{Kind: agent.StepCap}}, want: []string{"Advance", "StopAtCap"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,7 +236,7 @@ func TestSessionWorkflowWaitsForSignal(t *testing.T) {
 		t.Run(signal, func(t *testing.T) {
 			t.Parallel()
 			// The model turn's plan says wait.
-			f := newFixture(t, Plan{Kind: PlanModel}, Plan{Kind: PlanWait})
+			f := newFixture(t, Plan{Kind: agent.StepModel}, Plan{Kind: agent.StepEnd})
 			start := f.env.Now()
 			f.env.RegisterDelayedCallback(func() { f.env.SignalWorkflow(signal, nil) }, time.Hour)
 			require.NoError(t, f.run(testRetry))
@@ -295,7 +296,7 @@ func TestSessionWorkflowModelFailures(t *testing.T) {
 			t.Parallel()
 			plans := make([]Plan, tc.models)
 			for i := range plans {
-				plans[i] = Plan{Kind: PlanModel}
+				plans[i] = Plan{Kind: agent.StepModel}
 			}
 			f := newFixture(t, plans...)
 			var mu sync.Mutex
@@ -325,7 +326,7 @@ func TestSessionWorkflowModelFailures(t *testing.T) {
 
 func TestSessionWorkflowInterruptEndsBackoff(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, Plan{Kind: PlanModel})
+	f := newFixture(t, Plan{Kind: agent.StepModel})
 	start := f.env.Now()
 	f.modelTurn = func(context.Context, ModelTurnInput) error { return modelError(overloaded) }
 	f.env.RegisterDelayedCallback(func() { f.env.SignalWorkflow(SignalInterrupt, nil) }, time.Minute)
@@ -367,7 +368,7 @@ func TestSessionWorkflowInterruptCancelsStep(t *testing.T) {
 		canceled  string
 	}{
 		{
-			name: "model turn", plan: Plan{Kind: PlanModel},
+			name: "model turn", plan: Plan{Kind: agent.StepModel},
 			block: func(f *fixture, stopped chan<- error) {
 				wait := blockUntilCanceled(f, stopped)
 				f.modelTurn = func(ctx context.Context, _ ModelTurnInput) error { return wait(ctx) }
@@ -376,7 +377,7 @@ func TestSessionWorkflowInterruptCancelsStep(t *testing.T) {
 			canceled:  "ModelTurn",
 		},
 		{
-			name: "tool call", plan: Plan{Kind: PlanExecute, ToolUseIDs: []string{"a", "b"}},
+			name: "tool call", plan: Plan{Kind: agent.StepExecute, ToolUseIDs: []string{"a", "b"}},
 			block: func(f *fixture, stopped chan<- error) {
 				wait := blockUntilCanceled(f, stopped)
 				f.toolCall = func(ctx context.Context, _ ToolCallInput) error { return wait(ctx) }
@@ -411,7 +412,7 @@ func TestSessionWorkflowInterruptCancelsStep(t *testing.T) {
 
 func TestSessionWorkflowEndsWhenSessionGoneInStep(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, Plan{Kind: PlanModel}, Plan{Kind: PlanModel})
+	f := newFixture(t, Plan{Kind: agent.StepModel}, Plan{Kind: agent.StepModel})
 	f.modelTurn = func(context.Context, ModelTurnInput) error { return activityError(turns.ErrSessionGone) }
 	require.NoError(t, f.run(testRetry))
 	calls, _ := f.snapshot()
@@ -420,7 +421,7 @@ func TestSessionWorkflowEndsWhenSessionGoneInStep(t *testing.T) {
 
 func TestSessionWorkflowFailsOnUnexpectedStepError(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, Plan{Kind: PlanExecute, ToolUseIDs: []string{"a"}})
+	f := newFixture(t, Plan{Kind: agent.StepExecute, ToolUseIDs: []string{"a"}})
 	f.toolCall = func(context.Context, ToolCallInput) error {
 		return temporal.NewNonRetryableApplicationError("tool call a is not in the log", "UnknownToolCall", nil)
 	}
@@ -448,9 +449,9 @@ func TestSessionWorkflowContinuesAsNewWhenWaiting(t *testing.T) {
 			t.Parallel()
 			plans := make([]Plan, tc.models, tc.models+1)
 			for i := range plans {
-				plans[i] = Plan{Kind: PlanModel}
+				plans[i] = Plan{Kind: agent.StepModel}
 			}
-			f := newFixture(t, append(plans, Plan{Kind: PlanWait})...)
+			f := newFixture(t, append(plans, Plan{Kind: agent.StepEnd})...)
 			if !tc.want {
 				f.wakeAfter(time.Hour)
 			}
@@ -479,9 +480,9 @@ func TestSessionWorkflowContinuesAsNewOnlyWithoutPendingSignals(t *testing.T) {
 	// reach an Advance of this run, not be dropped with it.
 	plans := make([]Plan, stepsBeforeContinueAsNew, stepsBeforeContinueAsNew+2)
 	for i := range plans {
-		plans[i] = Plan{Kind: PlanModel}
+		plans[i] = Plan{Kind: agent.StepModel}
 	}
-	f := newFixture(t, append(plans, Plan{Kind: PlanWait}, Plan{Kind: PlanWait})...)
+	f := newFixture(t, append(plans, Plan{Kind: agent.StepEnd}, Plan{Kind: agent.StepEnd})...)
 	var mu sync.Mutex
 	turns := 0
 	f.modelTurn = func(context.Context, ModelTurnInput) error {
@@ -517,26 +518,26 @@ func TestSessionWorkflowSignalsAndStepPlans(t *testing.T) {
 	}{
 		{
 			name: "wakes before the step are covered by it", onAdvance: []string{SignalWake, SignalWake},
-			plans:     []Plan{{Kind: PlanModel}, {Kind: PlanWait}},
+			plans:     []Plan{{Kind: agent.StepModel}, {Kind: agent.StepEnd}},
 			wantCalls: []string{"Advance", "ModelTurn#1", "Advance"},
 		},
 		{
 			name: "wakes during the step make it look again", onModelTurn: []string{SignalWake, SignalWake},
-			plans:     []Plan{{Kind: PlanModel}, {Kind: PlanWait}, {Kind: PlanWait}},
+			plans:     []Plan{{Kind: agent.StepModel}, {Kind: agent.StepEnd}, {Kind: agent.StepEnd}},
 			wantCalls: []string{"Advance", "ModelTurn#1", "Advance", "Advance"}, lookedEarly: true,
 		},
 		{
 			// Canceled, or finished with a plan made before the interrupt was delivered: either
 			// way Advance delivers it before any further step runs.
 			name: "an interrupt during the step", onModelTurn: []string{SignalInterrupt},
-			plans:     []Plan{{Kind: PlanModel}, {Kind: PlanModel}, {Kind: PlanWait}},
+			plans:     []Plan{{Kind: agent.StepModel}, {Kind: agent.StepModel}, {Kind: agent.StepEnd}},
 			wantCalls: []string{"Advance", "ModelTurn#1", "Advance", "Advance"}, lookedEarly: true,
 		},
 		{
 			// An interrupt pending when a step is due goes to Advance first: no step is
 			// scheduled only to be canceled.
 			name: "an interrupt before the step", onAdvance: []string{SignalInterrupt},
-			plans:     []Plan{{Kind: PlanModel}, {Kind: PlanWait}},
+			plans:     []Plan{{Kind: agent.StepModel}, {Kind: agent.StepEnd}},
 			wantCalls: []string{"Advance", "Advance", "Advance"}, lookedEarly: true,
 		},
 	}

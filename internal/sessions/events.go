@@ -84,7 +84,7 @@ func buildClientEvent(field string, ev clientEvent, selfHosted bool) (parsedEven
 		}
 		return nil
 	}
-	body := map[string]any{}
+	var body any
 	var p parsedEvent
 	p.Type = ev.Type
 	switch ev.Type {
@@ -98,7 +98,7 @@ func buildClientEvent(field string, ev clientEvent, selfHosted bool) (parsedEven
 		if err := wire.ValidateContent(field+".content", *ev.Content, wire.UserMessageBlocks); err != nil {
 			return p, invalidf("%s", err.Error())
 		}
-		body["content"] = *ev.Content
+		body = wire.MessageBody{Content: *ev.Content}
 	case wire.EventUserInterrupt:
 		if err := allowOnly("session_thread_id"); err != nil {
 			return p, err
@@ -106,6 +106,7 @@ func buildClientEvent(field string, ev clientEvent, selfHosted bool) (parsedEven
 		if ev.SessionThreadID != nil {
 			return p, invalidf("%s.session_thread_id: this session has no thread %q (multiagent threads are not supported yet)", field, *ev.SessionThreadID)
 		}
+		body = wire.UserInterruptBody{}
 	case wire.EventUserToolConfirmation:
 		// session_thread_id is accepted and ignored: answers are routed by event id (API.md §15 row 30).
 		if err := allowOnly("tool_use_id", "result", "deny_message", "session_thread_id"); err != nil {
@@ -114,16 +115,13 @@ func buildClientEvent(field string, ev clientEvent, selfHosted bool) (parsedEven
 		if ev.ToolUseID == nil || *ev.ToolUseID == "" {
 			return p, invalidf("%s.tool_use_id: is required", field)
 		}
-		if ev.Result == nil || (*ev.Result != "allow" && *ev.Result != "deny") {
+		if ev.Result == nil || (*ev.Result != wire.PermissionResultAllow && *ev.Result != wire.PermissionResultDeny) {
 			return p, invalidf("%s.result: must be allow or deny", field)
 		}
-		if ev.DenyMessage != nil && *ev.Result != "deny" {
+		if ev.DenyMessage != nil && *ev.Result != wire.PermissionResultDeny {
 			return p, invalidf("%s.deny_message: only allowed with result deny", field)
 		}
-		body["tool_use_id"], body["result"], body["session_thread_id"] = *ev.ToolUseID, *ev.Result, nil
-		if ev.DenyMessage != nil {
-			body["deny_message"] = *ev.DenyMessage
-		}
+		body = wire.ToolConfirmationBody{ToolUseID: *ev.ToolUseID, Result: *ev.Result, DenyMessage: ev.DenyMessage}
 		p.ref = *ev.ToolUseID
 		// Answers apply on receipt; the stream shows them before the run resumes (API.md §17).
 		p.Processed = true
@@ -141,15 +139,20 @@ func buildClientEvent(field string, ev clientEvent, selfHosted bool) (parsedEven
 		if idVal == nil || *idVal == "" {
 			return p, invalidf("%s.%s: is required", field, idField)
 		}
-		body[idField], body["session_thread_id"] = *idVal, nil
+		var content []wire.ContentBlock // nil: not sent; an empty list is kept as sent
 		if ev.Content != nil {
 			if err := wire.ValidateContent(field+".content", *ev.Content, wire.ToolResultBlocks); err != nil {
 				return p, invalidf("%s", err.Error())
 			}
-			body["content"] = *ev.Content
+			content = *ev.Content
+			if content == nil {
+				content = []wire.ContentBlock{}
+			}
 		}
-		if ev.IsError != nil {
-			body["is_error"] = *ev.IsError
+		if ev.Type == wire.EventUserToolResult {
+			body = wire.UserToolResultBody{ToolUseID: *idVal, Content: content, IsError: ev.IsError}
+		} else {
+			body = wire.UserCustomToolResultBody{CustomToolUseID: *idVal, Content: content, IsError: ev.IsError}
 		}
 		// Results are processed on receipt (API.md §5.1).
 		p.Processed = true
@@ -163,9 +166,9 @@ func buildClientEvent(field string, ev clientEvent, selfHosted bool) (parsedEven
 	default:
 		return p, invalidf("%s.type: unknown client event type %q", field, ev.Type)
 	}
-	raw, err := json.Marshal(body)
+	raw, err := wire.EncodeBody(ev.Type, body)
 	if err != nil {
-		return p, fmt.Errorf("encode event body: %w", err)
+		return p, err
 	}
 	p.Body = raw
 	return p, nil
@@ -214,7 +217,11 @@ func (s *Service) SendEvents(ctx context.Context, workspaceID, sessionID string,
 		if err != nil {
 			return fmt.Errorf("load session environment: %w", err)
 		}
-		selfHosted := envType(env) == "self_hosted"
+		envCfg, err := environmentConfig(env)
+		if err != nil {
+			return err
+		}
+		selfHosted := envCfg.Type == "self_hosted"
 		events := make([]store.NewEvent, len(decoded))
 		answered := map[string]bool{}
 		for i, ev := range decoded {
@@ -281,7 +288,7 @@ func checkAnswer(ctx context.Context, q *store.Queries, sessionID, field string,
 		if err != nil {
 			return err
 		}
-		if perm != "ask" {
+		if perm != wire.PermissionResultAsk {
 			return invalidf("%s.tool_use_id: event %s does not await confirmation", field, p.ref)
 		}
 	case wire.EventUserToolResult:
@@ -298,11 +305,9 @@ func checkAnswer(ctx context.Context, q *store.Queries, sessionID, field string,
 }
 
 func evaluatedPermission(toolUse wire.Event) (string, error) {
-	var tu struct {
-		EvaluatedPermission string `json:"evaluated_permission"`
-	}
-	if err := json.Unmarshal(toolUse.Body, &tu); err != nil {
-		return "", fmt.Errorf("decode %s: %w", toolUse.ID, err)
+	tu, err := wire.DecodeBody[wire.ToolUseBody](toolUse)
+	if err != nil {
+		return "", err
 	}
 	return tu.EvaluatedPermission, nil
 }
@@ -315,9 +320,9 @@ func checkRunnable(ctx context.Context, q *store.Queries, sessionID, field strin
 		return err
 	}
 	switch perm {
-	case "deny":
+	case wire.PermissionResultDeny:
 		return invalidf("%s.tool_use_id: event %s was denied by its permission policy and never runs", field, toolUse.ID)
-	case "ask":
+	case wire.PermissionResultAsk:
 		conf, err := q.EventReferencing(ctx, sessionID, []string{wire.EventUserToolConfirmation}, "tool_use_id", toolUse.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			return invalidf("%s.tool_use_id: event %s awaits a user.tool_confirmation; send its result after an allow", field, toolUse.ID)
@@ -325,25 +330,24 @@ func checkRunnable(ctx context.Context, q *store.Queries, sessionID, field strin
 		if err != nil {
 			return err
 		}
-		var c struct {
-			Result string `json:"result"`
+		c, err := wire.DecodeBody[wire.ToolConfirmationBody](conf)
+		if err != nil {
+			return err
 		}
-		if err := json.Unmarshal(conf.Body, &c); err != nil {
-			return fmt.Errorf("decode %s: %w", conf.ID, err)
-		}
-		if c.Result != "allow" {
+		if c.Result != wire.PermissionResultAllow {
 			return invalidf("%s.tool_use_id: event %s was denied by %s and never runs", field, toolUse.ID, conf.ID)
 		}
 	}
 	return nil
 }
 
-func envType(env store.EnvironmentRecord) string {
-	var c struct {
-		Type string `json:"type"`
+// environmentConfig reads an environment's stored config.
+func environmentConfig(env store.EnvironmentRecord) (wire.EnvironmentConfig, error) {
+	var c wire.EnvironmentConfig
+	if err := json.Unmarshal(env.Config, &c); err != nil {
+		return c, fmt.Errorf("decode environment %s config: %w", env.ID, err)
 	}
-	_ = json.Unmarshal(env.Config, &c) // stored configs are always valid JSON
-	return c.Type
+	return c, nil
 }
 
 // ListEvents returns one page of a session's log.

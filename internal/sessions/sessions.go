@@ -291,7 +291,7 @@ func (s *Service) UpdateSession(ctx context.Context, workspaceID, id string, p w
 		if rec.ArchivedAt != nil || rec.Status == wire.SessionStatusTerminated {
 			return conflictf("session %s is %s and read-only", id, terminalWord(rec))
 		}
-		changed := map[string]any{}
+		var changed wire.SessionUpdatedBody
 		if p.Title.Set {
 			var title *string
 			if !p.Title.Null {
@@ -302,7 +302,10 @@ func (s *Service) UpdateSession(ctx context.Context, workspaceID, id string, p w
 			}
 			if !equalPtr(title, rec.Title) {
 				rec.Title = title
-				changed["title"] = title
+				changed.Title = wire.Nullable[string]{Set: true, Null: title == nil}
+				if title != nil {
+					changed.Title.Value = *title
+				}
 			}
 		}
 		if p.Metadata != nil {
@@ -312,7 +315,7 @@ func (s *Service) UpdateSession(ctx context.Context, workspaceID, id string, p w
 			}
 			if !equalMaps(md, rec.Metadata) {
 				rec.Metadata = md
-				changed["metadata"] = wire.Metadata(md)
+				changed.Metadata = wire.Metadata(md)
 			}
 		}
 		if p.Agent != nil && (p.Agent.Tools.Set || p.Agent.MCPServers.Set) {
@@ -324,18 +327,18 @@ func (s *Service) UpdateSession(ctx context.Context, workspaceID, id string, p w
 				if rec.Agent, err = json.Marshal(snap); err != nil {
 					return fmt.Errorf("encode agent snapshot: %w", err)
 				}
-				changed["agent"] = snap
+				changed.Agent = &snap
 			}
 		}
-		if len(changed) > 0 {
+		if changed.Changed() {
 			now := s.now()
 			rec.UpdatedAt = now
 			if err := q.UpdateSession(ctx, rec); err != nil {
 				return err
 			}
-			body, err := json.Marshal(changed)
+			body, err := wire.EncodeBody(wire.EventSessionUpdated, changed)
 			if err != nil {
-				return fmt.Errorf("encode session.updated: %w", err)
+				return err
 			}
 			if _, err := q.AppendEvents(ctx, rec.ID, []store.NewEvent{{Type: wire.EventSessionUpdated, Body: body, Processed: true}}, now); err != nil {
 				return err

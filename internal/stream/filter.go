@@ -1,8 +1,6 @@
 package stream
 
 import (
-	"encoding/json"
-
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -15,8 +13,6 @@ const (
 	maxHeldFrames    = 1024
 	maxHeldBytes     = 1 << 20
 )
-
-const eventSpanModelRequestEnd = "span.model_request_end"
 
 // PreviewFilter decides which preview frames one SSE connection of a session stream writes
 // (API.md §5.4):
@@ -99,8 +95,8 @@ func (pf *PreviewFilter) Committed(ev wire.Event) []Frame {
 	switch ev.Type {
 	case wire.EventAgentMessage, wire.EventAgentThinking:
 		pf.close(ev.ID)
-	case eventSpanModelRequestEnd:
-		pf.endRequest(ev.Body)
+	case wire.EventSpanModelRequestEnd:
+		pf.endRequest(ev)
 	}
 	return pf.release()
 }
@@ -149,12 +145,11 @@ func (pf *PreviewFilter) delta(f Frame) bool {
 // endRequest closes every open preview, as clients do at span.model_request_end (the Go
 // SDK's accumulator drops unreconciled previews there), and drops late frames of the ended
 // request.
-func (pf *PreviewFilter) endRequest(body json.RawMessage) {
-	var end struct {
-		StartID string `json:"model_request_start_id"`
-	}
-	if json.Unmarshal(body, &end) == nil && end.StartID != "" {
-		pf.ended.add(end.StartID)
+func (pf *PreviewFilter) endRequest(ev wire.Event) {
+	// An unreadable body only loses the dropping of late frames; the previews still close,
+	// and the committed event itself is written regardless.
+	if end, err := wire.DecodeBody[wire.SpanModelRequestEndBody](ev); err == nil && end.ModelRequestStartID != "" {
+		pf.ended.add(end.ModelRequestStartID)
 	}
 	for id := range pf.open {
 		pf.close(id)

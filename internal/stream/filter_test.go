@@ -67,7 +67,7 @@ func requestStart(id string, seq int64) wire.Event {
 }
 
 func requestEnd(startID string, seq int64) wire.Event {
-	return committed(newEventID(), eventSpanModelRequestEnd, seq, fmt.Sprintf(`{"model_request_start_id":%q,"is_error":true}`, startID))
+	return committed(newEventID(), wire.EventSpanModelRequestEnd, seq, fmt.Sprintf(`{"model_request_start_id":%q,"is_error":true}`, startID))
 }
 
 func TestPreviewFilter(t *testing.T) {
@@ -156,7 +156,7 @@ func TestPreviewFilter(t *testing.T) {
 			wanted: both,
 			steps: []filterStep{
 				admit(msgStart("m1")),
-				commit(committed(newEventID(), eventSpanModelRequestEnd, 9, `{}`)),
+				commit(committed(newEventID(), wire.EventSpanModelRequestEnd, 9, `{}`)),
 				drop(delta("m1", 1)),
 				admit(msgStart("m2")),
 			},

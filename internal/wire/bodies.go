@@ -6,22 +6,22 @@ import (
 )
 
 // The log is the only state, so the bodies below are the data model: every package that
-// writes or reads an event body uses these types (API.md §5.3, §5.5, §8.1 and §17 give the
-// fields). Writing marshals them; reading is lenient (unknown fields are ignored), because a
-// field added later must not make old code fail on new events. ContentBlock decodes strictly
-// on its own, which is fine for bodies this server wrote.
+// writes or reads an event body uses these types (API.md §5.2, §5.3, §5.5, §8.2 and §17 give
+// the fields), encodes with EncodeBody and decodes with DecodeBody. Reading is lenient
+// (unknown fields are ignored), because a field added later must not make old code fail on
+// new events. ContentBlock decodes strictly on its own, which is fine for bodies this server
+// wrote.
+//
+// The tags are the compatibility contract with logs already written: which keys are always
+// present (null included) and which are omitted. Bodies of client events list their fields in
+// key order because they used to be written from a map, and the POST echo returns the body as
+// written.
+//
+// Events without fields (session.status_running, _rescheduled, _terminated, session.deleted,
+// agent.thinking, span.model_request_start, user.interrupt without a thread) are written as
+// EmptyBody.
 
-// More event types of the lifecycle and spans (API.md §5).
-const (
-	EventSessionThreadStatusRunning     = "session.thread_status_running"
-	EventSessionThreadStatusIdle        = "session.thread_status_idle"
-	EventSessionThreadStatusRescheduled = "session.thread_status_rescheduled"
-	EventSessionThreadStatusTerminated  = "session.thread_status_terminated"
-	EventSpanModelRequestStart          = "span.model_request_start"
-	EventSpanModelRequestEnd            = "span.model_request_end"
-)
-
-// Stop reasons of session.status_idle (API.md §8.1).
+// Stop reasons of session.status_idle and session.thread_status_idle (API.md §8.2).
 const (
 	StopEndTurn          = "end_turn"
 	StopRequiresAction   = "requires_action"
@@ -45,7 +45,7 @@ const (
 )
 
 // Tool permission evaluation (API.md §5.3): evaluated_permission of agent.tool_use and the
-// result of user.tool_confirmation.
+// result of user.tool_confirmation (allow or deny only).
 const (
 	PermissionResultAllow = "allow"
 	PermissionResultAsk   = "ask"
@@ -59,26 +59,34 @@ type TextBlock struct {
 }
 
 // NewTextBlocks is content of one text block.
-func NewTextBlocks(text string) []TextBlock { return []TextBlock{{Type: "text", Text: text}} }
+func NewTextBlocks(text string) []TextBlock {
+	return []TextBlock{{Type: ContentTypeText, Text: text}}
+}
 
-// MessageBody is user.message, agent.message and agent.thinking as read: content blocks.
+// MessageBody is user.message (written and read) and agent.message as read: content blocks.
 type MessageBody struct {
 	Content []ContentBlock `json:"content"`
 }
 
-// AgentMessageBody is agent.message (and agent.thinking) as the server writes it.
+// AgentMessageBody is agent.message as the server writes it: text blocks only.
 type AgentMessageBody struct {
 	Content []TextBlock `json:"content"`
 }
 
-// Evaluation is the permission policy that decided a call.
+// UserInterruptBody is user.interrupt; without a thread id it interrupts every thread and the
+// body is {}.
+type UserInterruptBody struct {
+	SessionThreadID *string `json:"session_thread_id,omitempty"`
+}
+
+// Evaluation is the permission policy that decided a call (a PermissionPolicy value).
 type Evaluation struct {
 	Type string `json:"type"`
 }
 
 // ToolUseBody is agent.tool_use and agent.mcp_tool_use (MCPServerName is written on MCP
 // ones only), and reads agent.custom_tool_use too. Evaluation is absent when the call was
-// refused before any policy applied.
+// refused before any policy applied. SessionThreadID is null in single-agent sessions.
 type ToolUseBody struct {
 	Name                string          `json:"name"`
 	Input               json.RawMessage `json:"input"`
@@ -102,6 +110,32 @@ type ToolResultBody struct {
 	IsError   bool        `json:"is_error"`
 }
 
+// MCPToolResultBody is agent.mcp_tool_result.
+type MCPToolResultBody struct {
+	MCPToolUseID string         `json:"mcp_tool_use_id"`
+	Content      []ContentBlock `json:"content"`
+	IsError      bool           `json:"is_error"`
+}
+
+// UserCustomToolResultBody is user.custom_tool_result as the server stores it: content and
+// is_error only when the client sent them (an empty content list stays an empty list), and
+// session_thread_id always (null in single-agent sessions).
+type UserCustomToolResultBody struct {
+	Content         []ContentBlock `json:"content,omitzero"`
+	CustomToolUseID string         `json:"custom_tool_use_id"`
+	IsError         *bool          `json:"is_error,omitempty"`
+	SessionThreadID *string        `json:"session_thread_id"`
+}
+
+// UserToolResultBody is user.tool_result (self-hosted environments) with the rules of
+// UserCustomToolResultBody.
+type UserToolResultBody struct {
+	Content         []ContentBlock `json:"content,omitzero"`
+	IsError         *bool          `json:"is_error,omitempty"`
+	SessionThreadID *string        `json:"session_thread_id"`
+	ToolUseID       string         `json:"tool_use_id"`
+}
+
 // ResultBody reads every event that answers a tool call with content: agent.tool_result,
 // agent.mcp_tool_result, user.tool_result and user.custom_tool_result.
 type ResultBody struct {
@@ -123,12 +157,13 @@ func (r ResultBody) Target() string {
 	return r.CustomToolUseID
 }
 
-// ToolConfirmationBody is user.tool_confirmation.
+// ToolConfirmationBody is user.tool_confirmation. DenyMessage is written only with a deny;
+// SessionThreadID always (null in single-agent sessions, API.md §17).
 type ToolConfirmationBody struct {
-	ToolUseID       string  `json:"tool_use_id"`
-	Result          string  `json:"result"`
 	DenyMessage     *string `json:"deny_message,omitempty"`
-	SessionThreadID *string `json:"session_thread_id,omitempty"`
+	Result          string  `json:"result"`
+	SessionThreadID *string `json:"session_thread_id"`
+	ToolUseID       string  `json:"tool_use_id"`
 }
 
 // ModelUsage is the usage one model request reports on span.model_request_end.
@@ -162,6 +197,18 @@ type SessionError struct {
 // SessionErrorBody is session.error.
 type SessionErrorBody struct {
 	Error SessionError `json:"error"`
+}
+
+// NewSessionErrorBody is session.error of type typ with retry status retry.
+func NewSessionErrorBody(typ, message, retry string) SessionErrorBody {
+	return SessionErrorBody{Error: SessionError{Type: typ, Message: message, RetryStatus: RetryStatus{Type: retry}}}
+}
+
+// EndsTurn reports whether the error closes the turn it happened in: the round cap, or
+// retries given up on (exhausted, or terminal for the session).
+func (b SessionErrorBody) EndsTurn() bool {
+	rs := b.Error.RetryStatus.Type
+	return b.Error.Type == SessionErrorToolUseLimitReached || rs == RetryStatusExhausted || rs == RetryStatusTerminal
 }
 
 // StopReason is why a turn stopped; EventIDs names the calls a requires_action stop waits on.
@@ -204,7 +251,21 @@ type SessionUsageBody struct {
 	Budget json.RawMessage `json:"budget"`
 }
 
-// EmptyBody is the body of events without fields (session.status_running, …).
+// SessionUpdatedBody is session.updated: only the fields that changed. A cleared title is
+// written as null; metadata is the full bag; agent the full snapshot.
+type SessionUpdatedBody struct {
+	Agent    *SessionAgent    `json:"agent,omitempty"`
+	Metadata Metadata         `json:"metadata,omitzero"`
+	Title    Nullable[string] `json:"title,omitzero"`
+}
+
+// Changed reports whether any field is set.
+func (b SessionUpdatedBody) Changed() bool {
+	return b.Agent != nil || b.Metadata != nil || b.Title.Set
+}
+
+// EmptyBody is the body of events without fields (session.status_running, …). It is shared:
+// never modify it.
 var EmptyBody = json.RawMessage(`{}`)
 
 // null is the JSON null every "always null" field above marshals as.
@@ -215,13 +276,24 @@ func NewStatusIdleBody(reason StopReason) StatusIdleBody {
 	return StatusIdleBody{StopReason: reason, StopDetails: null}
 }
 
+// NewThreadStatusBody is a thread status event's body without a stop reason (_running,
+// _rescheduled, _terminated).
+func NewThreadStatusBody(threadID, agentName string) ThreadStatusBody {
+	return ThreadStatusBody{SessionThreadID: threadID, AgentName: agentName}
+}
+
+// NewThreadIdleBody is session.thread_status_idle for reason; stop_details is null.
+func NewThreadIdleBody(threadID, agentName string, reason StopReason) ThreadStatusBody {
+	return ThreadStatusBody{SessionThreadID: threadID, AgentName: agentName, StopReason: &reason, StopDetails: null}
+}
+
 // NewSessionUsageBody is session.usage for u.
 func NewSessionUsageBody(u Usage) SessionUsageBody {
 	return SessionUsageBody{Usage: u, Budget: null}
 }
 
 // DecodeBody reads an event's body as T; an empty body reads as T's zero value. The error
-// names the event.
+// names the event's type and id.
 func DecodeBody[T any](ev Event) (T, error) {
 	var v T
 	if len(ev.Body) == 0 {
@@ -233,8 +305,9 @@ func DecodeBody[T any](ev Event) (T, error) {
 	return v, nil
 }
 
-// EncodeBody writes an event body. Bodies are plain structs of strings, numbers, slices and
-// raw JSON, so an error means a raw field holds invalid JSON: it is returned, never panicked on.
+// EncodeBody writes an event body of type typ. Bodies are plain structs of strings, numbers,
+// slices and raw JSON, so an error means a raw field holds invalid JSON: it is returned,
+// never panicked on.
 func EncodeBody(typ string, body any) (json.RawMessage, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {

@@ -17,6 +17,36 @@ type ContentBlock struct {
 	Citations json.RawMessage `json:"citations,omitempty"`
 }
 
+// Content block types (API.md §5.1).
+const (
+	ContentTypeText         = "text"
+	ContentTypeImage        = "image"
+	ContentTypeDocument     = "document"
+	ContentTypeSearchResult = "search_result"
+	ContentTypeRedacted     = "redacted"
+)
+
+// TextSource reads the source of a document block: its data when it is a text source.
+func (c ContentBlock) TextSource() (string, bool) {
+	var s BlockSource
+	if json.Unmarshal(c.Source, &s) != nil || s.Type != "text" {
+		return "", false
+	}
+	if s.Data == nil {
+		return "", true
+	}
+	return *s.Data, true
+}
+
+// SourceURL reads the source of a search_result block, a URL string ("" if it is not one).
+func (c ContentBlock) SourceURL() string {
+	var u string
+	if json.Unmarshal(c.Source, &u) != nil {
+		return ""
+	}
+	return u
+}
+
 // UnmarshalJSON rejects unknown fields.
 func (c *ContentBlock) UnmarshalJSON(b []byte) error {
 	type plain ContentBlock
@@ -30,8 +60,8 @@ func (c *ContentBlock) UnmarshalJSON(b []byte) error {
 
 // Block sets allowed in each place (API.md §5.1).
 var (
-	UserMessageBlocks = map[string]bool{"text": true, "image": true, "document": true, "redacted": true}
-	ToolResultBlocks  = map[string]bool{"text": true, "image": true, "document": true, "search_result": true}
+	UserMessageBlocks = map[string]bool{ContentTypeText: true, ContentTypeImage: true, ContentTypeDocument: true, ContentTypeRedacted: true}
+	ToolResultBlocks  = map[string]bool{ContentTypeText: true, ContentTypeImage: true, ContentTypeDocument: true, ContentTypeSearchResult: true}
 )
 
 // ValidateContent checks each block's required fields for its type and that the type is
@@ -59,25 +89,25 @@ func (b ContentBlock) validate(f string) error {
 		return nil
 	}
 	switch b.Type {
-	case "text":
+	case ContentTypeText:
 		if b.Text == nil {
 			return fmt.Errorf("%s.text: is required", f)
 		}
 		return only(b.Source == nil, b.Title == nil, b.Context == nil, b.Content == nil, b.Citations == nil)
-	case "image":
+	case ContentTypeImage:
 		if err := validateSource(f+".source", b.Source, "base64", "url", "file"); err != nil {
 			return err
 		}
 		return only(b.Text == nil, b.Title == nil, b.Context == nil, b.Content == nil, b.Citations == nil)
-	case "document":
+	case ContentTypeDocument:
 		if err := validateSource(f+".source", b.Source, "base64", "text", "url", "file"); err != nil {
 			return err
 		}
 		return only(b.Text == nil, b.Content == nil, b.Citations == nil)
-	case "redacted":
+	case ContentTypeRedacted:
 		// Content withheld by policy carries nothing but its type.
 		return only(b.Text == nil, b.Source == nil, b.Title == nil, b.Context == nil, b.Content == nil, b.Citations == nil)
-	case "search_result":
+	case ContentTypeSearchResult:
 		var src string
 		if err := json.Unmarshal(b.Source, &src); err != nil || src == "" {
 			return fmt.Errorf("%s.source: must be a URL string", f)
@@ -85,7 +115,7 @@ func (b ContentBlock) validate(f string) error {
 		if b.Title == nil {
 			return fmt.Errorf("%s.title: is required", f)
 		}
-		if err := ValidateContent(f+".content", b.Content, map[string]bool{"text": true}); err != nil {
+		if err := ValidateContent(f+".content", b.Content, map[string]bool{ContentTypeText: true}); err != nil {
 			return err
 		}
 		return only(b.Text == nil, b.Context == nil)
@@ -93,7 +123,8 @@ func (b ContentBlock) validate(f string) error {
 	return fmt.Errorf("%s.type: unknown content block type %q", f, b.Type)
 }
 
-type blockSource struct {
+// BlockSource is the source object of an image or document block.
+type BlockSource struct {
 	Type      string  `json:"type"`
 	MediaType *string `json:"media_type"`
 	Data      *string `json:"data"`
@@ -105,7 +136,7 @@ func validateSource(f string, raw json.RawMessage, kinds ...string) error {
 	if len(raw) == 0 {
 		return fmt.Errorf("%s: is required", f)
 	}
-	var s blockSource
+	var s BlockSource
 	if err := DecodeStrict(raw, &s); err != nil {
 		return fmt.Errorf("%s: %w", f, err)
 	}

@@ -48,7 +48,7 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	b.Write(enc)
 }
 
-// Event types (API.md §5).
+// Event types (API.md §5). No other package spells an event type.
 const (
 	EventUserMessage          = "user.message"
 	EventUserInterrupt        = "user.interrupt"
@@ -58,37 +58,60 @@ const (
 	EventUserDefineOutcome    = "user.define_outcome"
 	EventSystemMessage        = "system.message"
 
-	EventAgentMessage       = "agent.message"
-	EventAgentThinking      = "agent.thinking"
-	EventAgentToolUse       = "agent.tool_use"
-	EventAgentToolResult    = "agent.tool_result"
-	EventAgentMCPToolUse    = "agent.mcp_tool_use"
-	EventAgentMCPToolResult = "agent.mcp_tool_result"
-	EventAgentCustomToolUse = "agent.custom_tool_use"
+	EventAgentMessage                = "agent.message"
+	EventAgentThinking               = "agent.thinking"
+	EventAgentToolUse                = "agent.tool_use"
+	EventAgentToolResult             = "agent.tool_result"
+	EventAgentMCPToolUse             = "agent.mcp_tool_use"
+	EventAgentMCPToolResult          = "agent.mcp_tool_result"
+	EventAgentCustomToolUse          = "agent.custom_tool_use"
+	EventAgentThreadMessageSent      = "agent.thread_message_sent"
+	EventAgentThreadMessageReceived  = "agent.thread_message_received"
+	EventAgentThreadContextCompacted = "agent.thread_context_compacted"
 
-	EventSessionStatusRunning     = "session.status_running"
-	EventSessionStatusIdle        = "session.status_idle"
-	EventSessionStatusRescheduled = "session.status_rescheduled"
-	EventSessionStatusTerminated  = "session.status_terminated"
-	EventSessionError             = "session.error"
-	EventSessionUpdated           = "session.updated"
-	EventSessionUsage             = "session.usage"
-	EventSessionDeleted           = "session.deleted"
+	EventSessionStatusRunning           = "session.status_running"
+	EventSessionStatusIdle              = "session.status_idle"
+	EventSessionStatusRescheduled       = "session.status_rescheduled"
+	EventSessionStatusTerminated        = "session.status_terminated"
+	EventSessionError                   = "session.error"
+	EventSessionUpdated                 = "session.updated"
+	EventSessionUsage                   = "session.usage"
+	EventSessionDeleted                 = "session.deleted"
+	EventSessionThreadCreated           = "session.thread_created"
+	EventSessionThreadStatusRunning     = "session.thread_status_running"
+	EventSessionThreadStatusIdle        = "session.thread_status_idle"
+	EventSessionThreadStatusRescheduled = "session.thread_status_rescheduled"
+	EventSessionThreadStatusTerminated  = "session.thread_status_terminated"
+
+	EventSpanModelRequestStart        = "span.model_request_start"
+	EventSpanModelRequestEnd          = "span.model_request_end"
+	EventSpanOutcomeEvaluationStart   = "span.outcome_evaluation_start"
+	EventSpanOutcomeEvaluationOngoing = "span.outcome_evaluation_ongoing"
+	EventSpanOutcomeEvaluationEnd     = "span.outcome_evaluation_end"
+
+	EventWorkflowRunCreated       = "workflow_run.created"
+	EventWorkflowRunStatusRunning = "workflow_run.status_running"
+	EventWorkflowRunStatusIdle    = "workflow_run.status_idle"
+	EventWorkflowRunStatusEnded   = "workflow_run.status_ended"
+	EventWorkflowRunError         = "workflow_run.error"
+	EventWorkflowRunPhaseStarted  = "workflow_run.phase_started"
+	EventWorkflowRunPhaseEnded    = "workflow_run.phase_ended"
 )
 
-// EventTypes is the complete filter enum of GET …/events `types[]` (API.md §5.3).
+// EventTypes is the complete filter enum of GET …/events `types[]` (API.md §5.3), in the
+// SDK's order. session.deleted is in the event unions but not in this enum.
 var EventTypes = []string{
-	"user.message", "user.interrupt", "user.tool_confirmation", "user.custom_tool_result",
-	"agent.custom_tool_use", "agent.message", "agent.thinking", "agent.mcp_tool_use",
-	"agent.mcp_tool_result", "agent.tool_use", "agent.tool_result", "agent.thread_message_received",
-	"agent.thread_message_sent", "agent.thread_context_compacted", "session.error",
-	"session.status_rescheduled", "session.status_running", "session.status_idle",
-	"session.status_terminated", "session.thread_created", "span.outcome_evaluation_start",
-	"span.outcome_evaluation_end", "span.model_request_start", "span.model_request_end",
-	"span.outcome_evaluation_ongoing", "user.define_outcome", "session.thread_status_running",
-	"session.thread_status_idle", "session.thread_status_terminated", "user.tool_result",
-	"session.thread_status_rescheduled", "session.updated", "system.message", "session.usage",
-	"workflow_run.created", "workflow_run.status_running", "workflow_run.status_idle",
-	"workflow_run.status_ended", "workflow_run.error", "workflow_run.phase_started",
-	"workflow_run.phase_ended",
+	EventUserMessage, EventUserInterrupt, EventUserToolConfirmation, EventUserCustomToolResult,
+	EventAgentCustomToolUse, EventAgentMessage, EventAgentThinking, EventAgentMCPToolUse,
+	EventAgentMCPToolResult, EventAgentToolUse, EventAgentToolResult, EventAgentThreadMessageReceived,
+	EventAgentThreadMessageSent, EventAgentThreadContextCompacted, EventSessionError,
+	EventSessionStatusRescheduled, EventSessionStatusRunning, EventSessionStatusIdle,
+	EventSessionStatusTerminated, EventSessionThreadCreated, EventSpanOutcomeEvaluationStart,
+	EventSpanOutcomeEvaluationEnd, EventSpanModelRequestStart, EventSpanModelRequestEnd,
+	EventSpanOutcomeEvaluationOngoing, EventUserDefineOutcome, EventSessionThreadStatusRunning,
+	EventSessionThreadStatusIdle, EventSessionThreadStatusTerminated, EventUserToolResult,
+	EventSessionThreadStatusRescheduled, EventSessionUpdated, EventSystemMessage, EventSessionUsage,
+	EventWorkflowRunCreated, EventWorkflowRunStatusRunning, EventWorkflowRunStatusIdle,
+	EventWorkflowRunStatusEnded, EventWorkflowRunError, EventWorkflowRunPhaseStarted,
+	EventWorkflowRunPhaseEnded,
 }
