@@ -2,7 +2,6 @@ package sandbox_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,66 +13,9 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
+	"github.com/managed-agents/managed-agents/internal/sandbox/sandboxtest"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
-
-// memBindings is an in-memory BindingStore that records what was written, in order.
-type memBindings struct {
-	mu     sync.Mutex
-	rows   map[string]sandbox.Binding
-	writes []string
-}
-
-func newMemBindings() *memBindings { return &memBindings{rows: map[string]sandbox.Binding{}} }
-
-func (m *memBindings) Binding(_ context.Context, sessionID string) (sandbox.Binding, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, ok := m.rows[sessionID]
-	if !ok {
-		return sandbox.Binding{}, sandbox.ErrNoBinding
-	}
-	return b, nil
-}
-
-func (m *memBindings) InsertBinding(_ context.Context, b sandbox.Binding) (sandbox.Binding, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.rows[b.SessionID]; ok {
-		return old, nil
-	}
-	m.rows[b.SessionID] = b
-	m.writes = append(m.writes, "insert "+b.State)
-	return b, nil
-}
-
-func (m *memBindings) MarkReady(_ context.Context, sessionID string, ref sandbox.Ref) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, ok := m.rows[sessionID]
-	if !ok {
-		return errors.New("no binding to mark ready")
-	}
-	b.Ref, b.State = ref, sandbox.BindingReady
-	m.rows[sessionID] = b
-	m.writes = append(m.writes, "ready")
-	return nil
-}
-
-func (m *memBindings) DeleteBinding(_ context.Context, sessionID string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.rows, sessionID)
-	m.writes = append(m.writes, "delete")
-	return nil
-}
-
-func (m *memBindings) get(t *testing.T, sessionID string) sandbox.Binding {
-	t.Helper()
-	b, err := m.Binding(t.Context(), sessionID)
-	require.NoError(t, err)
-	return b
-}
 
 // specs builds every session's spec from one environment.
 type specs struct{ env wire.EnvironmentConfig }
@@ -123,14 +65,14 @@ func sandboxesUnder(t *testing.T, root string) int {
 type fixture struct {
 	root     string
 	provider *flaky
-	bindings *memBindings
+	bindings *sandboxtest.Bindings
 	manager  *sandbox.Manager
 }
 
 func newFixture(t *testing.T, opts ...sandbox.ManagerOption) *fixture {
 	t.Helper()
 	root := t.TempDir()
-	f := &fixture{root: root, provider: &flaky{Provider: local.New(root)}, bindings: newMemBindings()}
+	f := &fixture{root: root, provider: &flaky{Provider: local.New(root)}, bindings: sandboxtest.NewBindings()}
 	reg, err := sandbox.NewRegistry(f.provider)
 	require.NoError(t, err)
 	f.manager = sandbox.NewManager(reg, f.bindings, specs{}, opts...)
@@ -142,7 +84,7 @@ func TestAcquireWritesAPendingBindingBeforeCreating(t *testing.T) {
 	f := newFixture(t)
 	const session = "sesn_pending"
 	f.provider.beforeMake = func(spec sandbox.Spec) {
-		b := f.bindings.get(t, session)
+		b := get(t, f.bindings, session)
 		require.Equal(t, sandbox.BindingPending, b.State, "the binding exists before the sandbox")
 		require.Equal(t, spec.Name, b.Name, "under the name Create is idempotent on")
 		require.Equal(t, local.Name, b.Ref.Provider)
@@ -152,12 +94,12 @@ func TestAcquireWritesAPendingBindingBeforeCreating(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, sb.WriteFile(t.Context(), "a.txt", []byte("a")))
 
-	b := f.bindings.get(t, session)
+	b := get(t, f.bindings, session)
 	require.Equal(t, sandbox.BindingReady, b.State)
 	require.NotEmpty(t, b.Ref.ExternalID)
 	require.Equal(t, sandbox.NameFor(session), b.Name)
 	require.Equal(t, sandbox.SpecFor(session, wire.EnvironmentConfig{}).Hash(), b.SpecHash)
-	require.Equal(t, []string{"insert pending", "ready"}, f.bindings.writes)
+	require.Equal(t, []string{"insert pending", "ready"}, f.bindings.Writes())
 
 	// Later runs reuse it, and so does a restarted worker (a new manager, nothing cached).
 	again, err := f.manager.Acquire(t.Context(), session)
@@ -189,7 +131,7 @@ func TestACreateThatFailedAfterThePendingWriteIsAdoptedOnRetry(t *testing.T) {
 	for range 2 {
 		_, err := f.manager.Acquire(t.Context(), session)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.Equal(t, sandbox.BindingPending, f.bindings.get(t, session).State)
+		require.Equal(t, sandbox.BindingPending, get(t, f.bindings, session).State)
 		bound, err := f.manager.Bound(t.Context(), session)
 		require.NoError(t, err)
 		require.False(t, bound, "a pending binding still needs acquiring")
@@ -199,7 +141,7 @@ func TestACreateThatFailedAfterThePendingWriteIsAdoptedOnRetry(t *testing.T) {
 	require.NotNil(t, sb)
 	require.Equal(t, 3, f.provider.creates)
 	require.Equal(t, 1, sandboxesUnder(t, f.root), "the retries adopted the first attempt's sandbox")
-	require.Equal(t, []string{"insert pending", "ready"}, f.bindings.writes)
+	require.Equal(t, []string{"insert pending", "ready"}, f.bindings.Writes())
 }
 
 func TestTeardown(t *testing.T) {
@@ -241,7 +183,7 @@ func TestTeardown(t *testing.T) {
 		require.ErrorContains(t, err, "this deployment runs local")
 		_, err = f.manager.Sandbox(t.Context(), "sesn_1")
 		require.ErrorIs(t, err, sandbox.ErrUnknownProvider)
-		f.bindings.get(t, "sesn_1") // the binding stays: the sandbox was not destroyed
+		get(t, f.bindings, "sesn_1") // the binding stays: the sandbox was not destroyed
 	})
 }
 
@@ -252,7 +194,7 @@ func TestAGoneSandboxIsDroppedFromTheCacheAndNeverReplaced(t *testing.T) {
 	sb, err := f.manager.Acquire(ctx, "sesn_gone")
 	require.NoError(t, err)
 	require.Equal(t, 1, f.manager.CachedClients())
-	require.NoError(t, f.provider.Destroy(ctx, f.bindings.get(t, "sesn_gone").Ref))
+	require.NoError(t, f.provider.Destroy(ctx, get(t, f.bindings, "sesn_gone").Ref))
 
 	_, err = sb.ReadFile(ctx, "x")
 	require.ErrorIs(t, err, sandbox.ErrGone)
@@ -286,7 +228,7 @@ func TestATransportErrorDropsTheCachedClient(t *testing.T) {
 	root := t.TempDir()
 	reg, err := sandbox.NewRegistry(unreachableProvider{local.New(root)})
 	require.NoError(t, err)
-	m := sandbox.NewManager(reg, newMemBindings(), specs{})
+	m := sandbox.NewManager(reg, sandboxtest.NewBindings(), specs{})
 	sb, err := m.Acquire(t.Context(), "sesn_net")
 	require.NoError(t, err)
 	require.Equal(t, 1, m.CachedClients())
@@ -339,4 +281,11 @@ func TestCachedClientsKeepTheirCapabilities(t *testing.T) {
 	res, err := sb.(sandbox.FileSearcher).FindFiles(t.Context(), sandbox.FindRequest{Pattern: "**"})
 	require.NoError(t, err)
 	require.Equal(t, []string{filepath.Join("d", "f.txt")}, res.Paths)
+}
+
+func get(t *testing.T, b *sandboxtest.Bindings, sessionID string) sandbox.Binding {
+	t.Helper()
+	got, err := b.Binding(t.Context(), sessionID)
+	require.NoError(t, err)
+	return got
 }
