@@ -9,8 +9,12 @@
 // file. Use it with the fake model or trusted agents only; the docker and kubernetes
 // providers are the isolating ones (DESIGN.md §2, §6).
 //
-// The package imports only the sandbox interfaces; it must never import runtime, store,
-// httpapi, workflow, Temporal or Kubernetes packages.
+// Create is idempotent on the spec's name: the session directory is named after it, so a
+// retried create adopts the directory an earlier attempt made. Workspaces offer the
+// sandbox.FileSearcher capability (glob and grep in one call).
+//
+// The package imports only the sandbox interfaces; it must never import agent, store,
+// httpapi, durable, Temporal or Kubernetes packages.
 package local
 
 import (
