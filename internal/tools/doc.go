@@ -5,5 +5,5 @@
 // per file), with the same results either way. tools/toolstest is the suite every provider
 // runs, both ways; tools/config parses, validates and resolves tool configuration.
 //
-// It imports sandbox and wire; never agent, store, turns, durable, Temporal or Kubernetes.
+// It imports sandbox, wire and tools/config; never agent, store, turns, durable, Temporal or Kubernetes.
 package tools
