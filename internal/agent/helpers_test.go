@@ -194,7 +194,7 @@ func newLocalSandbox(t testing.TB) *countingSandbox {
 	t.Helper()
 	ctx := context.Background()
 	p := local.New(t.TempDir())
-	ref, err := p.Create(ctx, sandbox.Spec{SessionID: "sesn_test"})
+	ref, err := p.Create(ctx, sandbox.Spec{Name: sandbox.NameFor("sesn_test"), SessionID: "sesn_test"})
 	require.NoError(t, err)
 	sb, err := p.Attach(ctx, ref)
 	require.NoError(t, err)

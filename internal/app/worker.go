@@ -54,6 +54,17 @@ func NewModel(c Config) (model.Client, error) {
 	return nil, fmt.Errorf("MANAGED_AGENT_MODEL=%q: must be fake or anthropic", c.Model)
 }
 
+// NewSandboxRegistry builds the deployment's sandbox providers: the one the configuration
+// names (local by default) creates new sandboxes; teardown and attach reach a stored
+// reference through the provider it names.
+func NewSandboxRegistry(c Config) (*sandbox.Registry, error) {
+	p, err := NewSandboxProvider(c)
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.NewRegistry(p)
+}
+
 // NewSandboxProvider builds the sandbox provider the configuration names (local by default).
 func NewSandboxProvider(c Config) (sandbox.Provider, error) {
 	switch c.Sandbox {
@@ -100,7 +111,7 @@ func StartWorker(c Config, tc client.Client, st *store.Store, previews stream.Hu
 	if err != nil {
 		return nil, err
 	}
-	provider, err := NewSandboxProvider(c)
+	registry, err := NewSandboxRegistry(c)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +119,7 @@ func StartWorker(c Config, tc client.Client, st *store.Store, previews stream.Hu
 	acts := &durable.Activities{
 		Turns:     engine,
 		Core:      agent.NewCore(m, agent.WithLogger(logger)),
-		Sandboxes: provider,
+		Sandboxes: sandbox.NewManager(registry, engine.Sandboxes(), engine.Sandboxes(), sandbox.WithLogger(logger)),
 		Previews:  previews,
 		Logger:    logger,
 	}

@@ -2,12 +2,8 @@ package durable
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -26,6 +22,10 @@ import (
 const (
 	errTypeSessionGone = "SessionGone"
 	errTypeModel       = "ModelError"
+	// Permanent sandbox failures: retrying cannot bring a destroyed sandbox back or make an
+	// unknown provider appear.
+	errTypeSandboxGone     = "SandboxGone"
+	errTypeSandboxProvider = "SandboxProvider"
 )
 
 // Plan is what Advance, and every step after its own work, answers: small, so workflow
@@ -74,15 +74,13 @@ func (f ModelFailure) err() error {
 
 // Activities are the steps of a session's turn. Each is idempotent against the event log.
 type Activities struct {
-	Turns     *turns.Service
-	Core      *agent.Core
-	Sandboxes sandbox.Provider
+	Turns *turns.Service
+	Core  *agent.Core
+	// Sandboxes owns the sessions' sandboxes: acquisition, reuse, re-attachment, teardown.
+	Sandboxes *sandbox.Manager
 	// Previews carries token previews to API processes; nil sends none.
 	Previews stream.Hub
 	Logger   *slog.Logger
-
-	mu       sync.Mutex
-	attached map[string]sandbox.Sandbox // live clients; the binding row is the truth
 }
 
 // Advance does the lifecycle bookkeeping and returns the next step. The workflow runs it only
@@ -120,23 +118,10 @@ func (a *Activities) executePlan(ctx context.Context, sessionID string, calls []
 	return p, nil
 }
 
-// hasSandbox reports whether the session has a sandbox binding. A binding is only removed
-// when the session is deleted, so a sandbox this worker has attached is proof enough.
+// hasSandbox reports whether the session has a ready sandbox binding (a pending one still
+// needs AcquireSandbox to finish it).
 func (a *Activities) hasSandbox(ctx context.Context, sessionID string) (bool, error) {
-	a.mu.Lock()
-	_, ok := a.attached[sessionID]
-	a.mu.Unlock()
-	if ok {
-		return true, nil
-	}
-	_, err := a.Turns.SandboxRef(ctx, sessionID)
-	switch {
-	case errors.Is(err, turns.ErrNoBinding):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("look up sandbox binding: %w", err)
-	}
-	return true, nil
+	return a.Sandboxes.Bound(ctx, sessionID)
 }
 
 // ModelTurn makes one model call and returns the plan after it. Model errors come back as
@@ -244,28 +229,21 @@ func (a *Activities) Terminate(ctx context.Context, in TerminateInput) error {
 
 // AcquireSandbox makes sure the session has a sandbox: the stored binding if there is one
 // (attached again after a restart; a sandbox that is gone is an error, never silently
-// replaced), else a new one, bound in PostgreSQL before use.
+// replaced), else a new one, bound pending in PostgreSQL before it is created. It heartbeats:
+// a create may take minutes, and a retry after a lost attempt adopts what that attempt made.
 func (a *Activities) AcquireSandbox(ctx context.Context, sessionID string) error {
-	_, err := a.sandboxFor(ctx, sessionID, true)
-	return activityError(err)
+	stop := heartbeat(ctx)
+	defer stop()
+	_, err := a.Sandboxes.Acquire(ctx, sessionID)
+	return activityError(sandboxError(err))
 }
 
-// Teardown destroys the session's sandbox and removes its binding.
+// Teardown destroys the session's sandbox through the provider its binding names and
+// removes the binding.
 func (a *Activities) Teardown(ctx context.Context, sessionID string) error {
-	ref, err := a.Turns.SandboxRef(ctx, sessionID)
-	if errors.Is(err, turns.ErrNoBinding) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := a.Sandboxes.Destroy(ctx, ref); err != nil {
-		return fmt.Errorf("destroy sandbox %s: %w", ref.ExternalID, err)
-	}
-	a.mu.Lock()
-	delete(a.attached, sessionID)
-	a.mu.Unlock()
-	return a.Turns.UnbindSandbox(ctx, sessionID)
+	stop := heartbeat(ctx)
+	defer stop()
+	return sandboxError(a.Sandboxes.Teardown(ctx, sessionID))
 }
 
 func (a *Activities) input(sessionID string, turn turns.Turn) agent.Input {
@@ -274,67 +252,25 @@ func (a *Activities) input(sessionID string, turn turns.Turn) agent.Input {
 		History: turn.History,
 		Emitter: a.Turns.Emitter(sessionID),
 		Sandbox: agent.SandboxFunc(func(ctx context.Context) (sandbox.Sandbox, error) {
-			return a.sandboxFor(ctx, sessionID, false)
+			sb, err := a.Sandboxes.Sandbox(ctx, sessionID)
+			return sb, sandboxError(err)
 		}),
 	}
 }
 
-func (a *Activities) sandboxFor(ctx context.Context, sessionID string, create bool) (sandbox.Sandbox, error) {
-	a.mu.Lock()
-	sb, ok := a.attached[sessionID]
-	a.mu.Unlock()
-	if ok {
-		return sb, nil
-	}
-	ref, err := a.Turns.SandboxRef(ctx, sessionID)
+// sandboxError makes the permanent sandbox failures non-retryable, with their message: the
+// session ends with a session.error saying why, and a teardown fails instead of retrying
+// forever.
+func sandboxError(err error) error {
 	switch {
-	case errors.Is(err, turns.ErrNoBinding) && create:
-		if ref, err = a.createSandbox(ctx, sessionID); err != nil {
-			return nil, err
-		}
-	case errors.Is(err, turns.ErrNoBinding):
-		return nil, errors.New("the session has no sandbox yet")
-	case err != nil:
-		return nil, err
+	case err == nil:
+		return nil
+	case errors.Is(err, sandbox.ErrGone):
+		return temporal.NewNonRetryableApplicationError(err.Error(), errTypeSandboxGone, nil)
+	case errors.Is(err, sandbox.ErrUnknownProvider), errors.Is(err, sandbox.ErrForeignRef), errors.Is(err, sandbox.ErrInvalidRef):
+		return temporal.NewNonRetryableApplicationError(err.Error(), errTypeSandboxProvider, nil)
 	}
-	if ref.Provider != a.Sandboxes.Name() {
-		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("the session's sandbox belongs to provider %q but this worker runs %q", ref.Provider, a.Sandboxes.Name()), "SandboxProvider", nil)
-	}
-	sb, err = a.Sandboxes.Attach(ctx, ref)
-	if err != nil {
-		if errors.Is(err, sandbox.ErrGone) {
-			return nil, temporal.NewNonRetryableApplicationError("the session's sandbox no longer exists: "+err.Error(), "SandboxGone", nil)
-		}
-		return nil, fmt.Errorf("attach sandbox: %w", err)
-	}
-	a.mu.Lock()
-	if a.attached == nil {
-		a.attached = map[string]sandbox.Sandbox{}
-	}
-	a.attached[sessionID] = sb
-	a.mu.Unlock()
-	return sb, nil
-}
-
-func (a *Activities) createSandbox(ctx context.Context, sessionID string) (sandbox.Ref, error) {
-	spec := sandbox.Spec{SessionID: sessionID}
-	ref, err := a.Sandboxes.Create(ctx, spec)
-	if err != nil {
-		return sandbox.Ref{}, fmt.Errorf("create sandbox: %w", err)
-	}
-	sum := sha256.Sum256([]byte(spec.SessionID))
-	stored, bound, err := a.Turns.BindSandbox(ctx, sessionID, ref, hex.EncodeToString(sum[:8]))
-	if err != nil || !bound {
-		// Lost a race with another attempt, or the session is gone: ours is not used.
-		if derr := a.Sandboxes.Destroy(ctx, ref); derr != nil {
-			a.Logger.WarnContext(ctx, "destroy unused sandbox", "session_id", sessionID, "error", derr)
-		}
-	}
-	if err != nil {
-		return sandbox.Ref{}, err
-	}
-	return stored, nil
+	return err
 }
 
 // activityError marks errors the workflow must not retry. A non-retryable application error
@@ -351,12 +287,17 @@ func activityError(err error) error {
 	return err
 }
 
+// heartbeatInterval is how often a running activity records a heartbeat: a dead worker is
+// noticed within the heartbeat timeout, and an interrupt reaches a step within about this
+// long. Every one to two seconds keeps 1,000 concurrent steps at a few hundred RPCs a second.
+const heartbeatInterval = time.Second
+
 // heartbeat reports liveness while a step runs, so a dead worker is noticed within the
 // heartbeat timeout and cancellation (interrupts) reaches the step.
 func heartbeat(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
-		t := time.NewTicker(300 * time.Millisecond)
+		t := time.NewTicker(heartbeatInterval)
 		defer t.Stop()
 		for {
 			select {

@@ -274,7 +274,7 @@ func (s *sessionRun) executeTools(ctx workflow.Context, plan Plan) (*Plan, error
 		return nil, nil
 	}
 	if plan.NeedsSandbox {
-		if err := workflow.ExecuteActivity(ctx, acts.AcquireSandbox, s.p.SessionID).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, sandboxOptions), acts.AcquireSandbox, s.p.SessionID).Get(ctx, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -284,7 +284,7 @@ func (s *sessionRun) executeTools(ctx workflow.Context, plan Plan) (*Plan, error
 // TeardownWorkflow destroys a session's sandbox and removes its binding; the API runs it
 // before deleting the session row.
 func TeardownWorkflow(ctx workflow.Context, sessionID string) error {
-	ctx = workflow.WithActivityOptions(ctx, bookkeepingOptions)
+	ctx = workflow.WithActivityOptions(ctx, sandboxOptions)
 	return workflow.ExecuteActivity(ctx, acts.Teardown, sessionID).Get(ctx, nil)
 }
 
@@ -302,8 +302,17 @@ var (
 	advanceOptions     = workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retryForever}
 	stepOptions        = workflow.ActivityOptions{
 		StartToCloseTimeout: 15 * time.Minute,
-		HeartbeatTimeout:    2 * time.Second,
+		// A few heartbeat intervals: one late heartbeat must not fail a healthy step.
+		HeartbeatTimeout:    5 * time.Second,
 		WaitForCancellation: true,
+		RetryPolicy:         retryForever,
+	}
+	// sandboxOptions are for creating and destroying a sandbox: a provider may take minutes
+	// (pulling an image, scheduling a pod), so the timeout is long and liveness comes from
+	// heartbeats; a retry after a lost attempt adopts what it made (pending binding first).
+	sandboxOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute,
+		HeartbeatTimeout:    10 * time.Second,
 		RetryPolicy:         retryForever,
 	}
 )

@@ -221,7 +221,7 @@ func measureInProcess(b *testing.B, f *benchFixture, sessionID, text string) inP
 	turn, err := turns.New(f.e.api.Store, discardLogger()).LoadTurn(ctx, sessionID)
 	require.NoError(b, err)
 	p := local.New(b.TempDir())
-	ref, err := p.Create(ctx, sandbox.Spec{SessionID: "sesn_inprocess"})
+	ref, err := p.Create(ctx, sandbox.Spec{Name: sandbox.NameFor("sesn_inprocess"), SessionID: "sesn_inprocess"})
 	require.NoError(b, err)
 	sb, err := p.Attach(ctx, ref)
 	require.NoError(b, err)

@@ -1,11 +1,17 @@
 // Package sandbox defines where built-in tools run: a Provider creates, re-attaches and
 // destroys session-scoped sandboxes; a Sandbox runs commands and reads and writes files
-// confined to its workspace. Every built-in tool is written on these three operations only,
+// confined to its workspace, with optional capabilities (FileSearcher) a remote provider
+// offers to save round trips. Every built-in tool works on the three required operations,
 // so tools behave the same on every provider.
 //
-// Providers live in sub-packages (local, later docker, kube and remote services). This
-// package must never import runtime, store, httpapi, workflow, Temporal or Kubernetes
-// packages.
+// It also owns the sandbox lifecycle of a session: the Spec built from the session's
+// environment (SpecFor), the Registry of the deployment's providers, and the session-scoped
+// Manager that acquires (pending binding first, then an idempotent Create, then ready),
+// reuses, re-attaches and tears down a session's sandbox over a BindingStore it declares.
+//
+// Providers live in sub-packages (local, later docker, kube and remote services);
+// sandboxtest is the contract suite every provider runs. This package imports only wire; it
+// must never import agent, store, turns, httpapi, durable, Temporal or Kubernetes packages.
 package sandbox
 
 import (
@@ -14,13 +20,6 @@ import (
 	"time"
 )
 
-// Spec describes the sandbox a session needs.
-type Spec struct {
-	SessionID string
-	// Env is added to every command's environment (the environment's declared variables).
-	Env map[string]string
-}
-
 // Ref is the durable reference to a sandbox: what the database stores so a restarted worker
 // can Attach again.
 type Ref struct {
@@ -28,18 +27,37 @@ type Ref struct {
 	ExternalID string
 }
 
-// Provider manages sandboxes of one kind.
+// Provider manages sandboxes of one kind. sandboxtest.Run holds an implementation to this
+// contract.
 type Provider interface {
+	// Name is the provider name stored in every Ref it makes (the Registry key).
 	Name() string
+	// Create makes the sandbox spec describes, idempotent on spec.Name (required): a second
+	// Create with the same name returns the Ref of the sandbox the first one made, so a
+	// retried acquisition adopts what a lost attempt created instead of leaking it.
 	Create(ctx context.Context, spec Spec) (Ref, error)
-	// Attach returns a client for an existing sandbox; ErrGone if it no longer exists.
+	// Attach returns a client for an existing sandbox; ErrGone if it no longer exists,
+	// ErrForeignRef for a Ref of another provider, ErrInvalidRef for one this provider never
+	// made the shape of.
 	Attach(ctx context.Context, ref Ref) (Sandbox, error)
-	// Destroy removes the sandbox; destroying one already gone is not an error.
+	// Destroy removes the sandbox; destroying one already gone is not an error. Foreign and
+	// invalid references are refused like in Attach.
 	Destroy(ctx context.Context, ref Ref) error
 }
 
-// ErrGone means the sandbox behind a Ref no longer exists.
-var ErrGone = errors.New("sandbox no longer exists")
+// Errors of the provider contract.
+var (
+	// ErrGone means the sandbox behind a Ref no longer exists.
+	ErrGone = errors.New("sandbox no longer exists")
+	// ErrForeignRef is a Ref that names another provider.
+	ErrForeignRef = errors.New("sandbox reference belongs to another provider")
+	// ErrInvalidRef is a Ref whose external id this provider could never have made (a
+	// tampered or corrupted binding): refused before anything is touched.
+	ErrInvalidRef = errors.New("invalid sandbox reference")
+	// ErrUnavailable marks a transport failure talking to a sandbox (a remote provider wraps
+	// its network errors with it): the client may be stale, so the Manager drops it.
+	ErrUnavailable = errors.New("sandbox unreachable")
+)
 
 // ExecRequest is one command.
 type ExecRequest struct {

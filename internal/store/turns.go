@@ -105,43 +105,6 @@ func (q *Queries) DeliverEvents(ctx context.Context, sessionID string, eventIDs 
 	return q.notify(ctx, sessionID, last)
 }
 
-// Binding is a session's sandbox reference.
-type Binding struct {
-	SessionID  string
-	Provider   string
-	ExternalID string
-	SpecHash   string
-}
-
-// GetBinding returns a session's sandbox binding or ErrNotFound.
-func (q *Queries) GetBinding(ctx context.Context, sessionID string) (Binding, error) {
-	b := Binding{SessionID: sessionID}
-	err := q.db.QueryRow(ctx, `SELECT provider, external_id, spec_hash FROM sandbox_bindings WHERE session_id = $1`, sessionID).
-		Scan(&b.Provider, &b.ExternalID, &b.SpecHash)
-	if err != nil {
-		return Binding{}, fmt.Errorf("get sandbox binding: %w", classify(err))
-	}
-	return b, nil
-}
-
-// InsertBinding records a session's sandbox; a second binding for the session is ErrDuplicate.
-func (q *Queries) InsertBinding(ctx context.Context, b Binding) error {
-	_, err := q.db.Exec(ctx, `INSERT INTO sandbox_bindings (session_id, provider, external_id, spec_hash) VALUES ($1, $2, $3, $4)`,
-		b.SessionID, b.Provider, b.ExternalID, b.SpecHash)
-	if err != nil {
-		return fmt.Errorf("insert sandbox binding: %w", classify(err))
-	}
-	return nil
-}
-
-// DeleteBinding removes a session's binding (no error if there is none).
-func (q *Queries) DeleteBinding(ctx context.Context, sessionID string) error {
-	if _, err := q.db.Exec(ctx, `DELETE FROM sandbox_bindings WHERE session_id = $1`, sessionID); err != nil {
-		return fmt.Errorf("delete sandbox binding: %w", err)
-	}
-	return nil
-}
-
 // GetSessionByID returns a session by id alone, without locking.
 func (q *Queries) GetSessionByID(ctx context.Context, id string) (SessionRecord, error) {
 	r, err := scanSession(q.db.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions t WHERE t.id = $1`, id))

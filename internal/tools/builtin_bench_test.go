@@ -9,6 +9,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
 	"github.com/managed-agents/managed-agents/internal/tools"
+	"github.com/managed-agents/managed-agents/internal/tools/toolstest"
 )
 
 // BenchmarkBash measures one bash tool call on the local sandbox: decoding, the state-keeping
@@ -60,7 +61,7 @@ func benchSandbox(b *testing.B) sandbox.Sandbox {
 	b.Helper()
 	ctx := context.Background()
 	p := local.New(b.TempDir())
-	ref, err := p.Create(ctx, sandbox.Spec{SessionID: "bench"})
+	ref, err := p.Create(ctx, sandbox.Spec{Name: "bench", SessionID: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,4 +71,34 @@ func benchSandbox(b *testing.B) sandbox.Sandbox {
 		b.Fatal(err)
 	}
 	return sb
+}
+
+// BenchmarkGrep searches 500 files with the sandbox's FileSearcher and with the fallback
+// (one find, then one ReadFile per file): on a remote provider each of those is a round trip.
+func BenchmarkGrep(b *testing.B) {
+	ctx := context.Background()
+	input := json.RawMessage(`{"pattern":"needle \\d+"}`)
+	for _, way := range []struct {
+		name string
+		wrap func(sandbox.Sandbox) sandbox.Sandbox
+	}{
+		{"capability", func(sb sandbox.Sandbox) sandbox.Sandbox { return sb }},
+		{"fallback", toolstest.HideCapabilities},
+	} {
+		b.Run(way.name, func(b *testing.B) {
+			sb := benchSandbox(b)
+			for i := range 500 {
+				if err := sb.WriteFile(ctx, fmt.Sprintf("src/d%d/f%d.txt", i%10, i), []byte(fmt.Sprintf("hay\nneedle %d\nhay\n", i))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			sb = way.wrap(sb)
+			b.ReportAllocs()
+			for b.Loop() {
+				if res := tools.RunBuiltin(ctx, sb, "grep", input); res.IsError {
+					b.Fatal(res.Text)
+				}
+			}
+		})
+	}
 }

@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,10 +10,6 @@ import (
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
-
-// binarySniffLen is how much of a file is checked for NUL bytes to call it binary (what git
-// and grep do).
-const binarySniffLen = 8000
 
 type readInput struct {
 	FilePath  string  `json:"file_path"`
@@ -37,10 +32,10 @@ func runRead(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Resul
 	if err != nil {
 		return sandboxError(wire.ToolNameRead, in.FilePath, err)
 	}
-	if isBinary(data) {
+	if sandbox.IsBinary(data) {
 		return errorf("read: %q looks like a binary file (%d bytes); inspect it with bash (for example `xxd` or `file`)", in.FilePath, len(data))
 	}
-	lines := splitLines(string(data))
+	lines := sandbox.SplitLines(string(data))
 	first, last := 1, len(lines)
 	if in.ViewRange != nil {
 		var problem string
@@ -76,14 +71,6 @@ func lineRange(start, end int64, n int) (first, last int, problem string) {
 	return int(start), int(end), ""
 }
 
-// splitLines splits text into lines; a final newline does not start another line.
-func splitLines(text string) []string {
-	if text == "" {
-		return nil
-	}
-	return strings.Split(strings.TrimSuffix(text, "\n"), "\n")
-}
-
 func numberLines(lines []string, first int) string {
 	var b strings.Builder
 	for i, line := range lines {
@@ -97,10 +84,6 @@ func numberLines(lines []string, first int) string {
 		b.WriteString(line)
 	}
 	return b.String()
-}
-
-func isBinary(data []byte) bool {
-	return bytes.IndexByte(data[:min(len(data), binarySniffLen)], 0) >= 0
 }
 
 type writeInput struct {

@@ -15,7 +15,7 @@ import (
 
 // scriptedSandbox keeps files in a map and answers Exec by the kind of script: the bash
 // wrapper, the probe, or anything else. It tests the worker's side of the call records; the
-// conformance suite runs the scripts on real sandboxes.
+// tools suite (tools/toolstest) runs the scripts on real sandboxes.
 type scriptedSandbox struct {
 	mu    sync.Mutex
 	files map[string]string

@@ -19,14 +19,21 @@ import (
 
 // Limits of glob and grep.
 const (
-	maxGlobResults  = 1000
-	maxGrepMatches  = 1000
-	maxGrepFiles    = 20_000
-	maxGrepFileSize = 2 << 20
+	maxGlobResults = 1000
+	maxGrepMatches = 1000
+	maxGrepFiles   = 20_000
+	// maxGrepFileSize is what find's -size -2048k keeps (sizes round up to KiB): larger
+	// files are not searched.
+	maxGrepFileSize = 2047 << 10
 	maxGrepLineLen  = 500
 	listTimeout     = 60 * time.Second
 	listMaxOutput   = 16 << 20
+	// listMaxEntries caps a FileSearcher's listing like listMaxOutput caps find's.
+	listMaxEntries = 500_000
 )
+
+// pruned are the names glob and grep never descend into or list.
+var pruned = []string{StateDir, ".git"}
 
 // fileList is what one `find` over a directory returned.
 type fileList struct {
@@ -103,6 +110,13 @@ func runGlob(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Resul
 	case !doublestar.ValidatePattern(pattern):
 		return inputError(wire.ToolNameGlob, "pattern %q is not a valid glob pattern", in.Pattern)
 	}
+	if fs, ok := sb.(sandbox.FileSearcher); ok {
+		found, err := fs.FindFiles(ctx, sandbox.FindRequest{Dir: in.Path, Pattern: pattern, Prune: pruned, MaxListed: listMaxEntries})
+		if err != nil {
+			return sandboxError(wire.ToolNameGlob, in.Path, err)
+		}
+		return Result{Text: globText(in, found.Paths, found.Cut)}
+	}
 	list, err := listFiles(ctx, sb, in.Path, `! -type d`)
 	if err != nil {
 		return sandboxError(wire.ToolNameGlob, in.Path, err)
@@ -158,6 +172,9 @@ func runGrep(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Resul
 	if err != nil {
 		return inputError(wire.ToolNameGrep, "pattern is not a valid regular expression (Go RE2 syntax): %v", err)
 	}
+	if fs, ok := sb.(sandbox.FileSearcher); ok {
+		return grepWith(ctx, fs, in)
+	}
 	s := &grepSearch{re: re}
 	files, cut, res := grepFiles(ctx, sb, in.Path)
 	if res != nil {
@@ -168,7 +185,7 @@ func runGrep(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Resul
 			return sandboxError(wire.ToolNameGrep, "", err)
 		}
 		data, err := sb.ReadFile(ctx, f)
-		if err != nil || len(data) > maxGrepFileSize || isBinary(data) {
+		if err != nil || len(data) > maxGrepFileSize || sandbox.IsBinary(data) {
 			s.skipped++
 			continue
 		}
@@ -177,10 +194,27 @@ func runGrep(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Resul
 	return Result{Text: s.text(in, len(files), cut)}
 }
 
+// grepWith searches with the sandbox's FileSearcher: one call instead of one ReadFile per
+// file, formatted exactly as the fallback's results.
+func grepWith(ctx context.Context, fs sandbox.FileSearcher, in grepInput) Result {
+	found, err := fs.GrepFiles(ctx, sandbox.GrepRequest{
+		Dir: in.Path, Pattern: in.Pattern, Prune: pruned,
+		MaxFileSize: maxGrepFileSize, MaxFiles: maxGrepFiles, MaxMatches: maxGrepMatches,
+	})
+	if err != nil {
+		return sandboxError(wire.ToolNameGrep, in.Path, err)
+	}
+	s := &grepSearch{total: found.Total, skipped: found.Skipped}
+	for _, m := range found.Matches {
+		s.add(m.Path, m.Line, m.Text)
+	}
+	return Result{Text: s.text(in, found.Files, found.Cut)}
+}
+
 // grepFiles returns the files to search: those under path, or path itself when it names a
 // file. A non-nil Result reports why there is nothing to search.
 func grepFiles(ctx context.Context, sb sandbox.Sandbox, dir string) (files []string, cut bool, res *Result) {
-	filter := fmt.Sprintf(`-type f -size -%dk`, maxGrepFileSize>>10)
+	filter := fmt.Sprintf(`-type f -size -%dk`, maxGrepFileSize>>10+1)
 	list, err := listFiles(ctx, sb, dir, filter)
 	if err != nil {
 		if fileErr := checkSingleFile(ctx, sb, dir, err); fileErr != nil {
@@ -212,15 +246,19 @@ func checkSingleFile(ctx context.Context, sb sandbox.Sandbox, p string, listErr 
 }
 
 func (s *grepSearch) scan(file, text string) {
-	for i, line := range splitLines(text) {
+	for i, line := range sandbox.SplitLines(text) {
 		if !s.re.MatchString(line) {
 			continue
 		}
 		s.total++
 		if len(s.lines) < maxGrepMatches {
-			s.lines = append(s.lines, fmt.Sprintf("%s:%d:%s", file, i+1, shorten(line, maxGrepLineLen)))
+			s.add(file, i+1, line)
 		}
 	}
+}
+
+func (s *grepSearch) add(file string, line int, text string) {
+	s.lines = append(s.lines, fmt.Sprintf("%s:%d:%s", file, line, shorten(text, maxGrepLineLen)))
 }
 
 func (s *grepSearch) text(in grepInput, files int, cut bool) string {

@@ -19,7 +19,7 @@ import (
 )
 
 // memSandbox is an in-memory sandbox: files in a map, Exec answered by a function. It lets the
-// tools' own logic be tested without processes; the conformance suite covers real providers.
+// tools' own logic be tested without processes; the tools suite (tools/toolstest) covers real providers.
 type memSandbox struct {
 	mu       sync.Mutex
 	files    map[string]string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,6 +84,10 @@ func (w *workspace) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 // the Dir semantics identical to providers that are one.
 func (w *workspace) execDir(dir string) (string, error) {
 	if dir == "" {
+		// Checked so a destroyed sandbox says so, instead of a confusing failure to start bash.
+		if _, err := os.Stat(w.dir); errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("workspace %s: %w", w.dir, sandbox.ErrGone)
+		}
 		return w.dir, nil
 	}
 	root, rel, err := w.open(dir)

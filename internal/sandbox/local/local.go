@@ -9,13 +9,19 @@
 // file. Use it with the fake model or trusted agents only; the docker and kubernetes
 // providers are the isolating ones (DESIGN.md §2, §6).
 //
-// The package imports only the sandbox interfaces; it must never import runtime, store,
-// httpapi, workflow, Temporal or Kubernetes packages.
+// Create is idempotent on the spec's name: the session directory is named after it, so a
+// retried create adopts the directory an earlier attempt made. Workspaces offer the
+// sandbox.FileSearcher capability (glob and grep in one call).
+//
+// The package imports only the sandbox interfaces; it must never import agent, store,
+// httpapi, durable, Temporal or Kubernetes packages.
 package local
 
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,37 +112,63 @@ func (p *Provider) Name() string { return Name }
 // storedSpec is what a session directory remembers of its Spec, so Attach after a restart
 // gives commands the same environment.
 type storedSpec struct {
+	Name      string            `json:"name"`
 	SessionID string            `json:"session_id"`
 	Env       map[string]string `json:"env,omitempty"`
 }
 
-// Create makes a new private session directory with an empty workspace.
+// Create makes the session directory of spec.Name with an empty workspace, or returns the
+// one a previous Create of that name made. The directory is prepared under a temporary name
+// and renamed into place, so a crash leaves either nothing or a complete sandbox, and of two
+// concurrent creates one wins and the other adopts its directory.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, error) {
 	if err := ctx.Err(); err != nil {
 		return sandbox.Ref{}, err
 	}
+	if spec.Name == "" {
+		return sandbox.Ref{}, errors.New("create local sandbox: the spec has no name")
+	}
 	if err := checkEnv(spec.Env); err != nil {
 		return sandbox.Ref{}, err
+	}
+	ref := sandbox.Ref{Provider: Name, ExternalID: dirName(spec.Name)}
+	dir := filepath.Join(p.root, ref.ExternalID)
+	if _, err := os.Stat(filepath.Join(dir, specFileName)); err == nil {
+		return ref, nil
 	}
 	if err := os.MkdirAll(p.root, 0o700); err != nil {
 		return sandbox.Ref{}, fmt.Errorf("create sandbox root %s: %w", p.root, err)
 	}
-	dir, err := os.MkdirTemp(p.root, "sess-"+safeName(spec.SessionID)+"-")
+	tmp, err := os.MkdirTemp(p.root, ".creating-")
 	if err != nil {
 		return sandbox.Ref{}, fmt.Errorf("create session directory: %w", err)
 	}
-	if err := initSessionDir(dir, spec); err != nil {
-		_ = os.RemoveAll(dir)
+	if err := initSessionDir(tmp, spec); err != nil {
+		_ = os.RemoveAll(tmp)
 		return sandbox.Ref{}, err
 	}
-	return sandbox.Ref{Provider: Name, ExternalID: filepath.Base(dir)}, nil
+	if err := os.Rename(tmp, dir); err != nil {
+		_ = os.RemoveAll(tmp)
+		if _, statErr := os.Stat(filepath.Join(dir, specFileName)); statErr == nil {
+			return ref, nil // a concurrent Create of the same name won
+		}
+		return sandbox.Ref{}, fmt.Errorf("create session directory %s: %w", ref.ExternalID, err)
+	}
+	return ref, nil
+}
+
+// dirName is the session directory of a sandbox name: readable in `ls`, with a hash of the
+// whole name so names that sanitise alike still get their own directories.
+func dirName(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return "sess-" + safeName(name) + "-" + hex.EncodeToString(sum[:6])
 }
 
 func initSessionDir(dir string, spec sandbox.Spec) error {
 	if err := os.Mkdir(filepath.Join(dir, workDirName), 0o755); err != nil {
 		return fmt.Errorf("create workspace: %w", err)
 	}
-	data, err := json.Marshal(storedSpec{SessionID: spec.SessionID, Env: spec.Env})
+	data, err := json.Marshal(storedSpec{Name: spec.Name, SessionID: spec.SessionID, Env: spec.Env})
 	if err != nil {
 		return fmt.Errorf("encode sandbox spec: %w", err)
 	}
@@ -265,11 +297,11 @@ func makeDirsWritable(dir string) error {
 // arbitrary directory.
 func (p *Provider) sessionDir(ref sandbox.Ref) (string, error) {
 	if ref.Provider != "" && ref.Provider != Name {
-		return "", fmt.Errorf("sandbox ref of provider %q given to the %s provider", ref.Provider, Name)
+		return "", fmt.Errorf("sandbox ref of provider %q given to the %s provider: %w", ref.Provider, Name, sandbox.ErrForeignRef)
 	}
 	id := ref.ExternalID
-	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, `/\`) || !filepath.IsLocal(id) {
-		return "", fmt.Errorf("invalid local sandbox id %q", id)
+	if !strings.HasPrefix(id, "sess-") || strings.ContainsAny(id, `/\`) || !filepath.IsLocal(id) {
+		return "", fmt.Errorf("local sandbox id %q: %w", id, sandbox.ErrInvalidRef)
 	}
 	return filepath.Join(p.root, id), nil
 }
@@ -302,8 +334,7 @@ func checkEnv(env map[string]string) error {
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
-// safeName turns a session id into a short directory-name fragment (readable in `ls`; the
-// random suffix of MkdirTemp keeps names unique).
+// safeName turns a sandbox name into a short directory-name fragment.
 func safeName(id string) string {
 	s := unsafeChars.ReplaceAllString(id, "_")
 	if len(s) > 64 {

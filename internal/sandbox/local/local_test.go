@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,14 +16,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
-	"github.com/managed-agents/managed-agents/internal/sandbox/conformance"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
+	"github.com/managed-agents/managed-agents/internal/sandbox/sandboxtest"
+	"github.com/managed-agents/managed-agents/internal/tools/toolstest"
 )
 
 // newSandbox creates a sandbox under a fresh provider root and destroys it after the test.
 func newSandbox(t *testing.T, spec sandbox.Spec) (*local.Provider, sandbox.Ref, sandbox.Sandbox) {
 	t.Helper()
 	p := local.New(t.TempDir())
+	if spec.Name == "" {
+		spec.Name = "test"
+	}
 	ref, err := p.Create(t.Context(), spec)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Destroy(context.Background(), ref)) })
@@ -31,10 +36,35 @@ func newSandbox(t *testing.T, spec sandbox.Spec) (*local.Provider, sandbox.Ref, 
 	return p, ref, sb
 }
 
-func TestConformance(t *testing.T) {
+func TestProviderContract(t *testing.T) {
 	t.Parallel()
-	conformance.Run(t, func(t *testing.T) sandbox.Sandbox {
-		_, _, sb := newSandbox(t, sandbox.Spec{SessionID: "sesn_conformance"})
+	sandboxtest.Run(t, sandboxtest.Harness{
+		New: func(t *testing.T) sandbox.Provider {
+			// One root per test, whichever instance asks: a fresh provider is a restart.
+			return local.New(rootOf(t))
+		},
+		Forged: []sandbox.Ref{
+			{Provider: "local", ExternalID: "."},
+			{Provider: "local", ExternalID: ".."},
+			{Provider: "local", ExternalID: "../victim"},
+			{Provider: "local", ExternalID: "/etc"},
+			{Provider: "local", ExternalID: "sess-a/../../b"},
+			{Provider: "local", ExternalID: "not-a-session-dir"},
+		},
+	})
+}
+
+var roots sync.Map // *testing.T → root directory
+
+func rootOf(t *testing.T) string {
+	dir, _ := roots.LoadOrStore(t, t.TempDir())
+	return dir.(string)
+}
+
+func TestToolsSuite(t *testing.T) {
+	t.Parallel()
+	toolstest.Run(t, func(t *testing.T) sandbox.Sandbox {
+		_, _, sb := newSandbox(t, sandbox.Spec{Name: "tools", SessionID: "sesn_conformance"})
 		return sb
 	})
 }
@@ -46,7 +76,7 @@ func TestProviderLifecycle(t *testing.T) {
 	p := local.New(root)
 	require.Equal(t, "local", p.Name())
 
-	ref, err := p.Create(ctx, sandbox.Spec{SessionID: "sesn_01/../x"})
+	ref, err := p.Create(ctx, sandbox.Spec{Name: "sesn_01/../x", SessionID: "sesn_01/../x"})
 	require.NoError(t, err)
 	require.Equal(t, "local", ref.Provider)
 	require.True(t, strings.HasPrefix(ref.ExternalID, "sess-sesn_01_x-"), ref.ExternalID)
@@ -54,9 +84,12 @@ func TestProviderLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o700), info.Mode().Perm(), "session directories are private")
 
-	other, err := p.Create(ctx, sandbox.Spec{SessionID: "sesn_01/../x"})
+	other, err := p.Create(ctx, sandbox.Spec{Name: "sesn_01/../y", SessionID: "sesn_01/../x"})
 	require.NoError(t, err)
-	require.NotEqual(t, ref.ExternalID, other.ExternalID, "every Create gets its own directory")
+	require.NotEqual(t, ref.ExternalID, other.ExternalID, "every sandbox name gets its own directory")
+	same, err := p.Create(ctx, sandbox.Spec{Name: "sesn_01/../x", SessionID: "sesn_01/../x"})
+	require.NoError(t, err)
+	require.Equal(t, ref, same, "a Create of a name already made adopts it")
 
 	sb, err := p.Attach(ctx, ref)
 	require.NoError(t, err)
@@ -113,7 +146,7 @@ func TestRefsThatDoNotNameASessionDirectoryAreRefused(t *testing.T) {
 func TestDestroyRemovesReadOnlyTrees(t *testing.T) {
 	t.Parallel()
 	p := local.New(t.TempDir())
-	ref, err := p.Create(t.Context(), sandbox.Spec{})
+	ref, err := p.Create(t.Context(), sandbox.Spec{Name: "t"})
 	require.NoError(t, err)
 	sb, err := p.Attach(t.Context(), ref)
 	require.NoError(t, err)
@@ -165,7 +198,7 @@ func TestCreateRejectsBadEnvironment(t *testing.T) {
 		{"A B": "x"},
 		{"OK": "nul\x00byte"},
 	} {
-		_, err := p.Create(t.Context(), sandbox.Spec{Env: env})
+		_, err := p.Create(t.Context(), sandbox.Spec{Name: "t", Env: env})
 		require.Error(t, err, "%q", env)
 	}
 }
@@ -217,7 +250,7 @@ func TestDetachedProcessDoesNotHoldTheCall(t *testing.T) {
 func TestDefaultLimits(t *testing.T) {
 	t.Parallel()
 	p := local.New(t.TempDir(), local.WithDefaultTimeout(time.Second), local.WithDefaultMaxOutput(5))
-	ref, err := p.Create(t.Context(), sandbox.Spec{})
+	ref, err := p.Create(t.Context(), sandbox.Spec{Name: "t"})
 	require.NoError(t, err)
 	sb, err := p.Attach(t.Context(), ref)
 	require.NoError(t, err)
@@ -259,7 +292,7 @@ func TestAbsolutePathsPrintedByPwdUnderASymlinkedRoot(t *testing.T) {
 	require.NoError(t, os.Mkdir(filepath.Join(base, "real"), 0o700))
 	require.NoError(t, os.Symlink("real", filepath.Join(base, "link")))
 	p := local.New(filepath.Join(base, "link"))
-	ref, err := p.Create(t.Context(), sandbox.Spec{})
+	ref, err := p.Create(t.Context(), sandbox.Spec{Name: "t"})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Destroy(context.Background(), ref)) })
 	sb, err := p.Attach(t.Context(), ref)

@@ -1,11 +1,15 @@
-// Package conformance is the test suite every sandbox provider runs: file and exec semantics
-// of sandbox.Sandbox, escape attempts, limits, and the built-in tools of internal/tools on top
-// of them. A provider's test calls Run with a constructor of fresh sandboxes, so local, docker
-// and kubernetes sandboxes are held to exactly the same behaviour.
+// Package toolstest is the built-in tools suite every sandbox provider runs (river's
+// driver-test pattern): file and exec semantics of sandbox.Sandbox, escape attempts, limits,
+// and the built-in tools of internal/tools on top of them. A provider's test calls Run with a
+// constructor of fresh sandboxes, so local, docker and kubernetes sandboxes are held to
+// exactly the same behaviour. Run runs everything twice: on the sandbox as given (with its
+// optional capabilities, such as sandbox.FileSearcher) and with the capabilities hidden, so
+// the tools' fallbacks and their capability paths are proven to behave alike.
 //
 // The suite assumes a Linux sandbox with bash, coreutils (or busybox) and /proc, as every
-// provider's image has. It only imports sandbox and tools.
-package conformance
+// provider's image has. It only imports sandbox and tools. The provider contract itself
+// (create, attach, destroy) is sandbox/sandboxtest.
+package toolstest
 
 import (
 	"context"
@@ -23,9 +27,25 @@ import (
 // t.Cleanup.
 type NewSandbox func(t *testing.T) sandbox.Sandbox
 
-// Run runs the whole suite. Subtests run in parallel, each on its own sandbox.
+// Run runs the whole suite, with and without the sandbox's optional capabilities. Subtests
+// run in parallel, each on its own sandbox.
 func Run(t *testing.T, newSandbox NewSandbox) {
 	t.Helper()
+	t.Run("WithCapabilities", func(t *testing.T) { t.Parallel(); run(t, newSandbox) })
+	t.Run("WithoutCapabilities", func(t *testing.T) {
+		t.Parallel()
+		run(t, func(t *testing.T) sandbox.Sandbox { return HideCapabilities(newSandbox(t)) })
+	})
+}
+
+// HideCapabilities returns sb with only the required Sandbox methods, so the tools take
+// their fallback paths.
+func HideCapabilities(sb sandbox.Sandbox) sandbox.Sandbox { return basic{sb} }
+
+// basic embeds the interface, not the concrete type: only its three methods are promoted.
+type basic struct{ sandbox.Sandbox }
+
+func run(t *testing.T, newSandbox NewSandbox) {
 	t.Run("Files", func(t *testing.T) { t.Parallel(); runFiles(t, newSandbox) })
 	t.Run("Escapes", func(t *testing.T) { t.Parallel(); runEscapes(t, newSandbox) })
 	t.Run("Exec", func(t *testing.T) { t.Parallel(); runExec(t, newSandbox) })
@@ -34,6 +54,7 @@ func Run(t *testing.T, newSandbox NewSandbox) {
 	t.Run("SearchTools", func(t *testing.T) { t.Parallel(); runSearchTools(t, newSandbox) })
 	t.Run("ToolErrors", func(t *testing.T) { t.Parallel(); runToolErrors(t, newSandbox) })
 	t.Run("Once", func(t *testing.T) { t.Parallel(); runOnce(t, newSandbox) })
+	t.Run("SearchRoundTrips", func(t *testing.T) { t.Parallel(); runSearchRoundTrips(t, newSandbox) })
 }
 
 // sh runs a command that must succeed and returns its output.

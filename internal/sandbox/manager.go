@@ -1,0 +1,291 @@
+package sandbox
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+)
+
+// ErrNoBinding means the session has no sandbox yet (or its acquisition has not finished).
+var ErrNoBinding = errors.New("session has no sandbox")
+
+// Binding states: a binding is written pending, before Create, and made ready with the
+// external id Create returned.
+const (
+	BindingPending = "pending"
+	BindingReady   = "ready"
+)
+
+// Binding is what the database remembers of a session's sandbox.
+type Binding struct {
+	SessionID string
+	// Ref.Provider is set from the start; Ref.ExternalID only once the binding is ready.
+	Ref Ref
+	// Name is the deterministic name Create is idempotent on.
+	Name     string
+	SpecHash string
+	State    string
+}
+
+// BindingStore persists bindings; the turn engine implements it over PostgreSQL.
+type BindingStore interface {
+	// Binding returns the session's binding, or an error wrapping ErrNoBinding.
+	Binding(ctx context.Context, sessionID string) (Binding, error)
+	// InsertBinding writes b (pending) unless the session already has a binding, and returns
+	// the binding that is stored either way.
+	InsertBinding(ctx context.Context, b Binding) (Binding, error)
+	// MarkReady records the external id of a pending binding and makes it ready.
+	MarkReady(ctx context.Context, sessionID string, ref Ref) error
+	// DeleteBinding removes the session's binding (no error if there is none).
+	DeleteBinding(ctx context.Context, sessionID string) error
+}
+
+// SpecSource returns the spec of a session's sandbox (SpecFor its environment).
+type SpecSource interface {
+	SandboxSpec(ctx context.Context, sessionID string) (Spec, error)
+}
+
+// DefaultCacheSize bounds the live clients a Manager keeps.
+const DefaultCacheSize = 1024
+
+// Manager owns the sandboxes of sessions (DESIGN §6): the first acquisition of a session
+// makes one, every later run of the session reuses it, and a restarted worker attaches it
+// again from the stored reference. A sandbox that is gone fails with ErrGone; it is never
+// silently replaced. Live clients are kept in a bounded LRU cache that drops an entry on
+// ErrGone or a transport error.
+type Manager struct {
+	registry *Registry
+	bindings BindingStore
+	specs    SpecSource
+	logger   *slog.Logger
+
+	mu      sync.Mutex
+	size    int
+	order   *list.List               // most recently used first; values are *cached
+	clients map[string]*list.Element // by session id
+}
+
+type cached struct {
+	sessionID string
+	sb        Sandbox
+}
+
+// ManagerOption configures a Manager.
+type ManagerOption func(*Manager)
+
+// WithCacheSize bounds the live clients kept (default DefaultCacheSize).
+func WithCacheSize(n int) ManagerOption { return func(m *Manager) { m.size = n } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) ManagerOption { return func(m *Manager) { m.logger = l } }
+
+// NewManager returns a manager that creates with the registry's default provider and keeps
+// bindings in bindings.
+func NewManager(registry *Registry, bindings BindingStore, specs SpecSource, opts ...ManagerOption) *Manager {
+	m := &Manager{registry: registry, bindings: bindings, specs: specs, logger: slog.Default(),
+		size: DefaultCacheSize, order: list.New(), clients: map[string]*list.Element{}}
+	for _, o := range opts {
+		o(m)
+	}
+	if m.size <= 0 {
+		m.size = DefaultCacheSize
+	}
+	return m
+}
+
+// Bound reports whether the session has a ready sandbox (a pending one still needs Acquire).
+func (m *Manager) Bound(ctx context.Context, sessionID string) (bool, error) {
+	if m.cachedClient(sessionID) != nil {
+		return true, nil
+	}
+	b, err := m.bindings.Binding(ctx, sessionID)
+	switch {
+	case errors.Is(err, ErrNoBinding):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("look up sandbox binding: %w", err)
+	}
+	return b.State == BindingReady, nil
+}
+
+// Acquire returns the session's sandbox, making it first if the session has none: a pending
+// binding (provider, deterministic name, spec hash) is written before Create, so a create
+// that times out or crashes is adopted by the retry (Create is idempotent on the name)
+// instead of leaking a sandbox per attempt.
+func (m *Manager) Acquire(ctx context.Context, sessionID string) (Sandbox, error) {
+	if sb := m.cachedClient(sessionID); sb != nil {
+		return sb, nil
+	}
+	b, err := m.bindings.Binding(ctx, sessionID)
+	if errors.Is(err, ErrNoBinding) {
+		b, err = m.insertPending(ctx, sessionID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("acquire sandbox: %w", err)
+	}
+	if b.State != BindingReady {
+		if b, err = m.create(ctx, b); err != nil {
+			return nil, fmt.Errorf("acquire sandbox: %w", err)
+		}
+	}
+	return m.attach(ctx, b)
+}
+
+// Sandbox returns the session's existing sandbox (ErrNoBinding if it has none ready).
+func (m *Manager) Sandbox(ctx context.Context, sessionID string) (Sandbox, error) {
+	if sb := m.cachedClient(sessionID); sb != nil {
+		return sb, nil
+	}
+	b, err := m.bindings.Binding(ctx, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("look up sandbox binding: %w", err)
+	}
+	if b.State != BindingReady {
+		return nil, fmt.Errorf("the session's sandbox is still being created: %w", ErrNoBinding)
+	}
+	return m.attach(ctx, b)
+}
+
+func (m *Manager) insertPending(ctx context.Context, sessionID string) (Binding, error) {
+	spec, err := m.specs.SandboxSpec(ctx, sessionID)
+	if err != nil {
+		return Binding{}, fmt.Errorf("sandbox spec: %w", err)
+	}
+	p := m.registry.Default()
+	return m.bindings.InsertBinding(ctx, Binding{
+		SessionID: sessionID, Ref: Ref{Provider: p.Name()}, Name: spec.Name, SpecHash: spec.Hash(), State: BindingPending,
+	})
+}
+
+// create runs the idempotent Create of a pending binding and marks it ready.
+func (m *Manager) create(ctx context.Context, b Binding) (Binding, error) {
+	p, err := m.registry.Provider(b.Ref.Provider)
+	if err != nil {
+		return Binding{}, err
+	}
+	spec, err := m.specs.SandboxSpec(ctx, b.SessionID)
+	if err != nil {
+		return Binding{}, fmt.Errorf("sandbox spec: %w", err)
+	}
+	if spec.Hash() != b.SpecHash {
+		// The environment changed between attempts: the pending binding's name still
+		// identifies what a lost attempt may have made, and that is what is adopted.
+		m.logger.WarnContext(ctx, "environment changed while its sandbox was being created",
+			"session_id", b.SessionID, "stored_spec_hash", b.SpecHash, "spec_hash", spec.Hash())
+	}
+	spec.Name = b.Name
+	ref, err := p.Create(ctx, spec)
+	if err != nil {
+		return Binding{}, fmt.Errorf("create sandbox %s with %s: %w", b.Name, p.Name(), err)
+	}
+	if err := m.bindings.MarkReady(ctx, b.SessionID, ref); err != nil {
+		return Binding{}, fmt.Errorf("mark sandbox binding ready: %w", err)
+	}
+	b.Ref, b.State = ref, BindingReady
+	return b, nil
+}
+
+func (m *Manager) attach(ctx context.Context, b Binding) (Sandbox, error) {
+	sb, err := m.registry.Attach(ctx, b.Ref)
+	if err != nil {
+		if errors.Is(err, ErrGone) {
+			return nil, fmt.Errorf("the session's sandbox %s (%s) no longer exists: %w", b.Ref.ExternalID, b.Ref.Provider, err)
+		}
+		return nil, fmt.Errorf("attach sandbox: %w", err)
+	}
+	return m.remember(b.SessionID, sb), nil
+}
+
+// Teardown destroys the session's sandbox through the provider its binding names and
+// removes the binding. A pending binding's sandbox may exist without its id being known:
+// Create by the same name adopts it (or makes a bare one) so it can be destroyed.
+func (m *Manager) Teardown(ctx context.Context, sessionID string) error {
+	b, err := m.bindings.Binding(ctx, sessionID)
+	if errors.Is(err, ErrNoBinding) {
+		m.forget(sessionID, nil)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up sandbox binding: %w", err)
+	}
+	m.forget(sessionID, nil)
+	p, err := m.registry.Provider(b.Ref.Provider)
+	if err != nil {
+		return fmt.Errorf("tear down the sandbox of session %s: %w", sessionID, err)
+	}
+	ref := b.Ref
+	if b.State != BindingReady {
+		if ref, err = p.Create(ctx, Spec{Name: b.Name, SessionID: sessionID}); err != nil {
+			return fmt.Errorf("adopt pending sandbox %s to destroy it: %w", b.Name, err)
+		}
+	}
+	if err := p.Destroy(ctx, ref); err != nil {
+		return fmt.Errorf("destroy sandbox %s: %w", ref.ExternalID, err)
+	}
+	if err := m.bindings.DeleteBinding(ctx, sessionID); err != nil {
+		return fmt.Errorf("remove sandbox binding: %w", err)
+	}
+	return nil
+}
+
+func (m *Manager) cachedClient(sessionID string) Sandbox {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.clients[sessionID]; ok {
+		m.order.MoveToFront(e)
+		return e.Value.(*cached).sb
+	}
+	return nil
+}
+
+// remember caches sb as the session's client, evicting the least recently used beyond the
+// bound, and returns the client callers use: it drops itself from the cache when the
+// sandbox reports it is gone or unreachable.
+func (m *Manager) remember(sessionID string, sb Sandbox) Sandbox {
+	c := &cached{sessionID: sessionID}
+	c.sb = track(sb, func(err error) {
+		if evicts(err) {
+			m.forget(sessionID, c)
+		}
+	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.clients[sessionID]; ok {
+		m.order.Remove(e)
+	}
+	m.clients[sessionID] = m.order.PushFront(c)
+	for m.order.Len() > m.size {
+		oldest := m.order.Back()
+		m.order.Remove(oldest)
+		delete(m.clients, oldest.Value.(*cached).sessionID)
+	}
+	return c.sb
+}
+
+// forget drops the session's cached client; only if it is still c when c is given (a newer
+// client of the same session stays).
+func (m *Manager) forget(sessionID string, c *cached) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.clients[sessionID]; ok && (c == nil || e.Value.(*cached) == c) {
+		m.order.Remove(e)
+		delete(m.clients, sessionID)
+	}
+}
+
+// CachedClients is how many live clients the manager holds (for tests and metrics).
+func (m *Manager) CachedClients() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.order.Len()
+}
+
+// evicts tells the errors after which a cached client must not be trusted again.
+func evicts(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, ErrGone) || errors.Is(err, ErrUnavailable) || errors.As(err, &netErr)
+}

@@ -1,0 +1,291 @@
+package sandbox_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/local"
+	"github.com/managed-agents/managed-agents/internal/sandbox/sandboxtest"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// specs builds every session's spec from one environment.
+type specs struct{ env wire.EnvironmentConfig }
+
+func (s specs) SandboxSpec(_ context.Context, sessionID string) (sandbox.Spec, error) {
+	return sandbox.SpecFor(sessionID, s.env), nil
+}
+
+// flaky wraps a provider: its hooks run around Create.
+type flaky struct {
+	sandbox.Provider
+	mu         sync.Mutex
+	creates    int
+	beforeMake func(spec sandbox.Spec)
+	failAfterN int // the first failAfterN creates make the sandbox, then report a timeout
+}
+
+func (f *flaky) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, error) {
+	f.mu.Lock()
+	f.creates++
+	n := f.creates
+	f.mu.Unlock()
+	if f.beforeMake != nil {
+		f.beforeMake(spec)
+	}
+	ref, err := f.Provider.Create(ctx, spec)
+	if err == nil && n <= f.failAfterN {
+		return sandbox.Ref{}, context.DeadlineExceeded // made, but the answer was lost
+	}
+	return ref, err
+}
+
+// sandboxesUnder counts the session directories a local provider root holds.
+func sandboxesUnder(t *testing.T, root string) int {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	require.NoError(t, err)
+	n := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "sess-") {
+			n++
+		}
+	}
+	return n
+}
+
+type fixture struct {
+	root     string
+	provider *flaky
+	bindings *sandboxtest.Bindings
+	manager  *sandbox.Manager
+}
+
+func newFixture(t *testing.T, opts ...sandbox.ManagerOption) *fixture {
+	t.Helper()
+	root := t.TempDir()
+	f := &fixture{root: root, provider: &flaky{Provider: local.New(root)}, bindings: sandboxtest.NewBindings()}
+	reg, err := sandbox.NewRegistry(f.provider)
+	require.NoError(t, err)
+	f.manager = sandbox.NewManager(reg, f.bindings, specs{}, opts...)
+	return f
+}
+
+func TestAcquireWritesAPendingBindingBeforeCreating(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const session = "sesn_pending"
+	f.provider.beforeMake = func(spec sandbox.Spec) {
+		b := get(t, f.bindings, session)
+		require.Equal(t, sandbox.BindingPending, b.State, "the binding exists before the sandbox")
+		require.Equal(t, spec.Name, b.Name, "under the name Create is idempotent on")
+		require.Equal(t, local.Name, b.Ref.Provider)
+		require.Empty(t, b.Ref.ExternalID)
+	}
+	sb, err := f.manager.Acquire(t.Context(), session)
+	require.NoError(t, err)
+	require.NoError(t, sb.WriteFile(t.Context(), "a.txt", []byte("a")))
+
+	b := get(t, f.bindings, session)
+	require.Equal(t, sandbox.BindingReady, b.State)
+	require.NotEmpty(t, b.Ref.ExternalID)
+	require.Equal(t, sandbox.NameFor(session), b.Name)
+	require.Equal(t, sandbox.SpecFor(session, wire.EnvironmentConfig{}).Hash(), b.SpecHash)
+	require.Equal(t, []string{"insert pending", "ready"}, f.bindings.Writes())
+
+	// Later runs reuse it, and so does a restarted worker (a new manager, nothing cached).
+	again, err := f.manager.Acquire(t.Context(), session)
+	require.NoError(t, err)
+	data, err := again.ReadFile(t.Context(), "a.txt")
+	require.NoError(t, err)
+	require.Equal(t, "a", string(data))
+	reg, err := sandbox.NewRegistry(local.New(f.root))
+	require.NoError(t, err)
+	restarted := sandbox.NewManager(reg, f.bindings, specs{})
+	bound, err := restarted.Bound(t.Context(), session)
+	require.NoError(t, err)
+	require.True(t, bound)
+	sb2, err := restarted.Sandbox(t.Context(), session)
+	require.NoError(t, err)
+	data, err = sb2.ReadFile(t.Context(), "a.txt")
+	require.NoError(t, err)
+	require.Equal(t, "a", string(data))
+	require.Equal(t, 1, f.provider.creates, "one create for every run of the session")
+	require.Equal(t, 1, sandboxesUnder(t, f.root))
+}
+
+func TestACreateThatFailedAfterThePendingWriteIsAdoptedOnRetry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provider.failAfterN = 2
+	const session = "sesn_lost_create"
+
+	for range 2 {
+		_, err := f.manager.Acquire(t.Context(), session)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, sandbox.BindingPending, get(t, f.bindings, session).State)
+		bound, err := f.manager.Bound(t.Context(), session)
+		require.NoError(t, err)
+		require.False(t, bound, "a pending binding still needs acquiring")
+	}
+	sb, err := f.manager.Acquire(t.Context(), session)
+	require.NoError(t, err)
+	require.NotNil(t, sb)
+	require.Equal(t, 3, f.provider.creates)
+	require.Equal(t, 1, sandboxesUnder(t, f.root), "the retries adopted the first attempt's sandbox")
+	require.Equal(t, []string{"insert pending", "ready"}, f.bindings.Writes())
+}
+
+func TestTeardown(t *testing.T) {
+	t.Parallel()
+	t.Run("ready", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		_, err := f.manager.Acquire(t.Context(), "sesn_1")
+		require.NoError(t, err)
+		require.Equal(t, 1, sandboxesUnder(t, f.root))
+		require.NoError(t, f.manager.Teardown(t.Context(), "sesn_1"))
+		require.Zero(t, sandboxesUnder(t, f.root))
+		_, err = f.bindings.Binding(t.Context(), "sesn_1")
+		require.ErrorIs(t, err, sandbox.ErrNoBinding)
+		require.Zero(t, f.manager.CachedClients())
+		require.NoError(t, f.manager.Teardown(t.Context(), "sesn_1"), "nothing left to tear down")
+	})
+	t.Run("pending", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		f.provider.failAfterN = 1
+		_, err := f.manager.Acquire(t.Context(), "sesn_1")
+		require.Error(t, err)
+		require.Equal(t, 1, sandboxesUnder(t, f.root), "the lost attempt made one")
+		require.NoError(t, f.manager.Teardown(t.Context(), "sesn_1"))
+		require.Zero(t, sandboxesUnder(t, f.root), "a pending binding's sandbox is found by name and destroyed")
+		_, err = f.bindings.Binding(t.Context(), "sesn_1")
+		require.ErrorIs(t, err, sandbox.ErrNoBinding)
+	})
+	t.Run("foreign provider", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		_, err := f.bindings.InsertBinding(t.Context(), sandbox.Binding{SessionID: "sesn_1", Name: "n", State: sandbox.BindingReady,
+			Ref: sandbox.Ref{Provider: "docker", ExternalID: "c0ffee"}})
+		require.NoError(t, err)
+		err = f.manager.Teardown(t.Context(), "sesn_1")
+		require.ErrorIs(t, err, sandbox.ErrUnknownProvider, "a permanent error, not a retry forever")
+		require.ErrorContains(t, err, `"docker"`)
+		require.ErrorContains(t, err, "this deployment runs local")
+		_, err = f.manager.Sandbox(t.Context(), "sesn_1")
+		require.ErrorIs(t, err, sandbox.ErrUnknownProvider)
+		get(t, f.bindings, "sesn_1") // the binding stays: the sandbox was not destroyed
+	})
+}
+
+func TestAGoneSandboxIsDroppedFromTheCacheAndNeverReplaced(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	sb, err := f.manager.Acquire(ctx, "sesn_gone")
+	require.NoError(t, err)
+	require.Equal(t, 1, f.manager.CachedClients())
+	require.NoError(t, f.provider.Destroy(ctx, get(t, f.bindings, "sesn_gone").Ref))
+
+	_, err = sb.ReadFile(ctx, "x")
+	require.ErrorIs(t, err, sandbox.ErrGone)
+	require.Zero(t, f.manager.CachedClients(), "ErrGone drops the cached client")
+
+	_, err = f.manager.Sandbox(ctx, "sesn_gone")
+	require.ErrorIs(t, err, sandbox.ErrGone)
+	require.ErrorContains(t, err, "no longer exists")
+	_, err = f.manager.Acquire(ctx, "sesn_gone")
+	require.ErrorIs(t, err, sandbox.ErrGone, "acquisition fails instead of making a new one")
+	require.Equal(t, 1, f.provider.creates)
+	require.Zero(t, sandboxesUnder(t, f.root))
+}
+
+// unreachable fails every call with a transport error.
+type unreachable struct{ sandbox.Sandbox }
+
+func (unreachable) ReadFile(context.Context, string) ([]byte, error) {
+	return nil, fmt.Errorf("read: %w", sandbox.ErrUnavailable)
+}
+
+type unreachableProvider struct{ sandbox.Provider }
+
+func (p unreachableProvider) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Sandbox, error) {
+	sb, err := p.Provider.Attach(ctx, ref)
+	return unreachable{sb}, err
+}
+
+func TestATransportErrorDropsTheCachedClient(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	reg, err := sandbox.NewRegistry(unreachableProvider{local.New(root)})
+	require.NoError(t, err)
+	m := sandbox.NewManager(reg, sandboxtest.NewBindings(), specs{})
+	sb, err := m.Acquire(t.Context(), "sesn_net")
+	require.NoError(t, err)
+	require.Equal(t, 1, m.CachedClients())
+	_, err = sb.ReadFile(t.Context(), "x")
+	require.ErrorIs(t, err, sandbox.ErrUnavailable)
+	require.Zero(t, m.CachedClients())
+	_, err = m.Sandbox(t.Context(), "sesn_net")
+	require.NoError(t, err, "the next use attaches a fresh client")
+	require.Equal(t, 1, m.CachedClients())
+}
+
+func TestAFileErrorKeepsTheCachedClient(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sb, err := f.manager.Acquire(t.Context(), "sesn_file")
+	require.NoError(t, err)
+	_, err = sb.ReadFile(t.Context(), "missing")
+	require.ErrorIs(t, err, sandbox.ErrNotExist)
+	_, err = sb.ReadFile(t.Context(), "../outside")
+	require.ErrorIs(t, err, sandbox.ErrOutsideWorkspace)
+	require.Equal(t, 1, f.manager.CachedClients(), "the sandbox answered: its client is fine")
+}
+
+func TestTheClientCacheIsBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, sandbox.WithCacheSize(2))
+	ctx := t.Context()
+	for i := range 5 {
+		_, err := f.manager.Acquire(ctx, fmt.Sprintf("sesn_%d", i))
+		require.NoError(t, err)
+		require.LessOrEqual(t, f.manager.CachedClients(), 2)
+	}
+	require.Equal(t, 2, f.manager.CachedClients())
+	// An evicted session's sandbox is attached again from its binding, not recreated.
+	sb, err := f.manager.Sandbox(ctx, "sesn_0")
+	require.NoError(t, err)
+	require.NotNil(t, sb)
+	require.Equal(t, 5, f.provider.creates)
+	require.Equal(t, 5, sandboxesUnder(t, f.root))
+}
+
+func TestCachedClientsKeepTheirCapabilities(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sb, err := f.manager.Acquire(t.Context(), "sesn_caps")
+	require.NoError(t, err)
+	_, ok := sb.(sandbox.FileSearcher)
+	require.True(t, ok, "the manager's wrapper must not hide optional capabilities")
+	require.NoError(t, sb.WriteFile(t.Context(), "d/f.txt", []byte("x\n")))
+	res, err := sb.(sandbox.FileSearcher).FindFiles(t.Context(), sandbox.FindRequest{Pattern: "**"})
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join("d", "f.txt")}, res.Paths)
+}
+
+func get(t *testing.T, b *sandboxtest.Bindings, sessionID string) sandbox.Binding {
+	t.Helper()
+	got, err := b.Binding(t.Context(), sessionID)
+	require.NoError(t, err)
+	return got
+}
