@@ -19,8 +19,6 @@ import (
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
 // engine is a turn engine on a fresh database with one idle session.
 type engine struct {
 	st      *store.Store
