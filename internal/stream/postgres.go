@@ -72,7 +72,8 @@ var (
 )
 
 // NewPostgresHub returns a hub that publishes through pool and receives through listener;
-// call Start to start sending.
+// call Start to start sending. A nil listener makes a publish-only hub (a worker's), whose
+// subscribers receive nothing.
 func NewPostgresHub(pool *pgxpool.Pool, listener *store.Listener, logger *slog.Logger) *PostgresHub {
 	var b [6]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
@@ -132,6 +133,10 @@ func (h *PostgresHub) Publish(ctx context.Context, f Frame) error {
 // publishes (a worker) never receives the previews of the whole cluster.
 func (h *PostgresHub) Subscribe(sessionID string) (<-chan Frame, func()) {
 	h.listenOnce.Do(func() {
+		if h.listener == nil {
+			h.logger.Error("a publish-only preview hub was subscribed to: its subscribers receive nothing")
+			return
+		}
 		if err := h.listener.Listen(store.TopicPreviews, (*previewReceiver)(h)); err != nil {
 			// Only a second hub on the same listener gets here: a wiring mistake, which the
 			// subscriber would otherwise see only as previews that never come.
