@@ -323,3 +323,28 @@ func BenchmarkPostgresHubBurst(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*burst), "µs/frame")
 }
+
+// The hub is a start/stop service: Stop before Start, a second Start and a second Stop are
+// harmless, and a stopped hub can start again and send.
+func TestPostgresHubStartStop(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	l := store.NewListener(pool, discardLogger())
+	require.NoError(t, l.Start(t.Context()))
+	t.Cleanup(l.Stop)
+	h := NewPostgresHub(pool, l, discardLogger())
+	h.Stop()
+	require.NoError(t, h.Start(t.Context()))
+	require.NoError(t, h.Start(t.Context()))
+	h.Stop()
+	h.Stop()
+	require.NoError(t, h.Start(t.Context()))
+	t.Cleanup(h.Stop)
+
+	sid := newSessionID()
+	ch, unsub := subscribeReady(t, h, sid)
+	defer unsub()
+	f := startFrame(sid, wire.EventAgentMessage, newEventID())
+	publishAll(t, h, []Frame{f})
+	require.Equal(t, f, recv(t, ch), "the restarted hub sends")
+}
