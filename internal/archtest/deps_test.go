@@ -112,8 +112,8 @@ func rules() []rule {
 			forbidden: []string{internal("internal/store")},
 		},
 		{
-			name:      "turns never reaches httpapi, sessions or Temporal",
-			subject:   is("internal/turns"), reach: true,
+			name:    "turns never reaches httpapi, sessions or Temporal",
+			subject: is("internal/turns"), reach: true,
 			forbidden: prefixes([]string{internal("internal/httpapi"), internal("internal/sessions")}, temporal),
 		},
 		{
@@ -124,13 +124,13 @@ func rules() []rule {
 			forbidden: []string{internal("internal/durable")},
 		},
 		{
-			name:      "store reaches no HTTP, Temporal or Kubernetes package",
-			subject:   func(p string) bool { return under(p, internal("internal/store")) }, reach: true,
+			name:    "store reaches no HTTP, Temporal or Kubernetes package",
+			subject: func(p string) bool { return under(p, internal("internal/store")) }, reach: true,
 			forbidden: prefixes(httpPkgs, temporal, kubernetes),
 		},
 		{
-			name:      "sandbox providers never reach agent",
-			subject:   func(p string) bool { return strings.HasPrefix(p, internal("internal/sandbox")+"/") }, reach: true,
+			name:    "sandbox providers never reach agent",
+			subject: func(p string) bool { return strings.HasPrefix(p, internal("internal/sandbox")+"/") }, reach: true,
 			forbidden: []string{internal("internal/agent")},
 		},
 		{
