@@ -96,13 +96,15 @@ func rules() []rule {
 		},
 		{
 			name:    "agent never reaches store, sessions, turns, httpapi, durable, Temporal, Kubernetes or net/http",
-			subject: is("internal/agent"), reach: true,
+			subject: is("internal/agent"),
+			reach:   true,
 			forbidden: prefixes([]string{internal("internal/store"), internal("internal/sessions"), internal("internal/turns"), internal("internal/httpapi"), internal("internal/durable")},
 				temporal, kubernetes, httpPkgs),
 		},
 		{
 			name:    "sessions never reaches agent, turns, sandbox, durable, Temporal or Kubernetes",
-			subject: is("internal/sessions"), reach: true,
+			subject: is("internal/sessions"),
+			reach:   true,
 			forbidden: prefixes([]string{internal("internal/agent"), internal("internal/turns"), internal("internal/sandbox"), internal("internal/durable")},
 				temporal, kubernetes),
 		},
@@ -112,8 +114,9 @@ func rules() []rule {
 			forbidden: []string{internal("internal/store")},
 		},
 		{
-			name:    "turns never reaches httpapi, sessions or Temporal",
-			subject: is("internal/turns"), reach: true,
+			name:      "turns never reaches httpapi, sessions or Temporal",
+			subject:   is("internal/turns"),
+			reach:     true,
 			forbidden: prefixes([]string{internal("internal/httpapi"), internal("internal/sessions")}, temporal),
 		},
 		{
@@ -124,13 +127,15 @@ func rules() []rule {
 			forbidden: []string{internal("internal/durable")},
 		},
 		{
-			name:    "store reaches no HTTP, Temporal or Kubernetes package",
-			subject: func(p string) bool { return under(p, internal("internal/store")) }, reach: true,
+			name:      "store reaches no HTTP, Temporal or Kubernetes package",
+			subject:   func(p string) bool { return under(p, internal("internal/store")) },
+			reach:     true,
 			forbidden: prefixes(httpPkgs, temporal, kubernetes),
 		},
 		{
-			name:    "sandbox providers never reach agent",
-			subject: func(p string) bool { return strings.HasPrefix(p, internal("internal/sandbox")+"/") }, reach: true,
+			name:      "sandbox providers never reach agent",
+			subject:   func(p string) bool { return strings.HasPrefix(p, internal("internal/sandbox")+"/") },
+			reach:     true,
 			forbidden: []string{internal("internal/agent")},
 		},
 		{
