@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -15,38 +14,37 @@ import (
 	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/httpapi"
 	"github.com/managed-agents/managed-agents/internal/sessions"
+	"github.com/managed-agents/managed-agents/internal/startstop"
 	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/stream"
 )
 
-// API is the wired REST API: store, notifier, service and HTTP handler.
+// API is the API server role, running: the store (migrated), the process's LISTEN component
+// feeding live streams (committed-event wake-ups and previews, on separate topics), the
+// preview hub, the sessions service and the HTTP handler.
 type API struct {
 	Store   *store.Store
 	Service *sessions.Service
 	Handler http.Handler
 	// Previews carries token previews between processes (PostgreSQL NOTIFY); a worker in the
-	// same process publishes to it.
+	// same process (dev) publishes to it.
 	Previews *stream.PostgresHub
+
 	notifier *store.Notifier
-	stop     context.CancelFunc
-	done     chan struct{}
+	services startstop.Group
 	temporal client.Client
 }
 
-// UseRunner makes sessions run: committed client events start or signal the session's
-// Temporal workflow, and /readyz checks Temporal too.
-func (a *API) UseRunner(tc client.Client, taskQueue string, retry durable.ModelRetry, logger *slog.Logger) {
-	a.temporal = tc
-	a.Service.SetRunner(&durable.Runner{Client: tc, TaskQueue: taskQueue, Retry: retry, Logger: logger})
-}
-
-// NewAPI connects to the database, applies migrations, starts the notifier and builds the
-// handler. Close releases it all.
-func NewAPI(ctx context.Context, databaseURL string, logger *slog.Logger) (*API, error) {
-	if databaseURL == "" {
+// NewAPI connects to cfg.DatabaseURL, applies migrations, starts listening and builds the
+// handler; the API is ready to serve when it returns, and Close releases it all. With tc,
+// sessions run: committed client events start or signal the session's workflow on
+// cfg.TaskQueue, and /readyz checks Temporal too. Without tc, events stay queued until a
+// worker's sweep finds them.
+func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logger) (*API, error) {
+	if cfg.DatabaseURL == "" {
 		return nil, errors.New("MANAGED_AGENT_DATABASE_URL is not set: point it at PostgreSQL, or use `managed-agents dev` to run a private one")
 	}
-	st, err := store.Open(ctx, databaseURL)
+	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
@@ -54,20 +52,28 @@ func NewAPI(ctx context.Context, databaseURL string, logger *slog.Logger) (*API,
 		st.Close()
 		return nil, err
 	}
-	notifier := store.NewNotifier(st.Pool(), logger)
-	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	previews := stream.NewPostgresHub(st.Pool(), logger)
-	var wg sync.WaitGroup
-	wg.Go(func() { notifier.Run(runCtx) })
-	wg.Go(func() { previews.Run(runCtx) })
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	svc := sessions.New(st, notifier, logger)
-	a := &API{Store: st, Service: svc, Previews: previews, notifier: notifier, stop: stop, done: done}
+	listener := store.NewListener(st.Pool(), logger)
+	notifier := store.NewNotifier()
+	if err := listener.Listen(store.TopicEvents, notifier); err != nil {
+		st.Close()
+		return nil, err
+	}
+	previews := stream.NewPostgresHub(st.Pool(), listener, logger)
+	var opts []sessions.Option
+	if tc != nil {
+		opts = append(opts, sessions.WithRunner(&durable.Runner{Client: tc, TaskQueue: cfg.TaskQueue, Retry: cfg.modelRetry(), Logger: logger}))
+	}
+	svc := sessions.New(st, notifier, logger, opts...)
+	a := &API{
+		Store: st, Service: svc, Previews: previews,
+		notifier: notifier, temporal: tc,
+		services: startstop.Group{listener, previews},
+	}
 	a.Handler = httpapi.New(httpapi.Config{Service: svc, Auth: svc, Logger: logger, Ready: a.ready, Previews: previews})
+	if err := a.services.Start(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -89,10 +95,10 @@ func (a *API) ready(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the notifier and closes the database pool.
+// Close stops listening and the preview hub, and closes the database pool. The Temporal
+// client is the caller's.
 func (a *API) Close() {
-	a.stop()
-	<-a.done
+	a.services.Stop()
 	a.Store.Close()
 }
 

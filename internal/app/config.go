@@ -1,20 +1,25 @@
-// Package app reads configuration and wires the parts of each subcommand together. It is the
-// only package that knows every other one.
+// Package app reads and validates the configuration and wires each role of the binary (serve,
+// worker, dev, migrate) from the other packages. It is the only package that knows every
+// other one; main only parses flags and calls a Run function of this package.
 package app
 
 import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/managed-agents/managed-agents/internal/durable"
 )
 
 // Config is the process configuration. Every field has a MANAGED_AGENT_* variable; flags
-// override variables.
+// override variables. Validate checks it before a role starts anything.
 type Config struct {
 	// ModelRetry is how workflows retry transient model failures; zero means
 	// durable.DefaultModelRetry. Not an environment variable: tests shorten it.
@@ -37,7 +42,8 @@ type Config struct {
 	TemporalAddress string
 	// TemporalNamespace (MANAGED_AGENT_TEMPORAL_NAMESPACE), default "default".
 	TemporalNamespace string
-	// TemporalTLS (MANAGED_AGENT_TEMPORAL_TLS=1) and TemporalAPIKey (MANAGED_AGENT_TEMPORAL_API_KEY).
+	// TemporalTLS (MANAGED_AGENT_TEMPORAL_TLS, a boolean) and TemporalAPIKey
+	// (MANAGED_AGENT_TEMPORAL_API_KEY).
 	TemporalTLS    bool
 	TemporalAPIKey string
 	// TaskQueue of session workflows (MANAGED_AGENT_TEMPORAL_TASK_QUEUE), default
@@ -55,29 +61,129 @@ type Config struct {
 	AnthropicAPIKey    string
 	AnthropicAuthToken string
 
-	// Sandbox is the sandbox provider: local (MANAGED_AGENT_SANDBOX).
+	// Sandbox is the sandbox provider, one of sandboxProviders (MANAGED_AGENT_SANDBOX).
 	Sandbox string
 	// SandboxDir is where the local provider puts work directories (MANAGED_AGENT_SANDBOX_DIR).
 	SandboxDir string
 	// AllowUnsafeLocalSandbox lets a real model drive the local sandbox
-	// (MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX=1).
+	// (MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX, a boolean).
 	AllowUnsafeLocalSandbox bool
 
-	// invalid collects values FromEnv could not parse; Validate reports them.
-	invalid []string
+	// unparsed holds, by variable, the messages for values FromEnv could not parse (a
+	// duration, a boolean); Validate reports them in its order.
+	unparsed map[string]string
 }
 
-// Validate reports variables whose values could not be parsed, naming each.
+// Validate checks every value, in a fixed order (model, sandbox, durations, logging,
+// addresses, Temporal, then the guard that needs a valid model and sandbox), and reports every
+// problem it finds, each naming its variable and the allowed values. A role calls it before
+// it initialises, starts or writes anything.
 func (c Config) Validate() error {
-	if len(c.invalid) > 0 {
-		return errors.New(strings.Join(c.invalid, "; "))
+	var errs []error
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	modelErr := c.validateModel()
+	sandboxErr := c.validateSandbox()
+	check(modelErr)
+	check(sandboxErr)
+	check(c.parsed("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"))
+	if c.FakeWordDelay < 0 {
+		check(fmt.Errorf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%s: must not be negative", c.FakeWordDelay))
+	}
+	_, err := c.logLevel()
+	check(err)
+	_, err = c.logFormat()
+	check(err)
+	check(validateHostPort("MANAGED_AGENT_ADDR", c.Addr))
+	if c.DatabaseURL != "" {
+		if _, err := pgconn.ParseConfig(c.DatabaseURL); err != nil {
+			// pgconn's message may quote the URL, password included.
+			check(errors.New("MANAGED_AGENT_DATABASE_URL: must be a PostgreSQL connection string (postgres://user:password@host:5432/db?sslmode=disable)"))
+		}
+	}
+	check(validateHostPort("MANAGED_AGENT_TEMPORAL_ADDRESS", c.TemporalAddress))
+	check(c.parsed("MANAGED_AGENT_TEMPORAL_TLS"))
+	check(c.parsed("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"))
+	// The guard reasons about a model and a sandbox; with either invalid, its message would
+	// hide the real mistake.
+	if modelErr == nil && sandboxErr == nil {
+		check(CheckSandboxGuard(c))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) parsed(name string) error {
+	if msg, ok := c.unparsed[name]; ok {
+		return errors.New(msg)
 	}
 	return nil
 }
 
-// FromEnv reads the variables over the given defaults.
+func (c Config) validateModel() error {
+	switch c.Model {
+	case "", "fake":
+		return nil
+	case "anthropic":
+		if c.AnthropicAPIKey == "" && c.AnthropicAuthToken == "" {
+			return errors.New("MANAGED_AGENT_MODEL=anthropic needs MANAGED_AGENT_ANTHROPIC_API_KEY or MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN")
+		}
+		if c.AnthropicBaseURL != "" {
+			u, err := url.Parse(c.AnthropicBaseURL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("MANAGED_AGENT_ANTHROPIC_BASE_URL=%q: must be an http or https URL such as https://api.anthropic.com", c.AnthropicBaseURL)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("MANAGED_AGENT_MODEL=%q: must be fake or anthropic", c.Model)
+}
+
+func (c Config) validateSandbox() error {
+	if _, ok := c.lookupSandbox(); ok {
+		return nil
+	}
+	names := make([]string, len(sandboxProviders))
+	for i, p := range sandboxProviders {
+		names[i] = p.name
+	}
+	return fmt.Errorf("MANAGED_AGENT_SANDBOX=%q: must be one of %s (docker and kubernetes arrive with their issues)", c.Sandbox, strings.Join(names, ", "))
+}
+
+// validateHostPort accepts an empty value (the role's default applies) or host:port.
+func validateHostPort(name, v string) error {
+	if v == "" {
+		return nil
+	}
+	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+		return fmt.Errorf("%s=%q: must be host:port, such as 127.0.0.1:8080 or :8080", name, v)
+	}
+	return nil
+}
+
+func (c Config) logLevel() (slog.Level, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(orDefault(c.LogLevel, "info"))); err != nil {
+		return 0, fmt.Errorf("MANAGED_AGENT_LOG_LEVEL=%q: must be debug, info, warn or error", c.LogLevel)
+	}
+	return level, nil
+}
+
+func (c Config) logFormat() (string, error) {
+	f := strings.ToLower(orDefault(c.LogFormat, "json"))
+	if f != "json" && f != "text" {
+		return "", fmt.Errorf("MANAGED_AGENT_LOG_FORMAT=%q: must be json or text", c.LogFormat)
+	}
+	return f, nil
+}
+
+// FromEnv reads the variables over the given defaults. Values it cannot parse are kept for
+// Validate to report.
 func FromEnv(def Config) Config {
 	c := def
+	c.unparsed = map[string]string{}
 	set := func(dst *string, name string) {
 		if v, ok := os.LookupEnv(name); ok && v != "" {
 			*dst = v
@@ -101,33 +207,52 @@ func FromEnv(def Config) Config {
 	set(&c.SandboxDir, "MANAGED_AGENT_SANDBOX_DIR")
 	if v := os.Getenv("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"); v != "" {
 		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			c.invalid = append(c.invalid, fmt.Sprintf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%q: must be a duration such as 20ms", v))
+		if err != nil {
+			c.unparsed["MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"] = fmt.Sprintf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%q: must be a duration such as 20ms", v)
 		}
 		c.FakeWordDelay = d
 	}
-	c.TemporalTLS = c.TemporalTLS || os.Getenv("MANAGED_AGENT_TEMPORAL_TLS") == "1"
-	c.AllowUnsafeLocalSandbox = c.AllowUnsafeLocalSandbox || os.Getenv("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX") == "1"
+	c.envBool(&c.TemporalTLS, "MANAGED_AGENT_TEMPORAL_TLS")
+	c.envBool(&c.AllowUnsafeLocalSandbox, "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX")
 	return c
 }
 
-// Logger builds the process logger; an invalid setting is an error naming the variable.
+// envBool reads a boolean variable: 1/true/yes/on or 0/false/no/off, in any case. Anything
+// else is kept for Validate, never read as false: MANAGED_AGENT_TEMPORAL_TLS=enabled must not
+// silently dial without TLS.
+func (c *Config) envBool(dst *bool, name string) {
+	v, ok := os.LookupEnv(name)
+	if !ok || v == "" {
+		return
+	}
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on":
+		*dst = true
+	case "0", "false", "no", "off":
+		*dst = false
+	default:
+		c.unparsed[name] = fmt.Sprintf("%s=%q: must be a boolean: 1, true, yes, on or 0, false, no, off", name, v)
+	}
+}
+
+// Logger validates the configuration and builds the process logger.
 func (c Config) Logger() (*slog.Logger, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(orDefault(c.LogLevel, "info"))); err != nil {
-		return nil, fmt.Errorf("MANAGED_AGENT_LOG_LEVEL=%q: must be debug, info, warn or error", c.LogLevel)
+	level, err := c.logLevel()
+	if err != nil {
+		return nil, err
+	}
+	format, err := c.logFormat()
+	if err != nil {
+		return nil, err
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	switch strings.ToLower(orDefault(c.LogFormat, "json")) {
-	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
-	case "text":
+	if format == "text" {
 		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
 	}
-	return nil, fmt.Errorf("MANAGED_AGENT_LOG_FORMAT=%q: must be json or text", c.LogFormat)
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 }
 
 func orDefault(v, def string) string {

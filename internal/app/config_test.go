@@ -1,6 +1,8 @@
 package app
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +40,7 @@ func TestCheckSandboxGuard(t *testing.T) {
 func TestFromEnv(t *testing.T) {
 	t.Setenv("MANAGED_AGENT_DATABASE_URL", "postgres://x")
 	t.Setenv("MANAGED_AGENT_MODEL", "anthropic")
+	t.Setenv("MANAGED_AGENT_ANTHROPIC_API_KEY", "k") // Validate now checks the whole configuration
 	t.Setenv("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX", "1")
 	t.Setenv("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", "20ms")
 	t.Setenv("MANAGED_AGENT_TEMPORAL_TASK_QUEUE", "q")
@@ -67,4 +70,112 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 	require.ErrorContains(t, err, "MANAGED_AGENT_ANTHROPIC_API_KEY")
 	_, err = NewSandboxProvider(Config{Sandbox: "e2b"})
 	require.ErrorContains(t, err, "MANAGED_AGENT_SANDBOX")
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	anthropicOK := Config{Model: "anthropic", AnthropicAPIKey: "k", AllowUnsafeLocalSandbox: true}
+	with := func(c Config, f func(*Config)) Config { f(&c); return c }
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr []string // each must appear; empty: valid
+		notErr  []string // must not appear
+	}{
+		{name: "defaults", cfg: Config{}},
+		{name: "everything set and valid", cfg: Config{Model: "anthropic", AnthropicAuthToken: "t", AnthropicBaseURL: "https://example.test",
+			Sandbox: "local", AllowUnsafeLocalSandbox: true, Addr: ":8080", TemporalAddress: "temporal:7233",
+			DatabaseURL: "postgres://u:p@db:5432/x", LogLevel: "debug", LogFormat: "TEXT", FakeWordDelay: time.Millisecond}},
+		{name: "an unknown model names the allowed values, not the guard",
+			cfg: Config{Model: "bogus"}, wantErr: []string{`MANAGED_AGENT_MODEL="bogus": must be fake or anthropic`}, notErr: []string{"not a security boundary"}},
+		{name: "anthropic needs a key", cfg: Config{Model: "anthropic", AllowUnsafeLocalSandbox: true},
+			wantErr: []string{"MANAGED_AGENT_ANTHROPIC_API_KEY or MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN"}},
+		{name: "anthropic base URL must be a URL", cfg: with(anthropicOK, func(c *Config) { c.AnthropicBaseURL = "api.anthropic.com" }),
+			wantErr: []string{"MANAGED_AGENT_ANTHROPIC_BASE_URL", "http or https URL"}},
+		{name: "an unknown sandbox names the providers", cfg: Config{Sandbox: "e2b"}, wantErr: []string{`MANAGED_AGENT_SANDBOX="e2b": must be one of local`}},
+		{name: "an unknown sandbox with a real model: no guard message", cfg: Config{Model: "anthropic", AnthropicAPIKey: "k", Sandbox: "e2b"},
+			wantErr: []string{"MANAGED_AGENT_SANDBOX"}, notErr: []string{"not a security boundary"}},
+		{name: "negative delay", cfg: Config{FakeWordDelay: -time.Second}, wantErr: []string{"MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", "negative"}},
+		{name: "log level", cfg: Config{LogLevel: "loud"}, wantErr: []string{"MANAGED_AGENT_LOG_LEVEL", "debug, info, warn or error"}},
+		{name: "log format", cfg: Config{LogFormat: "xml"}, wantErr: []string{"MANAGED_AGENT_LOG_FORMAT", "json or text"}},
+		{name: "listen address", cfg: Config{Addr: "8080"}, wantErr: []string{`MANAGED_AGENT_ADDR="8080": must be host:port`}},
+		{name: "Temporal address", cfg: Config{TemporalAddress: "temporal"}, wantErr: []string{`MANAGED_AGENT_TEMPORAL_ADDRESS="temporal"`}},
+		{name: "database URL, without echoing it", cfg: Config{DatabaseURL: "postgres://u:secret@db:notaport/x"},
+			wantErr: []string{"MANAGED_AGENT_DATABASE_URL"}, notErr: []string{"secret"}},
+		{name: "the guard, when model and sandbox are valid", cfg: Config{Model: "anthropic", AnthropicAPIKey: "k"},
+			wantErr: []string{"not a security boundary", "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX=1"}},
+		{name: "every problem at once, in order", cfg: Config{Model: "bogus", LogLevel: "loud", Addr: "x"},
+			wantErr: []string{"MANAGED_AGENT_MODEL", "MANAGED_AGENT_LOG_LEVEL", "MANAGED_AGENT_ADDR"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.cfg.Validate()
+			if len(tt.wantErr) == 0 {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			last := -1
+			for _, want := range tt.wantErr {
+				i := strings.Index(err.Error(), want)
+				require.Greater(t, i, last, "%q in order in %q", want, err.Error())
+				last = i
+			}
+			for _, not := range tt.notErr {
+				require.NotContains(t, err.Error(), not)
+			}
+		})
+	}
+}
+
+func TestFromEnvBooleans(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    bool
+		wantErr bool
+	}{
+		{"1", true, false}, {"true", true, false}, {"YES", true, false}, {"On", true, false},
+		{"0", false, false}, {"false", false, false}, {"No", false, false}, {"OFF", false, false},
+		{"enabled", false, true}, {"2", false, true}, {"y", false, true},
+	}
+	for _, name := range []string{"MANAGED_AGENT_TEMPORAL_TLS", "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"} {
+		for _, tt := range tests {
+			t.Run(name+"="+tt.value, func(t *testing.T) {
+				t.Setenv(name, tt.value)
+				c := FromEnv(Config{})
+				err := c.Validate()
+				if tt.wantErr {
+					require.ErrorContains(t, err, name+`="`+tt.value+`": must be a boolean`)
+					return
+				}
+				require.NoError(t, err)
+				got := map[string]bool{"MANAGED_AGENT_TEMPORAL_TLS": c.TemporalTLS, "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX": c.AllowUnsafeLocalSandbox}[name]
+				require.Equal(t, tt.want, got)
+			})
+		}
+	}
+}
+
+// A bad value stops dev before it creates the data dir, starts PostgreSQL or Temporal.
+func TestRunDevValidatesFirst(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"unknown model", Config{Model: "bogus"}, "must be fake or anthropic"},
+		{"real model on the local sandbox", Config{Model: "anthropic", AnthropicAPIKey: "k"}, "not a security boundary"},
+		{"bad log format", Config{LogFormat: "xml"}, "MANAGED_AGENT_LOG_FORMAT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dataDir := filepath.Join(t.TempDir(), "data")
+			tt.cfg.DataDir = dataDir
+			require.ErrorContains(t, RunDev(t.Context(), tt.cfg), tt.wantErr)
+			require.NoDirExists(t, dataDir)
+		})
+	}
 }

@@ -20,14 +20,19 @@ import (
 )
 
 // RunDev runs everything a laptop needs in one process on embedded defaults: a private
-// PostgreSQL under the data dir (unless MANAGED_AGENT_DATABASE_URL is set) and the API. It
-// stops what it started when ctx ends; data survives restarts.
-func RunDev(ctx context.Context, cfg Config, logger *slog.Logger) error {
+// PostgreSQL under the data dir (unless MANAGED_AGENT_DATABASE_URL is set), a Temporal dev
+// server (unless MANAGED_AGENT_TEMPORAL_ADDRESS is set), the API and a worker that shares
+// the API's store and preview hub. It validates the configuration before it creates the data
+// dir, stops what it started when ctx ends, and data survives restarts.
+func RunDev(ctx context.Context, cfg Config) error {
+	logger, err := start(cfg)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}
-	dbURL := cfg.DatabaseURL
-	if dbURL == "" {
+	if cfg.DatabaseURL == "" {
 		pg, err := pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(cfg.DataDir, "postgres"), Logger: logger})
 		if err != nil {
 			return fmt.Errorf("start private PostgreSQL: %w", err)
@@ -37,22 +42,23 @@ func RunDev(ctx context.Context, cfg Config, logger *slog.Logger) error {
 				logger.Error("stop PostgreSQL", "error", err)
 			}
 		}()
-		dbURL = pg.URL()
+		cfg.DatabaseURL = pg.URL()
 	}
-	api, err := NewAPI(ctx, dbURL, logger)
-	if err != nil {
-		return err
-	}
-	defer api.Close()
-
 	tc, stopTemporal, err := devTemporal(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer stopTemporal()
-	api.UseRunner(tc, cfg.TaskQueue, durable.DefaultModelRetry, logger)
-	w, err := StartWorker(cfg, tc, api.Store, api.Previews, logger)
+	api, err := NewAPI(ctx, cfg, tc, logger)
 	if err != nil {
+		return err
+	}
+	defer api.Close()
+	w, err := NewWorker(cfg, tc, api.Store, api.Previews, logger)
+	if err != nil {
+		return err
+	}
+	if err := w.Start(ctx); err != nil {
 		return err
 	}
 	defer w.Stop()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -19,6 +20,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/model/fake"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
+	"github.com/managed-agents/managed-agents/internal/startstop"
 	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/stream"
 	"github.com/managed-agents/managed-agents/internal/turns"
@@ -26,32 +28,29 @@ import (
 
 // NewModel builds the model client the configuration names (fake by default).
 func NewModel(c Config) (model.Client, error) {
-	switch c.Model {
-	case "", "fake":
+	if err := c.validateModel(); err != nil {
+		return nil, err
+	}
+	if c.Model != "anthropic" {
 		if c.FakeWordDelay > 0 {
 			return fake.New(fake.WithWordDelay(c.FakeWordDelay)), nil
 		}
 		return fake.New(), nil
-	case "anthropic":
-		opts := []anthropic.Option{}
-		if c.AnthropicBaseURL != "" {
-			opts = append(opts, anthropic.WithBaseURL(c.AnthropicBaseURL))
-		}
-		switch {
-		case c.AnthropicAPIKey != "":
-			opts = append(opts, anthropic.WithAPIKey(c.AnthropicAPIKey))
-		case c.AnthropicAuthToken != "":
-			opts = append(opts, anthropic.WithBearerToken(c.AnthropicAuthToken))
-		default:
-			return nil, errors.New("MANAGED_AGENT_MODEL=anthropic needs MANAGED_AGENT_ANTHROPIC_API_KEY or MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN")
-		}
-		m, err := anthropic.New(opts...)
-		if err != nil {
-			return nil, fmt.Errorf("MANAGED_AGENT_ANTHROPIC_*: %w", err)
-		}
-		return m, nil
 	}
-	return nil, fmt.Errorf("MANAGED_AGENT_MODEL=%q: must be fake or anthropic", c.Model)
+	opts := []anthropic.Option{}
+	if c.AnthropicBaseURL != "" {
+		opts = append(opts, anthropic.WithBaseURL(c.AnthropicBaseURL))
+	}
+	if c.AnthropicAPIKey != "" {
+		opts = append(opts, anthropic.WithAPIKey(c.AnthropicAPIKey))
+	} else {
+		opts = append(opts, anthropic.WithBearerToken(c.AnthropicAuthToken))
+	}
+	m, err := anthropic.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("MANAGED_AGENT_ANTHROPIC_*: %w", err)
+	}
+	return m, nil
 }
 
 // NewSandboxRegistry builds the deployment's sandbox providers: the one the configuration
@@ -65,17 +64,47 @@ func NewSandboxRegistry(c Config) (*sandbox.Registry, error) {
 	return sandbox.NewRegistry(p)
 }
 
-// NewSandboxProvider builds the sandbox provider the configuration names (local by default).
-func NewSandboxProvider(c Config) (sandbox.Provider, error) {
-	switch c.Sandbox {
-	case "", "local":
+// sandboxProvider is one value of MANAGED_AGENT_SANDBOX. New providers add a row; Validate
+// and the error message list the rows.
+type sandboxProvider struct {
+	name string
+	new  func(Config) (sandbox.Provider, error)
+	// isolating is false for a provider whose commands run unconfined on this machine: the
+	// guard refuses a real model on it.
+	isolating bool
+}
+
+var sandboxProviders = []sandboxProvider{
+	{name: "local", isolating: false, new: func(c Config) (sandbox.Provider, error) {
 		dir := c.SandboxDir
 		if dir == "" {
 			dir = filepath.Join(os.TempDir(), "managed-agents-sandboxes")
 		}
 		return local.New(dir), nil
+	}},
+}
+
+// defaultSandbox is the provider an empty MANAGED_AGENT_SANDBOX means.
+const defaultSandbox = "local"
+
+// lookupSandbox finds the row of the configured provider.
+func (c Config) lookupSandbox() (sandboxProvider, bool) {
+	name := orDefault(c.Sandbox, defaultSandbox)
+	for _, p := range sandboxProviders {
+		if p.name == name {
+			return p, true
+		}
 	}
-	return nil, fmt.Errorf("MANAGED_AGENT_SANDBOX=%q: only local is available in this build (docker and kubernetes arrive with their issues)", c.Sandbox)
+	return sandboxProvider{}, false
+}
+
+// NewSandboxProvider builds the sandbox provider the configuration names (local by default).
+func NewSandboxProvider(c Config) (sandbox.Provider, error) {
+	p, ok := c.lookupSandbox()
+	if !ok {
+		return nil, c.validateSandbox()
+	}
+	return p.new(c)
 }
 
 // CheckSandboxGuard refuses a real model with the local sandbox unless explicitly allowed
@@ -83,8 +112,9 @@ func NewSandboxProvider(c Config) (sandbox.Provider, error) {
 // would run as this process's user on this machine.
 func CheckSandboxGuard(c Config) error {
 	realModel := c.Model != "" && c.Model != "fake"
-	localSandbox := c.Sandbox == "" || c.Sandbox == "local"
-	if realModel && localSandbox && !c.AllowUnsafeLocalSandbox {
+	// An unknown provider is Validate's to report, not the guard's.
+	p, known := c.lookupSandbox()
+	if realModel && known && !p.isolating && !c.AllowUnsafeLocalSandbox {
 		return errors.New("refusing to start: MANAGED_AGENT_MODEL=" + c.Model + " with the local sandbox would let a real model run " +
 			"commands on this machine as this user (the local sandbox is not a security boundary). Use an isolating sandbox " +
 			"(MANAGED_AGENT_SANDBOX=docker, when available), or set MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX=1 to accept the risk")
@@ -92,18 +122,17 @@ func CheckSandboxGuard(c Config) error {
 	return nil
 }
 
-// Worker is a running Temporal worker for session workflows.
+// Worker is the worker role: a Temporal worker that runs session turns with the configured
+// model and sandbox, and the sweep that re-wakes sessions whose wake-up may have been lost.
+// It needs the store, Temporal and a place for previews; it runs no migrations, holds no
+// LISTEN connection and serves no HTTP.
 type Worker struct {
-	w         worker.Worker
-	stopSweep context.CancelFunc
-	sweepDone chan struct{}
+	services startstop.Group
 }
 
-// sweepInterval is how often a worker re-wakes sessions whose wake-up may have been lost.
-const sweepInterval = time.Minute
-
-// StartWorker starts a worker that runs session turns with the configured model and sandbox.
-func StartWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub, logger *slog.Logger) (*Worker, error) {
+// NewWorker builds a worker over st. previews receives the model's preview frames (the
+// worker only publishes); nil sends none. Start runs it.
+func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub, logger *slog.Logger) (*Worker, error) {
 	if err := CheckSandboxGuard(c); err != nil {
 		return nil, err
 	}
@@ -123,28 +152,81 @@ func StartWorker(c Config, tc client.Client, st *store.Store, previews stream.Hu
 		Previews:  previews,
 		Logger:    logger,
 	}
-	w := durable.NewWorker(tc, c.TaskQueue, acts)
-	if err := w.Start(); err != nil {
-		return nil, fmt.Errorf("start Temporal worker: %w", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &Worker{w: w, stopSweep: cancel, sweepDone: make(chan struct{})}
 	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger}
-	go out.sweep(ctx, engine, runner, logger)
-	return out, nil
+	return &Worker{services: startstop.Group{
+		&temporalWorker{w: durable.NewWorker(tc, c.TaskQueue, acts)},
+		&Sweep{Engine: engine, Waker: runner, Interval: sweepInterval, Logger: logger},
+	}}, nil
 }
 
-// sweep wakes sessions with work no run knows about, at start and then periodically, so
-// events committed while Temporal was unreachable still run.
-func (w *Worker) sweep(ctx context.Context, engine *turns.Service, runner turns.Waker, logger *slog.Logger) {
-	defer close(w.sweepDone)
-	t := time.NewTicker(sweepInterval)
+// Start starts polling the task queue, then the sweep.
+func (w *Worker) Start(ctx context.Context) error { return w.services.Start(ctx) }
+
+// Stop stops the sweep and polling, and waits for running activities; it may be called more
+// than once.
+func (w *Worker) Stop() { w.services.Stop() }
+
+// temporalWorker makes a Temporal worker a startstop.Service: the SDK's worker must not be
+// stopped twice or started again.
+type temporalWorker struct {
+	w        worker.Worker
+	mu       sync.Mutex
+	started  bool
+	stopOnce sync.Once
+}
+
+func (t *temporalWorker) Start(context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.started {
+		return nil
+	}
+	if err := t.w.Start(); err != nil {
+		return fmt.Errorf("start Temporal worker: %w", err)
+	}
+	t.started = true
+	return nil
+}
+
+func (t *temporalWorker) Stop() {
+	t.mu.Lock()
+	started := t.started
+	t.mu.Unlock()
+	if started {
+		t.stopOnce.Do(t.w.Stop)
+	}
+}
+
+// sweepInterval is how often a worker re-wakes sessions whose wake-up may have been lost.
+const sweepInterval = time.Minute
+
+// Sweep wakes sessions with work no run knows about, at start and then every Interval, so
+// events committed while Temporal was unreachable (or whose wake-up was lost) still run.
+type Sweep struct {
+	Engine   *turns.Service
+	Waker    turns.Waker
+	Interval time.Duration
+	Logger   *slog.Logger
+	loop     startstop.Loop
+}
+
+// Start starts sweeping.
+func (s *Sweep) Start(ctx context.Context) error {
+	s.loop.Start(ctx, s.run)
+	return nil
+}
+
+// Stop stops sweeping and waits for a sweep in progress; it may be called more than once.
+func (s *Sweep) Stop() { s.loop.Stop() }
+
+func (s *Sweep) run(ctx context.Context) {
+	t := time.NewTicker(s.Interval)
 	defer t.Stop()
 	for {
-		if n, err := engine.WakeStale(ctx, runner); err != nil && ctx.Err() == nil {
-			logger.WarnContext(ctx, "sweep for sessions needing a run failed", "error", err)
+		if n, err := s.Engine.WakeStale(ctx, s.Waker); err != nil && ctx.Err() == nil {
+			s.Logger.WarnContext(ctx, "sweep for sessions needing a run failed", "error", err)
 		} else if n > 0 {
-			logger.InfoContext(ctx, "woke sessions that may have had pending work", "sessions", n)
+			s.Logger.InfoContext(ctx, "woke sessions that may have had pending work", "sessions", n)
 		}
 		select {
 		case <-ctx.Done():
@@ -152,13 +234,6 @@ func (w *Worker) sweep(ctx context.Context, engine *turns.Service, runner turns.
 		case <-t.C:
 		}
 	}
-}
-
-// Stop stops the sweep and polling, and waits for running activities.
-func (w *Worker) Stop() {
-	w.stopSweep()
-	<-w.sweepDone
-	w.w.Stop()
 }
 
 // DialTemporal connects to the configured Temporal.

@@ -1,11 +1,21 @@
-// Package workflow runs every session durably on Temporal: one workflow per session
-// serializes its turns, and each step of a turn (begin, model turn, tool call, finish) is an
-// activity that is idempotent against the event log.
+// Package durable is the Temporal side of the server, and the only package that imports the
+// Temporal SDK besides app's wiring:
 //
-// The workflow keeps only ids and counters, never conversation content: the event log in
-// PostgreSQL is the only history. Workflow code must stay deterministic (no I/O, clocks or
-// randomness outside workflow.* APIs). This package must never import httpapi or Kubernetes
-// packages.
+//   - SessionWorkflow, one per session (WorkflowID), serializes the session's turns: it asks
+//     the turn engine (internal/turns, through Activities) for the next step of the log-derived
+//     plan and runs it as an activity (advance, model turn, tool call, reschedule, exhaust,
+//     terminate), sleeping on model backoff and waking on the wake and interrupt signals;
+//     TeardownWorkflow destroys a deleted session's sandbox;
+//   - Activities are thin: each is idempotent against the event log, which is the only
+//     history. The workflow keeps ids and counters, never conversation content, and its code
+//     stays deterministic (no I/O, clocks or randomness outside workflow.* APIs);
+//   - Runner is the sessions service's sessions.Runner (start or signal a session's workflow,
+//     run a teardown), NewWorker registers the workflows and activities on a task queue, Dial
+//     connects a client, and StartDevServer runs the Temporal CLI's dev server for dev and
+//     tests.
+//
+// Nothing but internal/app imports it (internal/archtest enforces DESIGN.md §3); it never
+// imports httpapi, sessions or Kubernetes packages.
 package durable
 
 import (

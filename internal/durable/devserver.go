@@ -41,6 +41,13 @@ type DevServer struct {
 	*testsuite.DevServer
 }
 
+// Stop closes the server's client, then stops the server: the SDK's Stop leaves the client's
+// gRPC connection (and its goroutines) behind.
+func (s *DevServer) Stop() error {
+	s.Client().Close()
+	return s.DevServer.Stop()
+}
+
 // FindTemporalCLI returns the Temporal CLI: bin/temporal (what `make tools` installs) in the
 // working directory or the nearest parent that has one — tests run in package directories —
 // then beside this executable, then PATH. The error says how to get it.

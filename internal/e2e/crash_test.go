@@ -22,6 +22,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/stretchr/testify/require"
 
+	"github.com/managed-agents/managed-agents/internal/app"
 	"github.com/managed-agents/managed-agents/internal/ids"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
 	"github.com/managed-agents/managed-agents/internal/wire"
@@ -85,10 +86,9 @@ func (w *workerProcess) kill() {
 // appends its own line to a file in the sandbox, which must hold every line exactly once).
 func TestCrashWorkerKilledRepeatedly(t *testing.T) {
 	bin := managedAgentsBinary(t)
-	e := newEnv(t)
 	tc := sharedTemporal(t)
 	queue := "crash-" + ids.New("")
-	e.api.UseRunner(tc, queue, fastRetry, discardLogger())
+	e := newAPIEnv(t, app.Config{TaskQueue: queue, ModelRetry: fastRetry}, tc)
 	sandboxDir := t.TempDir()
 	env := []string{
 		"MANAGED_AGENT_DATABASE_URL=" + e.dbURL,

@@ -46,30 +46,42 @@ func stopSharedTemporal() {
 // fastRetry keeps rescheduling tests quick.
 var fastRetry = durable.ModelRetry{MaxRetries: 3, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
 
-// newRunningEnv is newEnv plus the durable runner: a Temporal worker with the fake model and
-// the local sandbox, so sessions run their turns.
+// newRunningEnv is newEnv plus the durable runner: the API wakes sessions on the env's own
+// task queue, where a Temporal worker with the fake model and the local sandbox runs them.
 func newRunningEnv(t testing.TB, configure ...func(*app.Config)) *env {
 	t.Helper()
-	e := newEnv(t)
-	e.attachWorker(t, configure...)
+	tc := sharedTemporal(t)
+	cfg := workerConfig(t, configure...)
+	e := newAPIEnv(t, cfg, tc)
+	e.runWorker(t, cfg, tc)
 	return e
 }
 
-// attachWorker gives an env the durable runner: its own task queue on the shared Temporal dev
-// server and a worker with the fake model and the local sandbox.
+// attachWorker starts a worker for an env whose API runs no sessions (newEnv), on a task
+// queue of its own: only its sweep finds what the API committed, as when workers come up
+// after the API.
 func (e *env) attachWorker(t testing.TB, configure ...func(*app.Config)) {
 	t.Helper()
-	tc := sharedTemporal(t)
-	queue := "e2e-" + ids.New("")
-	e.api.UseRunner(tc, queue, fastRetry, discardLogger())
-	e.sandboxDir = t.TempDir()
-	cfg := app.Config{TaskQueue: queue, SandboxDir: e.sandboxDir, ModelRetry: fastRetry}
+	e.runWorker(t, workerConfig(t, configure...), sharedTemporal(t))
+}
+
+// workerConfig is a worker's configuration on a fresh task queue of the shared Temporal dev
+// server, with the fake model and the local sandbox.
+func workerConfig(t testing.TB, configure ...func(*app.Config)) app.Config {
+	cfg := app.Config{TaskQueue: "e2e-" + ids.New(""), SandboxDir: t.TempDir(), ModelRetry: fastRetry}
 	for _, c := range configure {
 		c(&cfg)
 	}
+	return cfg
+}
+
+func (e *env) runWorker(t testing.TB, cfg app.Config, tc client.Client) {
+	t.Helper()
+	e.sandboxDir = cfg.SandboxDir
 	e.startWorker = func() *app.Worker {
-		w, err := app.StartWorker(cfg, tc, e.api.Store, e.api.Previews, discardLogger())
+		w, err := app.NewWorker(cfg, tc, e.api.Store, e.api.Previews, discardLogger())
 		require.NoError(t, err)
+		require.NoError(t, w.Start(context.Background()))
 		return w
 	}
 	e.worker = e.startWorker()

@@ -15,6 +15,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/managed-agents/managed-agents/internal/app"
 	"github.com/managed-agents/managed-agents/internal/ids"
@@ -44,13 +45,22 @@ type env struct {
 	client anthropic.Client
 }
 
-// newEnv starts the API on a fresh database with one workspace and its key.
+// newEnv starts the API alone (nothing runs sessions) on a fresh database with one
+// workspace and its key.
 func newEnv(t testing.TB) *env {
+	t.Helper()
+	return newAPIEnv(t, app.Config{}, nil)
+}
+
+// newAPIEnv starts the API with cfg (its DatabaseURL set to a fresh database) and, if tc is
+// set, a runner on cfg.TaskQueue.
+func newAPIEnv(t testing.TB, cfg app.Config, tc client.Client) *env {
 	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dbURL := pgtest.URL(t)
-	api, err := app.NewAPI(ctx, dbURL, logger)
+	cfg.DatabaseURL = dbURL
+	api, err := app.NewAPI(ctx, cfg, tc, logger)
 	require.NoError(t, err)
 	srv := httptest.NewServer(api.Handler)
 	t.Cleanup(func() {

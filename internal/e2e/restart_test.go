@@ -24,7 +24,7 @@ func TestStreamResumeAcrossAPIRestart(t *testing.T) {
 	ctx := context.Background()
 
 	// A second API process on the same database.
-	api2, err := app.NewAPI(ctx, f.e.dbURL, discardLogger())
+	api2, err := app.NewAPI(ctx, app.Config{DatabaseURL: f.e.dbURL}, nil, discardLogger())
 	require.NoError(t, err)
 	srv2 := httptest.NewServer(api2.Handler)
 	t.Cleanup(func() { srv2.CloseClientConnections(); srv2.Close(); api2.Close() })

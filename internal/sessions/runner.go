@@ -19,9 +19,6 @@ type Runner interface {
 	Forget(ctx context.Context, sessionID string)
 }
 
-// SetRunner connects the service to the runner of session turns.
-func (s *Service) SetRunner(r Runner) { s.runner = r }
-
 // wake tells the runner about committed events. The events are already durable, so the
 // wake-up must not depend on the client staying connected (the request context); it is
 // retried for a few seconds and then logged: the next wake-up of the session (any later send)

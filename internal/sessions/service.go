@@ -28,10 +28,21 @@ type Service struct {
 	runner   Runner
 }
 
+// Option configures a Service at construction.
+type Option func(*Service)
+
+// WithRunner makes sessions run: committed client events wake r. Without it the API still
+// accepts events; they stay queued until a worker's sweep finds them.
+func WithRunner(r Runner) Option { return func(s *Service) { s.runner = r } }
+
 // New returns a service. The notifier feeds live streams.
-func New(st *store.Store, notifier *store.Notifier, logger *slog.Logger) *Service {
-	return &Service{store: st, notifier: notifier, logger: logger, now: func() time.Time {
+func New(st *store.Store, notifier *store.Notifier, logger *slog.Logger, opts ...Option) *Service {
+	s := &Service{store: st, notifier: notifier, logger: logger, now: func() time.Time {
 		// Microseconds: what PostgreSQL keeps, so echoed and re-read timestamps agree.
 		return time.Now().UTC().Truncate(time.Microsecond)
 	}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }

@@ -166,7 +166,7 @@ func (q *Queries) EventReferencing(ctx context.Context, sessionID string, types 
 
 // notify queues a wake-up for the session's subscribers; seq -1 means deleted.
 func (q *Queries) notify(ctx context.Context, sessionID string, seq int64) error {
-	if _, err := q.db.Exec(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, sessionID+":"+strconv.FormatInt(seq, 10)); err != nil {
+	if _, err := q.db.Exec(ctx, `SELECT pg_notify($1, $2)`, string(TopicEvents), sessionID+":"+strconv.FormatInt(seq, 10)); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil

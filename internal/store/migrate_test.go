@@ -147,3 +147,12 @@ func TestMigrateConcurrentlyFromSeveralStores(t *testing.T) {
 	require.ElementsMatch(t, want, appliedVersions(t, stores[0]), "goose recorded each version once")
 	require.Subset(t, userTables(t, stores[0]), storeTables)
 }
+
+// A worker does not migrate: it refuses a database the API has not migrated yet.
+func TestCheckMigrated(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, pgtest.URL(t))
+	require.ErrorIs(t, st.CheckMigrated(t.Context()), ErrSchemaNotCurrent, "a fresh database")
+	require.NoError(t, st.Migrate(t.Context(), discardLogger()))
+	require.NoError(t, st.CheckMigrated(t.Context()), "after Migrate")
+}

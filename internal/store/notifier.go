@@ -2,35 +2,26 @@ package store
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"sync"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// EventsChannel is the NOTIFY channel of committed-event wake-ups. Payloads are tiny hints
-// ("<session id>:<seq>"); subscribers always re-read the log after their cursor, so a lost
-// or coalesced hint never loses an event.
-const EventsChannel = "managed_agents_events"
-
-// Notifier holds the process's single LISTEN connection and fans wake-ups out in memory to
-// subscribers of each session.
+// Notifier fans committed-event wake-ups (TopicEvents) out in memory to the subscribers of
+// each session. It is the topic's Handler: give it to the process's Listener with
+// listener.Listen(TopicEvents, notifier).
 type Notifier struct {
-	pool   *pgxpool.Pool
-	logger *slog.Logger
-
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
-	// ready is closed once LISTEN is established the first time.
+	// ready is closed once the topic is listened to the first time.
 	ready     chan struct{}
 	readyOnce sync.Once
 }
 
-// NewNotifier returns a notifier; call Run to start listening.
-func NewNotifier(pool *pgxpool.Pool, logger *slog.Logger) *Notifier {
-	return &Notifier{pool: pool, logger: logger, subs: map[string]map[chan struct{}]struct{}{}, ready: make(chan struct{})}
+var _ Handler = (*Notifier)(nil)
+
+// NewNotifier returns a notifier that wakes no one until a Listener feeds it.
+func NewNotifier() *Notifier {
+	return &Notifier{subs: map[string]map[chan struct{}]struct{}{}, ready: make(chan struct{})}
 }
 
 // Ready is closed once the notifier listens.
@@ -56,52 +47,25 @@ func (n *Notifier) Subscribe(sessionID string) (<-chan struct{}, func()) {
 	}
 }
 
-// Run listens until ctx ends, reconnecting with backoff. After every (re)connect it wakes
-// every subscriber, because notifications sent while disconnected are gone.
-func (n *Notifier) Run(ctx context.Context) {
-	const initialBackoff = 100 * time.Millisecond
-	backoff := initialBackoff
-	for ctx.Err() == nil {
-		connected, err := n.listen(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if connected {
-			backoff = initialBackoff // a working connection that later broke starts over
-		}
-		n.logger.WarnContext(ctx, "notifier connection lost; reconnecting", "error", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
+// Connected wakes every subscriber: notifications sent while disconnected are gone, so each
+// re-reads its log.
+func (n *Notifier) Connected(context.Context) {
+	n.readyOnce.Do(func() { close(n.ready) })
+	n.mu.Lock()
+	ids := make([]string, 0, len(n.subs))
+	for id := range n.subs {
+		ids = append(ids, id)
+	}
+	n.mu.Unlock()
+	for _, id := range ids {
+		n.wake(id)
 	}
 }
 
-// listen holds one LISTEN connection until it fails; connected reports whether LISTEN was
-// established.
-func (n *Notifier) listen(ctx context.Context) (connected bool, err error) {
-	pooled, err := n.pool.Acquire(ctx)
-	if err != nil {
-		return false, err
-	}
-	// Taken out of the pool for good: a connection with an active LISTEN must not be reused.
-	conn := pooled.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+EventsChannel); err != nil {
-		return false, err
-	}
-	n.readyOnce.Do(func() { close(n.ready) })
-	n.wakeAll()
-	for {
-		msg, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return true, err
-		}
-		sessionID, _, _ := strings.Cut(msg.Payload, ":")
-		n.wake(sessionID)
-	}
+// Notify wakes the subscribers of the session the hint names.
+func (n *Notifier) Notify(_ context.Context, payload string) {
+	sessionID, _, _ := strings.Cut(payload, ":")
+	n.wake(sessionID)
 }
 
 func (n *Notifier) wake(sessionID string) {
@@ -112,17 +76,5 @@ func (n *Notifier) wake(sessionID string) {
 		case ch <- struct{}{}:
 		default: // a wake-up is already pending
 		}
-	}
-}
-
-func (n *Notifier) wakeAll() {
-	n.mu.Lock()
-	ids := make([]string, 0, len(n.subs))
-	for id := range n.subs {
-		ids = append(ids, id)
-	}
-	n.mu.Unlock()
-	for _, id := range ids {
-		n.wake(id)
 	}
 }

@@ -3,7 +3,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -17,17 +16,11 @@ import (
 // the wake-everyone pass that follows every connect, so later wake-ups have a known cause.
 func startNotifier(t *testing.T, st *Store) *Notifier {
 	t.Helper()
-	n := NewNotifier(st.Pool(), discardLogger())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		n.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	n := NewNotifier()
+	l := NewListener(st.Pool(), discardLogger())
+	require.NoError(t, l.Listen(TopicEvents, n))
+	require.NoError(t, l.Start(t.Context()))
+	t.Cleanup(l.Stop)
 	select {
 	case <-n.Ready():
 	case <-time.After(waitFor):
@@ -49,7 +42,7 @@ func flush(t *testing.T, st *Store, n *Notifier) {
 	defer unsubscribe()
 	deadline := time.After(waitFor)
 	for {
-		_, err := st.Pool().Exec(t.Context(), `SELECT pg_notify($1, $2)`, EventsChannel, marker+":0")
+		_, err := st.Pool().Exec(t.Context(), `SELECT pg_notify($1, $2)`, string(TopicEvents), marker+":0")
 		require.NoError(t, err)
 		select {
 		case <-ch:

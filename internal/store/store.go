@@ -94,17 +94,11 @@ func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("create migration lock: %w", err)
 	}
-	sub, err := fsSub(migrations, "migrations")
+	provider, closeDB, err := s.migrations(goose.WithSessionLocker(locker))
 	if err != nil {
 		return err
 	}
-	db := stdlib.OpenDBFromPool(s.pool)
-	defer db.Close()
-	provider, err := goose.NewProvider(goose.DialectPostgres, db, sub,
-		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		return fmt.Errorf("prepare migrations: %w", err)
-	}
+	defer closeDB()
 	results, err := provider.Up(ctx)
 	if err != nil {
 		return fmt.Errorf("apply migrations: %w", err)
@@ -113,6 +107,42 @@ func (s *Store) Migrate(ctx context.Context, logger *slog.Logger) error {
 		logger.InfoContext(ctx, "applied migration", "version", r.Source.Version, "duration", r.Duration)
 	}
 	return nil
+}
+
+// ErrSchemaNotCurrent reports a database that lacks migrations this build embeds.
+var ErrSchemaNotCurrent = errors.New("the database schema is not current")
+
+// CheckMigrated returns ErrSchemaNotCurrent unless every embedded migration is applied; a
+// process that does not migrate (a worker) checks this before it starts.
+func (s *Store) CheckMigrated(ctx context.Context) error {
+	provider, closeDB, err := s.migrations()
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	pending, err := provider.HasPending(ctx)
+	if err != nil {
+		return fmt.Errorf("check migrations: %w", err)
+	}
+	if pending {
+		return ErrSchemaNotCurrent
+	}
+	return nil
+}
+
+func (s *Store) migrations(opts ...goose.ProviderOption) (*goose.Provider, func(), error) {
+	sub, err := fsSub(migrations, "migrations")
+	if err != nil {
+		return nil, nil, err
+	}
+	db := stdlib.OpenDBFromPool(s.pool)
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, sub,
+		append(opts, goose.WithDisableGlobalRegistry(true))...)
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("prepare migrations: %w", err)
+	}
+	return provider, func() { db.Close() }, nil
 }
 
 // classify maps PostgreSQL errors to the package's sentinel errors.

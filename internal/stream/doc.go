@@ -9,7 +9,8 @@
 // belong to store.Notifier and the log.
 //
 // Two hubs implement Hub: MemoryHub for one process (dev, tests) and PostgresHub, which
-// carries frames across processes with NOTIFY on PreviewsChannel.
+// carries frames across processes with NOTIFY on PreviewsChannel (store.TopicPreviews),
+// received through the process's store.Listener.
 //
 // An SSE handler of a session stream uses it like this (errors and heartbeats left out):
 //
@@ -36,5 +37,6 @@
 //		}
 //	}
 //
-// It imports wire and pgx only; never store, sessions, httpapi, workflow or runtime.
+// It imports wire, pgx and store (for the Listener and the topic names); never sessions,
+// httpapi, durable or agent.
 package stream

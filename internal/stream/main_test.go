@@ -8,4 +8,4 @@ import (
 	"github.com/managed-agents/managed-agents/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainVerifyNoLeaks(m) }

@@ -11,12 +11,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/managed-agents/managed-agents/internal/startstop"
+	"github.com/managed-agents/managed-agents/internal/store"
 )
 
-// PreviewsChannel is the NOTIFY channel of preview frames. It is not store.EventsChannel:
+// PreviewsChannel is the NOTIFY channel of preview frames. It is not store.TopicEvents:
 // committed-event wake-ups stay tiny hints, and a process that only streams committed events
 // never has to read previews.
-const PreviewsChannel = "managed_agents_previews"
+const PreviewsChannel = string(store.TopicPreviews)
 
 const (
 	// maxQueuedBytes bounds the frames waiting to be sent; beyond it Publish sheds.
@@ -36,12 +39,15 @@ const notifyBatch = `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`
 
 // PostgresHub is a Hub across processes: Publish queues a frame's parts and a sender
 // NOTIFYs them in batches, so a model stream never waits for the database; the process's
-// single LISTEN connection, opened at the first Subscribe, reassembles frames and fans them
-// out in memory. Call Run to start it.
+// store.Listener, asked for store.TopicPreviews at the first Subscribe, hands it the parts,
+// which it reassembles and fans out in memory. Start runs the sender; the listener is the
+// caller's to start.
 type PostgresHub struct {
-	pool   *pgxpool.Pool
-	logger *slog.Logger
-	fan    fanout
+	pool     *pgxpool.Pool
+	listener *store.Listener
+	logger   *slog.Logger
+	fan      fanout
+	sender   startstop.Loop
 
 	idPrefix string
 	lastID   atomic.Uint64
@@ -51,34 +57,52 @@ type PostgresHub struct {
 	outBytes int
 	outReady chan struct{}
 
-	listenOnce   sync.Once
-	listenWanted chan struct{}
-	readyOnce    sync.Once
-	ready        chan struct{}
+	listenOnce sync.Once
+	readyOnce  sync.Once
+	ready      chan struct{}
+	// parts reassembles frames; it lives and dies with the LISTEN connection, so frames whose
+	// parts straddle a reconnect are lost with it. Only the listener's goroutine touches it.
+	parts reassembler
 }
 
-var _ Hub = (*PostgresHub)(nil)
+var (
+	_ Hub               = (*PostgresHub)(nil)
+	_ startstop.Service = (*PostgresHub)(nil)
+	_ store.Handler     = (*previewReceiver)(nil)
+)
 
-// NewPostgresHub returns a hub that talks through pool; call Run to start it.
-func NewPostgresHub(pool *pgxpool.Pool, logger *slog.Logger) *PostgresHub {
+// NewPostgresHub returns a hub that publishes through pool and receives through listener;
+// call Start to start sending. A nil listener makes a publish-only hub (a worker's), whose
+// subscribers receive nothing.
+func NewPostgresHub(pool *pgxpool.Pool, listener *store.Listener, logger *slog.Logger) *PostgresHub {
 	var b [6]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return &PostgresHub{
-		pool:         pool,
-		logger:       logger,
-		idPrefix:     hex.EncodeToString(b[:]),
-		outReady:     make(chan struct{}, 1),
-		listenWanted: make(chan struct{}),
-		ready:        make(chan struct{}),
+		pool:     pool,
+		listener: listener,
+		logger:   logger,
+		idPrefix: hex.EncodeToString(b[:]),
+		outReady: make(chan struct{}, 1),
+		ready:    make(chan struct{}),
 	}
 }
 
-// Ready is closed once the hub listens, which it starts doing at the first Subscribe.
+// Start starts the sender; starting a started hub does nothing.
+func (h *PostgresHub) Start(ctx context.Context) error {
+	h.sender.Start(ctx, h.sendLoop)
+	return nil
+}
+
+// Stop stops the sender; frames still queued are dropped. It may be called more than once.
+func (h *PostgresHub) Stop() { h.sender.Stop() }
+
+// Ready is closed once the hub listens, which it starts doing at the first Subscribe (once
+// its listener runs).
 func (h *PostgresHub) Ready() <-chan struct{} { return h.ready }
 
 // Publish queues f for sending and returns without waiting for the database. It sheds f
 // (ErrShed) when the queue is full, which happens only while the database is unreachable or
-// Run is not running.
+// the hub is not started.
 func (h *PostgresHub) Publish(ctx context.Context, f Frame) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -108,16 +132,18 @@ func (h *PostgresHub) Publish(ctx context.Context, f Frame) error {
 // Subscribe implements Hub. The first call makes the hub listen; a process that only
 // publishes (a worker) never receives the previews of the whole cluster.
 func (h *PostgresHub) Subscribe(sessionID string) (<-chan Frame, func()) {
-	h.listenOnce.Do(func() { close(h.listenWanted) })
+	h.listenOnce.Do(func() {
+		if h.listener == nil {
+			h.logger.Error("a publish-only preview hub was subscribed to: its subscribers receive nothing")
+			return
+		}
+		if err := h.listener.Listen(store.TopicPreviews, (*previewReceiver)(h)); err != nil {
+			// Only a second hub on the same listener gets here: a wiring mistake, which the
+			// subscriber would otherwise see only as previews that never come.
+			h.logger.Error("previews will not be received", "error", err)
+		}
+	})
 	return h.fan.subscribe(sessionID)
-}
-
-// Run sends and receives until ctx ends.
-func (h *PostgresHub) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	wg.Go(func() { h.sendLoop(ctx) })
-	wg.Go(func() { h.listenLoop(ctx) })
-	wg.Wait()
 }
 
 func (h *PostgresHub) newFrameID() string {
@@ -182,55 +208,18 @@ func (h *PostgresHub) send(ctx context.Context, batch []string) error {
 	return err
 }
 
-// listenLoop holds the LISTEN connection from the first Subscribe until ctx ends,
-// reconnecting with backoff.
-func (h *PostgresHub) listenLoop(ctx context.Context) {
-	select {
-	case <-ctx.Done():
-		return
-	case <-h.listenWanted:
-	}
-	failures := 0
-	for ctx.Err() == nil {
-		connected, err := h.listen(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if connected {
-			failures = 0 // a working connection that later broke starts over
-		}
-		failures++
-		wait := backoff(failures)
-		h.logger.WarnContext(ctx, "preview listener connection lost; reconnecting", "error", err, "backoff", wait)
-		if !sleep(ctx, wait) {
-			return
-		}
-	}
+// previewReceiver is the hub's side of the listener: a separate type, so the store.Handler
+// methods are not part of the hub's own API.
+type previewReceiver PostgresHub
+
+func (r *previewReceiver) Connected(context.Context) {
+	h := (*PostgresHub)(r)
+	h.parts = reassembler{}
+	h.readyOnce.Do(func() { close(h.ready) })
 }
 
-// listen holds one LISTEN connection until it fails; connected reports whether LISTEN was
-// established. Frames whose parts straddle a reconnect are lost with it, so the reassembler
-// lives and dies with the connection.
-func (h *PostgresHub) listen(ctx context.Context) (connected bool, err error) {
-	pooled, err := h.pool.Acquire(ctx)
-	if err != nil {
-		return false, err
-	}
-	// Taken out of the pool for good: a connection with an active LISTEN must not be reused.
-	conn := pooled.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+PreviewsChannel); err != nil {
-		return false, err
-	}
-	h.readyOnce.Do(func() { close(h.ready) })
-	var parts reassembler
-	for {
-		msg, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return true, err
-		}
-		h.receive(ctx, &parts, msg.Payload, time.Now())
-	}
+func (r *previewReceiver) Notify(ctx context.Context, payload string) {
+	(*PostgresHub)(r).receive(ctx, &r.parts, payload, time.Now())
 }
 
 func (h *PostgresHub) receive(ctx context.Context, parts *reassembler, payload string, now time.Time) {

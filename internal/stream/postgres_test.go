@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/managed-agents/managed-agents/internal/pgtest"
+	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -33,19 +34,17 @@ func newPool(t testing.TB) *pgxpool.Pool {
 	return pool
 }
 
-// runHub starts a hub on pool, as one process would, and stops it when the test ends.
+// runHub starts a hub on pool with a listener of its own, as one process would, and stops
+// both when the test ends.
 func runHub(t testing.TB, pool *pgxpool.Pool) *PostgresHub {
 	t.Helper()
-	h := NewPostgresHub(pool, discardLogger())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.Run(ctx)
-	}()
+	l := store.NewListener(pool, discardLogger())
+	h := NewPostgresHub(pool, l, discardLogger())
+	require.NoError(t, l.Start(context.Background()))
+	require.NoError(t, h.Start(context.Background()))
 	t.Cleanup(func() {
-		cancel()
-		<-done
+		h.Stop()
+		l.Stop()
 	})
 	return h
 }
@@ -258,7 +257,8 @@ func TestPostgresHubIgnoresForeignPayloads(t *testing.T) {
 
 func TestPostgresHubShedsWhenItCannotSend(t *testing.T) {
 	t.Parallel()
-	h := NewPostgresHub(newPool(t), discardLogger()) // not running: nothing drains the queue
+	pool := newPool(t)
+	h := NewPostgresHub(pool, store.NewListener(pool, discardLogger()), discardLogger()) // not started: nothing drains the queue
 	f := deltaFrame(newSessionID(), newEventID(), 1, strings.Repeat("a", 100_000))
 	_, size, err := encodeParts(f, h.newFrameID())
 	require.NoError(t, err)
@@ -322,4 +322,29 @@ func BenchmarkPostgresHubBurst(b *testing.B) {
 		recvN(b, ch, burst)
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*burst), "µs/frame")
+}
+
+// The hub is a start/stop service: Stop before Start, a second Start and a second Stop are
+// harmless, and a stopped hub can start again and send.
+func TestPostgresHubStartStop(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	l := store.NewListener(pool, discardLogger())
+	require.NoError(t, l.Start(t.Context()))
+	t.Cleanup(l.Stop)
+	h := NewPostgresHub(pool, l, discardLogger())
+	h.Stop()
+	require.NoError(t, h.Start(t.Context()))
+	require.NoError(t, h.Start(t.Context()))
+	h.Stop()
+	h.Stop()
+	require.NoError(t, h.Start(t.Context()))
+	t.Cleanup(h.Stop)
+
+	sid := newSessionID()
+	ch, unsub := subscribeReady(t, h, sid)
+	defer unsub()
+	f := startFrame(sid, wire.EventAgentMessage, newEventID())
+	publishAll(t, h, []Frame{f})
+	require.Equal(t, f, recv(t, ch), "the restarted hub sends")
 }

@@ -1,0 +1,11 @@
+//go:build integration
+
+package app
+
+import (
+	"testing"
+
+	"github.com/managed-agents/managed-agents/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.MainVerifyNoLeaks(m) }

@@ -1,0 +1,122 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/managed-agents/managed-agents/internal/store"
+	"github.com/managed-agents/managed-agents/internal/stream"
+)
+
+// The Run functions are the subcommands: each validates the whole configuration before it
+// opens, starts or writes anything, then runs its role until ctx ends.
+
+// start validates cfg and builds the logger.
+func start(cfg Config) (*slog.Logger, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg.Logger()
+}
+
+// RunServe serves the REST API and SSE streams (the API pod): NewAPI, with Temporal when
+// MANAGED_AGENT_TEMPORAL_ADDRESS is set.
+func RunServe(ctx context.Context, cfg Config, version string) error {
+	logger, err := start(cfg)
+	if err != nil {
+		return err
+	}
+	var tc client.Client
+	if cfg.TemporalAddress != "" {
+		if tc, err = DialTemporal(ctx, cfg, logger); err != nil {
+			return err
+		}
+		defer tc.Close()
+	} else {
+		logger.Warn("MANAGED_AGENT_TEMPORAL_ADDRESS is not set: the API accepts events but no session runs until workers are configured")
+	}
+	api, err := NewAPI(ctx, cfg, tc, logger)
+	if err != nil {
+		return err
+	}
+	defer api.Close()
+	if cfg.APIKey != "" {
+		if _, err := api.BindAPIKey(ctx, cfg.APIKey); err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (MANAGED_AGENT_ADDR / --addr): %w", cfg.Addr, err)
+	}
+	logger.Info("serving", "addr", ln.Addr().String(), "version", version)
+	return Serve(ctx, ln, api.Handler, logger)
+}
+
+// RunWorker runs session workflows and their activities. The worker does not migrate: it
+// requires a database that `migrate` or `serve` has brought to this build's schema, so that
+// one role owns schema changes and a worker of an older build never races a newer API.
+func RunWorker(ctx context.Context, cfg Config, version string) error {
+	logger, err := start(cfg)
+	if err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return errors.New("MANAGED_AGENT_DATABASE_URL is not set")
+	}
+	if cfg.TemporalAddress == "" {
+		return errors.New("MANAGED_AGENT_TEMPORAL_ADDRESS is not set: a worker needs Temporal")
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.CheckMigrated(ctx); err != nil {
+		return fmt.Errorf("%w: run `managed-agents migrate` (or start `managed-agents serve`) first", err)
+	}
+	tc, err := DialTemporal(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	// Publish-only: a worker never subscribes, so it needs no listener.
+	previews := stream.NewPostgresHub(st.Pool(), nil, logger)
+	if err := previews.Start(ctx); err != nil {
+		return err
+	}
+	defer previews.Stop()
+	w, err := NewWorker(cfg, tc, st, previews, logger)
+	if err != nil {
+		return err
+	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	defer w.Stop()
+	logger.Info("worker running", "task_queue", cfg.TaskQueue, "version", version)
+	<-ctx.Done()
+	return nil
+}
+
+// RunMigrate applies the SQL migrations and returns.
+func RunMigrate(ctx context.Context, cfg Config) error {
+	logger, err := start(cfg)
+	if err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return errors.New("MANAGED_AGENT_DATABASE_URL is not set")
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return st.Migrate(ctx, logger)
+}

@@ -1,0 +1,265 @@
+// Package archtest holds the test that encodes DESIGN.md §3's dependency rules with `go list`,
+// so that a change that breaks one fails CI with the package, the forbidden import and,
+// for a rule about reach, the chain of imports that leads to it.
+package archtest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/managed-agents/managed-agents"
+
+// pkg is what `go list -json` says of one package (non-test files only: tests may import what
+// they need to set things up).
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func listPackages(t *testing.T) map[string]pkg {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err, "the dependency test runs `go list`")
+	out, err := exec.Command(goBin, "list", "-e", "-json=ImportPath,Imports,Deps", module+"/...").Output()
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		t.Fatalf("go list: %v\n%s", err, exitErr.Stderr)
+	}
+	require.NoError(t, err)
+	pkgs := map[string]pkg{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		pkgs[p.ImportPath] = p
+	}
+	require.NotEmpty(t, pkgs)
+	return pkgs
+}
+
+// internal names a package of this module by its path under the module.
+func internal(rel string) string { return module + "/" + rel }
+
+// under reports whether path is prefix or a package below it.
+func under(path, prefix string) bool { return path == prefix || strings.HasPrefix(path, prefix+"/") }
+
+func stdlib(path string) bool { return !strings.Contains(strings.SplitN(path, "/", 2)[0], ".") }
+
+// Forbidden everywhere the rules name them: Temporal, Kubernetes, HTTP.
+var (
+	temporal   = []string{"go.temporal.io"}
+	kubernetes = []string{"k8s.io", "sigs.k8s.io"}
+	httpPkgs   = []string{"net/http"}
+)
+
+func prefixes(lists ...[]string) []string { return slices.Concat(lists...) }
+
+type rule struct {
+	name string
+	// subject reports whether the rule is about package p.
+	subject func(p string) bool
+	// reach: the rule is about every dependency (go list -deps), not only direct imports.
+	reach bool
+	// forbidden are import paths (and everything below them) the subject must not use.
+	forbidden []string
+	// only, if set, are the direct imports allowed besides the standard library.
+	only []string
+	// skip names work in flight on another branch that makes the rule fail today.
+	skip string
+}
+
+func rules() []rule {
+	is := func(rels ...string) func(string) bool {
+		return func(p string) bool {
+			return slices.ContainsFunc(rels, func(rel string) bool { return p == internal(rel) })
+		}
+	}
+	return []rule{
+		{
+			name:    "agent imports only model, tools, sandbox interfaces, wire and ids",
+			subject: is("internal/agent"),
+			only:    []string{internal("internal/model"), internal("internal/tools"), internal("internal/tools/config"), internal("internal/sandbox"), internal("internal/wire"), internal("internal/ids")},
+		},
+		{
+			name:    "agent never reaches store, sessions, turns, httpapi, durable, Temporal, Kubernetes or net/http",
+			subject: is("internal/agent"),
+			reach:   true,
+			forbidden: prefixes([]string{internal("internal/store"), internal("internal/sessions"), internal("internal/turns"), internal("internal/httpapi"), internal("internal/durable")},
+				temporal, kubernetes, httpPkgs),
+		},
+		{
+			name:    "sessions never reaches agent, turns, sandbox, durable, Temporal or Kubernetes",
+			subject: is("internal/sessions"),
+			reach:   true,
+			forbidden: prefixes([]string{internal("internal/agent"), internal("internal/turns"), internal("internal/sandbox"), internal("internal/durable")},
+				temporal, kubernetes),
+		},
+		{
+			name:      "httpapi calls sessions, never store directly",
+			subject:   func(p string) bool { return under(p, internal("internal/httpapi")) },
+			forbidden: []string{internal("internal/store")},
+		},
+		{
+			name:      "turns never reaches httpapi, sessions or Temporal",
+			subject:   is("internal/turns"),
+			reach:     true,
+			forbidden: prefixes([]string{internal("internal/httpapi"), internal("internal/sessions")}, temporal),
+		},
+		{
+			name: "nothing imports durable but app",
+			subject: func(p string) bool {
+				return under(p, module) && !under(p, internal("internal/durable")) && p != internal("internal/app")
+			},
+			forbidden: []string{internal("internal/durable")},
+		},
+		{
+			name:      "store reaches no HTTP, Temporal or Kubernetes package",
+			subject:   func(p string) bool { return under(p, internal("internal/store")) },
+			reach:     true,
+			forbidden: prefixes(httpPkgs, temporal, kubernetes),
+		},
+		{
+			name:      "sandbox providers never reach agent",
+			subject:   func(p string) bool { return strings.HasPrefix(p, internal("internal/sandbox")+"/") },
+			reach:     true,
+			forbidden: []string{internal("internal/agent")},
+		},
+		{
+			name:      "wire imports nothing internal",
+			subject:   is("internal/wire"),
+			forbidden: []string{module},
+		},
+	}
+}
+
+// violations lists what p uses against r, each with the chain of imports that leads to it.
+func (r rule) violations(p pkg, pkgs map[string]pkg) []string {
+	used := p.Imports
+	if r.reach {
+		used = p.Deps
+	}
+	var out []string
+	for _, imp := range used {
+		bad := slices.ContainsFunc(r.forbidden, func(f string) bool { return under(imp, f) })
+		if r.only != nil && !stdlib(imp) && !slices.Contains(r.only, imp) {
+			bad = true
+		}
+		if !bad {
+			continue
+		}
+		msg := fmt.Sprintf("%s imports %s", short(p.ImportPath), short(imp))
+		if chain := importChain(pkgs, p.ImportPath, imp); len(chain) > 2 {
+			msg = fmt.Sprintf("%s reaches %s through %s", short(p.ImportPath), short(imp), strings.Join(mapShort(chain), " → "))
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+// importChain is a shortest chain of direct imports from `from` to `to`.
+func importChain(pkgs map[string]pkg, from, to string) []string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if cur == to {
+			var chain []string
+			for at := to; at != ""; at = prev[at] {
+				chain = append([]string{at}, chain...)
+			}
+			return chain
+		}
+		for _, next := range pkgs[cur].Imports {
+			if _, seen := prev[next]; !seen {
+				prev[next] = cur
+				queue = append(queue, next)
+			}
+		}
+	}
+	return nil
+}
+
+func short(path string) string { return strings.TrimPrefix(path, module+"/") }
+
+func mapShort(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = short(p)
+	}
+	return out
+}
+
+func TestDependencyRules(t *testing.T) {
+	t.Parallel()
+	pkgs := listPackages(t)
+	for _, r := range rules() {
+		t.Run(r.name, func(t *testing.T) {
+			if r.skip != "" {
+				t.Skip(r.skip)
+			}
+			var subjects int
+			var broken []string
+			for path, p := range pkgs {
+				if !r.subject(path) {
+					continue
+				}
+				subjects++
+				broken = append(broken, r.violations(p, pkgs)...)
+			}
+			require.NotZero(t, subjects, "the rule is about no package: was one renamed?")
+			slices.Sort(broken)
+			require.Empty(t, broken, "DESIGN.md §3: %s", r.name)
+		})
+	}
+}
+
+// The rules must catch what they are about: fed a forged graph, each reports the break.
+func TestDependencyRulesCatchBreaks(t *testing.T) {
+	t.Parallel()
+	forged := map[string]pkg{
+		internal("internal/agent"): {ImportPath: internal("internal/agent"),
+			Imports: []string{"fmt", internal("internal/tools")}, Deps: []string{"fmt", internal("internal/tools"), "net/http"}},
+		internal("internal/tools"):        {ImportPath: internal("internal/tools"), Imports: []string{"net/http"}},
+		internal("internal/httpapi"):      {ImportPath: internal("internal/httpapi"), Imports: []string{internal("internal/store")}},
+		internal("internal/wire"):         {ImportPath: internal("internal/wire"), Imports: []string{internal("internal/ids")}},
+		internal("internal/sandbox/kube"): {ImportPath: internal("internal/sandbox/kube"), Deps: []string{internal("internal/agent")}},
+		internal("internal/stream"):       {ImportPath: internal("internal/stream"), Imports: []string{internal("internal/durable")}},
+	}
+	want := map[string][]string{
+		"agent never reaches store, sessions, turns, httpapi, durable, Temporal, Kubernetes or net/http": {
+			"internal/agent reaches net/http through internal/agent → internal/tools → net/http"},
+		"httpapi calls sessions, never store directly": {"internal/httpapi imports internal/store"},
+		"wire imports nothing internal":                {"internal/wire imports internal/ids"},
+		"sandbox providers never reach agent":          {"internal/sandbox/kube imports internal/agent"},
+		"nothing imports durable but app":              {"internal/stream imports internal/durable"},
+	}
+	for _, r := range rules() {
+		var got []string
+		for path, p := range forged {
+			if r.subject(path) {
+				got = append(got, r.violations(p, forged)...)
+			}
+		}
+		slices.Sort(got)
+		require.Equal(t, want[r.name], got, r.name)
+	}
+	agentOnly := rules()[0]
+	require.Equal(t, []string{"internal/agent imports github.com/x/y"},
+		agentOnly.violations(pkg{ImportPath: internal("internal/agent"), Imports: []string{"strings", "github.com/x/y", internal("internal/wire")}}, forged),
+		"agent may import only its list and the standard library")
+}

@@ -1,0 +1,179 @@
+//go:build integration
+
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// recordingHandler records what the listener hands it. If gate is set, Notify waits on it,
+// as a handler that cannot keep up would.
+type recordingHandler struct {
+	connected chan struct{}
+	payloads  chan string
+	gate      chan struct{}
+}
+
+func newRecordingHandler() *recordingHandler {
+	return &recordingHandler{connected: make(chan struct{}, 16), payloads: make(chan string, 1024)}
+}
+
+func (h *recordingHandler) Connected(context.Context) { h.connected <- struct{}{} }
+
+func (h *recordingHandler) Notify(ctx context.Context, payload string) {
+	if h.gate != nil {
+		select {
+		case <-h.gate:
+		case <-ctx.Done():
+		}
+	}
+	h.payloads <- payload
+}
+
+func (h *recordingHandler) requireConnected(t *testing.T, msg string) {
+	t.Helper()
+	select {
+	case <-h.connected:
+	case <-time.After(waitFor):
+		t.Fatal(msg)
+	}
+}
+
+func (h *recordingHandler) requirePayload(t *testing.T, want, msg string) {
+	t.Helper()
+	select {
+	case got := <-h.payloads:
+		require.Equal(t, want, got, msg)
+	case <-time.After(waitFor):
+		t.Fatal(msg)
+	}
+}
+
+// requireQuiet waits a little and asserts nothing more arrived.
+func (h *recordingHandler) requireQuiet(t *testing.T, msg string) {
+	t.Helper()
+	select {
+	case p := <-h.payloads:
+		t.Fatalf("%s: got %q", msg, p)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func notify(t *testing.T, st *Store, topic Topic, payload string) {
+	t.Helper()
+	_, err := st.Pool().Exec(t.Context(), `SELECT pg_notify($1, $2)`, string(topic), payload)
+	require.NoError(t, err)
+}
+
+// listenConnections counts this database's LISTEN connections.
+func listenConnections(t *testing.T, st *Store) int {
+	t.Helper()
+	var n int
+	require.NoError(t, st.Pool().QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`).Scan(&n))
+	return n
+}
+
+// startListener starts a listener with a recording handler on each of topics and waits until
+// every topic listens.
+func startListener(t *testing.T, st *Store, topics ...Topic) (*Listener, map[Topic]*recordingHandler) {
+	t.Helper()
+	l := NewListener(st.Pool(), discardLogger())
+	handlers := map[Topic]*recordingHandler{}
+	for _, topic := range topics {
+		handlers[topic] = newRecordingHandler()
+		require.NoError(t, l.Listen(topic, handlers[topic]))
+	}
+	require.NoError(t, l.Start(t.Context()))
+	t.Cleanup(l.Stop)
+	for topic, h := range handlers {
+		h.requireConnected(t, string(topic)+" never listened")
+	}
+	return l, handlers
+}
+
+func TestListenerKeepsTopicsApart(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	_, hs := startListener(t, st, TopicEvents, TopicPreviews)
+
+	tests := []struct {
+		topic, other Topic
+		payload      string
+	}{
+		{TopicEvents, TopicPreviews, "sesn_1:7"},
+		{TopicPreviews, TopicEvents, "1:x.1:0:1:{}"},
+	}
+	for _, tt := range tests {
+		notify(t, st, tt.topic, tt.payload)
+		hs[tt.topic].requirePayload(t, tt.payload, string(tt.topic)+" gets its own notification")
+		hs[tt.other].requireQuiet(t, string(tt.other)+" does not get "+string(tt.topic)+"'s")
+	}
+}
+
+func TestListenerReconnectTellsEveryTopic(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	_, hs := startListener(t, st, TopicEvents, TopicPreviews)
+
+	var killed int
+	// Only this test's database: other tests' listeners share the server.
+	require.NoError(t, st.Pool().QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+		FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`).Scan(&killed))
+	require.Equal(t, 2, killed, "one LISTEN connection per topic")
+
+	for topic, h := range hs {
+		h.requireConnected(t, string(topic)+" is told about the reconnect")
+	}
+	for topic, h := range hs {
+		notify(t, st, topic, "after")
+		h.requirePayload(t, "after", string(topic)+" receives again after the reconnect")
+	}
+}
+
+// A handler that falls behind (previews during a model's burst) holds up its own topic only.
+func TestListenerSlowTopicDoesNotDelayAnother(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	l := NewListener(st.Pool(), discardLogger())
+	events, previews := newRecordingHandler(), newRecordingHandler()
+	previews.gate = make(chan struct{})
+	require.NoError(t, l.Listen(TopicEvents, events))
+	require.NoError(t, l.Listen(TopicPreviews, previews))
+	require.NoError(t, l.Start(t.Context()))
+	t.Cleanup(l.Stop)
+	events.requireConnected(t, "events never listened")
+	previews.requireConnected(t, "previews never listened")
+
+	for range 100 {
+		notify(t, st, TopicPreviews, "burst")
+	}
+	notify(t, st, TopicEvents, "sesn_1:1")
+	events.requirePayload(t, "sesn_1:1", "the wake-up arrives while the previews are stuck")
+	close(previews.gate)
+	for range 100 {
+		previews.requirePayload(t, "burst", "the previews arrive once their handler goes on")
+	}
+}
+
+func TestListenerHoldsConnectionsOnlyForListenedTopics(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	l, _ := startListener(t, st)
+	require.Zero(t, listenConnections(t, st), "no topic, no connection")
+
+	h := newRecordingHandler()
+	require.NoError(t, l.Listen(TopicPreviews, h), "a topic can be added to a running listener")
+	h.requireConnected(t, "the added topic listens")
+	require.Equal(t, 1, listenConnections(t, st))
+	require.ErrorContains(t, l.Listen(TopicPreviews, newRecordingHandler()), "already has a handler")
+
+	l.Stop()
+	l.Stop()
+	require.Eventually(t, func() bool { return listenConnections(t, st) == 0 }, waitFor, 10*time.Millisecond,
+		"Stop closes the connections, and a second Stop is harmless")
+}

@@ -1,0 +1,12 @@
+//go:build !integration
+
+package stream
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// The unit tests' TestMain; with the integration tag, main_test.go's also checks for leaks.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

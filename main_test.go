@@ -1,0 +1,38 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// As a new user would try it: a bad variable makes every role fail with a message naming it,
+// before it writes anything.
+func TestBadConfigurationStopsEveryRole(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		wantErr string
+	}{
+		{"dev, unknown model", map[string]string{"MANAGED_AGENT_MODEL": "bogus"}, []string{"dev"}, `MANAGED_AGENT_MODEL="bogus": must be fake or anthropic`},
+		{"dev, TLS=maybe", map[string]string{"MANAGED_AGENT_TEMPORAL_TLS": "maybe"}, []string{"dev"}, `MANAGED_AGENT_TEMPORAL_TLS="maybe": must be a boolean`},
+		{"serve, unknown sandbox", map[string]string{"MANAGED_AGENT_SANDBOX": "e2b", "MANAGED_AGENT_DATABASE_URL": "postgres://localhost:1/x"}, []string{"serve"}, "MANAGED_AGENT_SANDBOX"},
+		{"worker, bad log level", map[string]string{"MANAGED_AGENT_LOG_LEVEL": "loud", "MANAGED_AGENT_DATABASE_URL": "postgres://localhost:1/x"}, []string{"worker"}, "MANAGED_AGENT_LOG_LEVEL"},
+		{"migrate, bad delay", map[string]string{"MANAGED_AGENT_FAKE_MODEL_WORD_DELAY": "soon", "MANAGED_AGENT_DATABASE_URL": "postgres://localhost:1/x"}, []string{"migrate"}, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			dataDir := filepath.Join(t.TempDir(), "data")
+			t.Setenv("MANAGED_AGENT_DATA_DIR", dataDir)
+			cmd := rootCmd()
+			cmd.SetArgs(tt.args)
+			require.ErrorContains(t, cmd.ExecuteContext(t.Context()), tt.wantErr)
+			require.NoDirExists(t, dataDir, "nothing was written")
+		})
+	}
+}
