@@ -66,6 +66,7 @@ func NewAPI(ctx context.Context, databaseURL string, logger *slog.Logger) (*API,
 		close(done)
 	}()
 	svc := sessions.New(st, notifier, logger)
+	svc.Wakes().Start()
 	a := &API{Store: st, Service: svc, Previews: previews, notifier: notifier, stop: stop, done: done}
 	a.Handler = httpapi.New(httpapi.Config{Service: svc, Auth: svc, Logger: logger, Ready: a.ready, Previews: previews})
 	return a, nil
@@ -89,8 +90,9 @@ func (a *API) ready(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the notifier and closes the database pool.
+// Close stops the background wake-ups and the notifier and closes the database pool.
 func (a *API) Close() {
+	a.Service.Wakes().Stop()
 	a.stop()
 	<-a.done
 	a.Store.Close()
