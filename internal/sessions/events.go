@@ -300,15 +300,34 @@ func replaySend(ctx context.Context, q *store.Queries, sessionID, key, hash stri
 	if prev.RequestHash != hash {
 		return nil, false, errKeyReused("events request to this session", key)
 	}
-	var out []wire.Event
-	if err := json.Unmarshal(prev.Response, &out); err != nil {
+	var stored []storedEcho
+	if err := json.Unmarshal(prev.Response, &stored); err != nil {
 		return nil, false, fmt.Errorf("decode the stored answer of send %q: %w", key, err)
+	}
+	out := make([]wire.Event, len(stored))
+	for i, e := range stored {
+		out[i] = wire.Event(e)
 	}
 	return out, true, nil
 }
 
+// storedEcho is an echo as a keyed send keeps it: every field of wire.Event, which has only a
+// wire encoding (no decoder, and no seq or created_at in it).
+type storedEcho struct {
+	ID          string          `json:"id"`
+	Type        string          `json:"type"`
+	ProcessedAt *time.Time      `json:"processed_at"`
+	Body        json.RawMessage `json:"body"`
+	Seq         int64           `json:"seq"`
+	CreatedAt   time.Time       `json:"created_at"`
+}
+
 func recordSend(ctx context.Context, q *store.Queries, sessionID, key, hash string, out []wire.Event, now time.Time) error {
-	resp, err := json.Marshal(out)
+	stored := make([]storedEcho, len(out))
+	for i, e := range out {
+		stored[i] = storedEcho(e)
+	}
+	resp, err := json.Marshal(stored)
 	if err != nil {
 		return fmt.Errorf("encode the answer of send %q: %w", key, err)
 	}
