@@ -283,7 +283,7 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 		return nil, err
 	}
 	if !replayed {
-		s.wake(ctx, sessionID, hasQueuedInterrupt(out))
+		s.wake(sessionID, hasQueuedInterrupt(out))
 	}
 	return out, nil
 }

@@ -35,7 +35,7 @@ func (s *Service) Wakes() *Waker {
 // durable, so the request that committed them is answered without waiting for Temporal (which
 // may be slow or down). The wake-up is retried for a while and then left to the workers'
 // sweep; every run starts from the log, so a later wake-up finds the queued work.
-func (s *Service) wake(_ context.Context, sessionID string, interrupt bool) {
+func (s *Service) wake(sessionID string, interrupt bool) {
 	if s.runner == nil {
 		return
 	}
