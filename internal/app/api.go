@@ -64,6 +64,7 @@ func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logg
 		opts = append(opts, sessions.WithRunner(&durable.Runner{Client: tc, TaskQueue: cfg.TaskQueue, Retry: cfg.modelRetry(), Logger: logger}))
 	}
 	svc := sessions.New(st, notifier, logger, opts...)
+	svc.Wakes().Start()
 	a := &API{
 		Store: st, Service: svc, Previews: previews,
 		notifier: notifier, temporal: tc,
@@ -95,9 +96,10 @@ func (a *API) ready(ctx context.Context) error {
 	return nil
 }
 
-// Close stops listening and the preview hub, and closes the database pool. The Temporal
+// Close stops the background wake-ups, listening and the preview hub, and closes the database pool. The Temporal
 // client is the caller's.
 func (a *API) Close() {
+	a.Service.Wakes().Stop()
 	a.services.Stop()
 	a.Store.Close()
 }

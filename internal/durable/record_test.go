@@ -154,8 +154,8 @@ func TestRecordHistories(t *testing.T) {
 			require.Equal(t, sc.cancel, countEvents(h, enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED) > 0, "step canceled")
 		})
 	}
-	// Deleting a session with a sandbox runs TeardownWorkflow; the session workflow then
-	// finds the session gone and completes.
+	// Deleting a session with a sandbox runs TeardownWorkflow (teardown, then the finishing
+	// half of the delete); the session workflow then finds the session gone and completes.
 	t.Run("deleted_session", func(t *testing.T) {
 		t.Parallel()
 		s := r.newSession(t, allowTools)
@@ -166,7 +166,7 @@ func TestRecordHistories(t *testing.T) {
 		h := r.save(t, durable.WorkflowID(s.id), "deleted_session")
 		require.Equal(t, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, h.Events[len(h.Events)-1].GetEventType())
 		teardown := r.save(t, "teardown/"+s.id, "teardown")
-		require.Equal(t, map[string]int{"Teardown": 1}, scheduledActivities(teardown))
+		require.Equal(t, map[string]int{"Teardown": 1, "FinishDelete": 1}, scheduledActivities(teardown))
 		require.Equal(t, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, teardown.Events[len(teardown.Events)-1].GetEventType())
 	})
 }

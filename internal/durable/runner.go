@@ -35,18 +35,38 @@ func (r *Runner) Wake(ctx context.Context, sessionID string, interrupt bool) err
 	return nil
 }
 
+// StartTeardown starts the session's teardown workflow (TeardownWorkflow: destroy the sandbox,
+// then remove the session) and returns without waiting for it. A teardown already running is
+// joined, not started twice: the workflow id is the session's.
+func (r *Runner) StartTeardown(ctx context.Context, sessionID string) error {
+	_, err := r.startTeardown(ctx, sessionID)
+	return err
+}
+
 // Teardown runs the teardown workflow and waits for it.
 func (r *Runner) Teardown(ctx context.Context, sessionID string) error {
-	run, err := r.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "teardown/" + sessionID, TaskQueue: r.queue()},
-		TeardownWorkflow, sessionID)
+	run, err := r.startTeardown(ctx, sessionID)
 	if err != nil {
-		return fmt.Errorf("start teardown: %w", err)
+		return err
 	}
 	if err := run.Get(ctx, nil); err != nil {
 		return fmt.Errorf("teardown: %w", err)
 	}
 	return nil
 }
+
+func (r *Runner) startTeardown(ctx context.Context, sessionID string) (client.WorkflowRun, error) {
+	// ExecuteWorkflow returns the running teardown of the same id instead of failing.
+	run, err := r.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: TeardownWorkflowID(sessionID), TaskQueue: r.queue()},
+		TeardownWorkflow, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("start teardown: %w", err)
+	}
+	return run, nil
+}
+
+// TeardownWorkflowID is the id of a session's teardown workflow.
+func TeardownWorkflowID(sessionID string) string { return "teardown/" + sessionID }
 
 // Forget wakes the session's workflow, if one runs, so it sees the session is gone and ends.
 func (r *Runner) Forget(ctx context.Context, sessionID string) {

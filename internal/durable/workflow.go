@@ -281,11 +281,24 @@ func (s *sessionRun) executeTools(ctx workflow.Context, plan Plan) (*Plan, error
 	return s.cancellable(ctx, acts.ToolCall, ToolCallInput{SessionID: s.p.SessionID, ToolUseID: plan.ToolUseIDs[0]})
 }
 
-// TeardownWorkflow destroys a session's sandbox and removes its binding; the API runs it
-// before deleting the session row.
+// TeardownWorkflow is the delete of a session with a sandbox after the API fenced it
+// (sessions.BeginDelete): it destroys the sandbox and removes its binding, then removes the
+// session (FinishDelete), then tells the session's run, if one waits for a signal, so it sees
+// the session is gone and ends. Callers may wait for it or not: a controller's finalizer only
+// starts it and later checks that the session is gone.
 func TeardownWorkflow(ctx workflow.Context, sessionID string) error {
-	ctx = workflow.WithActivityOptions(ctx, sandboxOptions)
-	return workflow.ExecuteActivity(ctx, acts.Teardown, sessionID).Get(ctx, nil)
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, sandboxOptions), acts.Teardown, sessionID).Get(ctx, nil); err != nil {
+		return err
+	}
+	ctx = workflow.WithActivityOptions(ctx, bookkeepingOptions)
+	if err := workflow.ExecuteActivity(ctx, acts.FinishDelete, sessionID).Get(ctx, nil); err != nil {
+		return err
+	}
+	// A session without a run has nothing to notify: the failed signal is expected then.
+	if err := workflow.SignalExternalWorkflow(ctx, WorkflowID(sessionID), "", SignalWake, nil).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Debug("no run of the deleted session to notify", "session_id", sessionID, "error", err)
+	}
+	return nil
 }
 
 // Activity options. Step activities heartbeat so a dead worker is noticed within seconds and

@@ -589,8 +589,18 @@ func TestTeardownWorkflow(t *testing.T) {
 		got = append(got, id)
 		return nil
 	})
+	var steps []string
+	env.OnActivity(nilActs.FinishDelete, mock.Anything, mock.Anything).Return(func(_ context.Context, id string) error {
+		steps = append(steps, "finish "+id)
+		return nil
+	})
+	env.OnSignalExternalWorkflow(mock.Anything, WorkflowID(testSession), "", SignalWake, mock.Anything).Return(func(_, _, _, _ string, _ any) error {
+		steps = append(steps, "signal")
+		return nil
+	})
 	env.ExecuteWorkflow(TeardownWorkflow, testSession)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	require.Equal(t, []string{testSession}, got)
+	require.Equal(t, []string{"finish " + testSession, "signal"}, steps, "the row goes after the sandbox, then the run is told")
 }

@@ -88,6 +88,12 @@ func (s *Server) respondError(w http.ResponseWriter, r *http.Request, err error)
 			status, typ = http.StatusConflict, "conflict_error"
 		case sessions.KindStaleVersion:
 			status = http.StatusConflict
+		case sessions.KindKeyReused:
+			// 422, as the IETF Idempotency-Key draft answers a key reused with another
+			// payload (its 409 is for a request still in flight, which cannot happen here: the
+			// unique index and the session row lock serialise attempts). The SDKs do not retry
+			// a 422, while they retry a 409 that lacks x-should-retry: false.
+			status = http.StatusUnprocessableEntity
 		}
 		writeError(w, r, status, typ, se.Message, se.Code)
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:

@@ -22,7 +22,11 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
-	evs, err := s.svc.SendEvents(r.Context(), workspace(r.Context()), r.PathValue("id"), body.Events)
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	evs, err := s.svc.SendEventsKeyed(r.Context(), workspace(r.Context()), r.PathValue("id"), key, body.Events)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &p); err != nil {
 		return err
 	}
-	sess, err := s.svc.CreateSession(r.Context(), workspace(r.Context()), p)
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	sess, err := s.svc.CreateSessionKeyed(r.Context(), workspace(r.Context()), key, p)
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,11 @@ func (s *Service) GetAgent(ctx context.Context, workspaceID, id string, version 
 	rec, err := s.store.GetAgent(ctx, workspaceID, id, version, false)
 	if err != nil {
 		if version > 0 && errors.Is(err, store.ErrNotFound) {
-			if ok, _ := s.store.AgentExists(ctx, workspaceID, id); ok {
+			ok, existsErr := s.store.AgentExists(ctx, workspaceID, id)
+			if existsErr != nil {
+				return wire.Agent{}, existsErr
+			}
+			if ok {
 				return wire.Agent{}, notFoundf("Agent version not found.")
 			}
 		}

@@ -26,6 +26,9 @@ const (
 	// KindStaleVersion is an optimistic-concurrency failure on an agent update (409; the
 	// hosted service reports it as invalid_request_error, API.md §17).
 	KindStaleVersion
+	// KindKeyReused is an idempotency key sent again with a different request (422: the
+	// request is well-formed but cannot be processed; unlike a 409 the SDKs do not retry it).
+	KindKeyReused
 )
 
 // Error is a rule violation with a message meant for API clients.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/wire"
@@ -190,6 +191,25 @@ var answerKinds = map[string]struct {
 // SendEvents validates every event, then appends them all in one transaction and returns the
 // echoes in request order. Nothing is written if any event is rejected.
 func (s *Service) SendEvents(ctx context.Context, workspaceID, sessionID string, raw []json.RawMessage) ([]wire.Event, error) {
+	return s.SendEventsKeyed(ctx, workspaceID, sessionID, "", raw)
+}
+
+// SendEventsKeyed is SendEvents made idempotent on key (empty means not keyed): a retry with
+// the same key and events returns the first send's answer — the same event ids — and appends
+// nothing; the same key with other events is a KindKeyReused error. The key is looked up under
+// the session's row lock, which also serialises concurrent sends, so two attempts never both
+// append.
+func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, key string, raw []json.RawMessage) ([]wire.Event, error) {
+	var hash string
+	if key != "" {
+		if err := checkIdempotencyKey(key); err != nil {
+			return nil, err
+		}
+		var err error
+		if hash, err = requestHash(raw); err != nil {
+			return nil, err
+		}
+	}
 	if len(raw) == 0 {
 		return nil, invalidf("events: must have at least one event")
 	}
@@ -205,10 +225,18 @@ func (s *Service) SendEvents(ctx context.Context, workspaceID, sessionID string,
 		decoded[i] = ev
 	}
 	var out []wire.Event
+	replayed := false
 	err := s.store.InTx(ctx, func(q *store.Queries) error {
 		sess, err := q.GetSession(ctx, workspaceID, sessionID, true)
 		if err != nil {
 			return notFoundAs(err, "session %s not found", sessionID)
+		}
+		// Before any state check: a retry answers as the first send did even if the session
+		// has moved on (answered the tool call, been archived) since.
+		if key != "" {
+			if out, replayed, err = replaySend(ctx, q, sessionID, key, hash); err != nil || replayed {
+				return err
+			}
 		}
 		if sess.ArchivedAt != nil || sess.Status == wire.SessionStatusTerminated {
 			return conflictf("session %s is %s; it accepts no new events", sessionID, terminalWord(sess))
@@ -245,14 +273,68 @@ func (s *Service) SendEvents(ctx context.Context, workspaceID, sessionID string,
 			}
 			events[i] = p.NewEvent
 		}
-		out, err = q.AppendEvents(ctx, sessionID, events, s.now())
-		return err
+		now := s.now()
+		if out, err = q.AppendEvents(ctx, sessionID, events, now); err != nil {
+			return err
+		}
+		if key != "" {
+			return recordSend(ctx, q, sessionID, key, hash, out, now)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.wake(ctx, sessionID, hasQueuedInterrupt(out))
+	if !replayed {
+		s.wake(sessionID, hasQueuedInterrupt(out))
+	}
 	return out, nil
+}
+
+// replaySend returns the stored answer of an earlier send with key, if there is one.
+func replaySend(ctx context.Context, q *store.Queries, sessionID, key, hash string) ([]wire.Event, bool, error) {
+	prev, err := q.GetEventSend(ctx, sessionID, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if prev.RequestHash != hash {
+		return nil, false, errKeyReused("events request to this session", key)
+	}
+	var stored []storedEcho
+	if err := json.Unmarshal(prev.Response, &stored); err != nil {
+		return nil, false, fmt.Errorf("decode the stored answer of send %q: %w", key, err)
+	}
+	out := make([]wire.Event, len(stored))
+	for i, e := range stored {
+		out[i] = wire.Event(e)
+	}
+	return out, true, nil
+}
+
+// storedEcho is an echo as a keyed send keeps it: every field of wire.Event, which has only a
+// wire encoding (no decoder, and no seq or created_at in it).
+type storedEcho struct {
+	ID          string          `json:"id"`
+	Type        string          `json:"type"`
+	ProcessedAt *time.Time      `json:"processed_at"`
+	Body        json.RawMessage `json:"body"`
+	Seq         int64           `json:"seq"`
+	CreatedAt   time.Time       `json:"created_at"`
+}
+
+func recordSend(ctx context.Context, q *store.Queries, sessionID, key, hash string, out []wire.Event, now time.Time) error {
+	stored := make([]storedEcho, len(out))
+	for i, e := range out {
+		stored[i] = storedEcho(e)
+	}
+	resp, err := json.Marshal(stored)
+	if err != nil {
+		return fmt.Errorf("encode the answer of send %q: %w", key, err)
+	}
+	return q.InsertEventSend(ctx, store.EventSend{SessionID: sessionID, Key: key, RequestHash: hash, Response: resp, CreatedAt: now})
 }
 
 func hasQueuedInterrupt(evs []wire.Event) bool {

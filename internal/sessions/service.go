@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/managed-agents/managed-agents/internal/store"
@@ -26,6 +27,10 @@ type Service struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	runner   Runner
+	// wakes delivers wake-ups to runner in the background (runner.go); made on first use so
+	// the constructor stays as it is.
+	wakesOnce sync.Once
+	wakes     *Waker
 }
 
 // Option configures a Service at construction.

@@ -15,6 +15,28 @@ import (
 // CreateSession resolves the agent snapshot, checks the environment and stores the session
 // with its initial events, all in one transaction.
 func (s *Service) CreateSession(ctx context.Context, workspaceID string, p wire.SessionCreateParams) (wire.Session, error) {
+	return s.CreateSessionKeyed(ctx, workspaceID, "", p)
+}
+
+// CreateSessionKeyed is CreateSession made idempotent on key (a controller's resource UID, an
+// API client's Idempotency-Key; empty means not keyed): the first attempt with a key creates
+// the session, every later one with the same request returns it (as it is now), and one with a
+// different request is a KindKeyReused error. Concurrent attempts create one session: the
+// unique index on (workspace, key) decides, and the losers return the winner's session.
+func (s *Service) CreateSessionKeyed(ctx context.Context, workspaceID, key string, p wire.SessionCreateParams) (wire.Session, error) {
+	var hash string
+	if key != "" {
+		if err := checkIdempotencyKey(key); err != nil {
+			return wire.Session{}, err
+		}
+		var err error
+		if hash, err = requestHash(p); err != nil {
+			return wire.Session{}, err
+		}
+		if sess, found, err := s.sessionForKey(ctx, workspaceID, key, hash); err != nil || found {
+			return sess, err
+		}
+	}
 	ref, err := parseSessionAgent(p.Agent)
 	if err != nil {
 		return wire.Session{}, err
@@ -73,19 +95,49 @@ func (s *Service) CreateSession(ctx context.Context, workspaceID string, p wire.
 			}
 			return err
 		}
+		if key != "" {
+			if err := q.SetSessionExternalKey(ctx, rec.ID, key, hash); err != nil {
+				return err
+			}
+		}
 		if _, err := q.AppendEvents(ctx, rec.ID, initial, now); err != nil {
 			return err
 		}
 		out, err = s.sessionFromRecord(rec)
 		return err
 	})
+	if errors.Is(err, store.ErrExternalKeyTaken) {
+		// A concurrent attempt with the key committed first; ours rolled back.
+		sess, found, err := s.sessionForKey(ctx, workspaceID, key, hash)
+		if err == nil && !found {
+			err = fmt.Errorf("session with external key %q: lost the insert but found no winner", key)
+		}
+		return sess, err
+	}
 	if err != nil {
 		return wire.Session{}, err
 	}
 	if len(initial) > 0 {
-		s.wake(ctx, out.ID, false)
+		s.wake(out.ID, false)
 	}
 	return out, nil
+}
+
+// sessionForKey returns the session created with key, if there is one and it was created by
+// the same request.
+func (s *Service) sessionForKey(ctx context.Context, workspaceID, key, hash string) (wire.Session, bool, error) {
+	rec, stored, err := s.store.SessionByExternalKey(ctx, workspaceID, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return wire.Session{}, false, nil
+	}
+	if err != nil {
+		return wire.Session{}, false, err
+	}
+	if stored != hash {
+		return wire.Session{}, false, errKeyReused("session create request", key)
+	}
+	sess, err := s.sessionFromRecord(rec)
+	return sess, err == nil, err
 }
 
 // initialStatus: initial events start the session running (API.md §4.1) — when something
@@ -159,7 +211,11 @@ func (s *Service) loadSessionAgent(ctx context.Context, q *store.Queries, worksp
 	rec, err := q.GetAgent(ctx, workspaceID, ref.ID, version, false)
 	if err != nil {
 		if version > 0 && errors.Is(err, store.ErrNotFound) {
-			if ok, _ := q.AgentExists(ctx, workspaceID, ref.ID); ok {
+			ok, existsErr := q.AgentExists(ctx, workspaceID, ref.ID)
+			if existsErr != nil {
+				return wire.Agent{}, existsErr
+			}
+			if ok {
 				return wire.Agent{}, notFoundf("agent.version: %d not found", version)
 			}
 		}
@@ -408,15 +464,38 @@ func (s *Service) ArchiveSession(ctx context.Context, workspaceID, id string) (w
 	return out, err
 }
 
-// DeleteSession removes a session that is not running, with its events. A session with a
-// sandbox is first fenced (archived, in the same transaction that checks it is not running,
-// so no turn can start) and its sandbox torn down and unbound; the foreign key from binding
-// to session makes PostgreSQL refuse the delete in any other order. If the teardown fails the
-// session stays archived and the delete can be retried. Live streams end with
-// session.deleted.
+// DeleteSession removes a session that is not running, with its events, and waits until it
+// is gone: BeginDelete, then, for a session with a sandbox, the teardown that finishes the
+// delete. If the teardown fails the session stays archived and the delete can be retried.
+// Live streams end with session.deleted.
 func (s *Service) DeleteSession(ctx context.Context, workspaceID, id string) error {
-	deleted := false
-	err := s.store.InTx(ctx, func(q *store.Queries) error {
+	finished, err := s.BeginDelete(ctx, workspaceID, id)
+	if err != nil || finished {
+		return err
+	}
+	if err := s.runner.Teardown(ctx, id); err != nil {
+		return fmt.Errorf("tear down the sandbox of session %s: %w", id, err)
+	}
+	gone, err := s.SessionDeleted(ctx, workspaceID, id)
+	if err != nil {
+		return err
+	}
+	if !gone {
+		return conflictf("session %s still exists after its sandbox was torn down; retry the delete", id)
+	}
+	return nil
+}
+
+// BeginDelete starts deleting a session that is not running and returns without waiting for a
+// workflow, so a controller's finalizer can call it and come back later (SessionDeleted says
+// when the delete is finished). A session without a sandbox is removed at once (finished is
+// true). A session with one is fenced — archived, in the same transaction that checks it is
+// not running, so no turn can start — and its teardown is started; the teardown destroys the
+// sandbox, unbinds it and then removes the session (turns.FinishDelete): the foreign key from
+// binding to session makes PostgreSQL refuse the delete in any other order. Calling it again
+// while the teardown runs joins that teardown.
+func (s *Service) BeginDelete(ctx context.Context, workspaceID, id string) (finished bool, err error) {
+	err = s.store.InTx(ctx, func(q *store.Queries) error {
 		rec, err := q.GetSession(ctx, workspaceID, id, true)
 		if err != nil {
 			return notFoundAs(err, "session %s not found", id)
@@ -425,7 +504,7 @@ func (s *Service) DeleteSession(ctx context.Context, workspaceID, id string) err
 			return errDeleteRunning()
 		}
 		if _, err := q.GetBinding(ctx, id); errors.Is(err, store.ErrNotFound) {
-			deleted = true
+			finished = true
 			return q.DeleteSession(ctx, id)
 		} else if err != nil {
 			return err
@@ -444,29 +523,33 @@ func (s *Service) DeleteSession(ctx context.Context, workspaceID, id string) err
 		return nil
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
-	if !deleted {
-		if err := s.runner.Teardown(ctx, id); err != nil {
-			return fmt.Errorf("tear down the sandbox of session %s: %w", id, err)
+	if finished {
+		if s.runner != nil {
+			// A run waiting for a signal must notice the session is gone; like a wake-up, this
+			// does not hold the caller.
+			s.Wakes().forget(s.runner, id)
 		}
-		err = s.store.InTx(ctx, func(q *store.Queries) error {
-			if err := q.DeleteSession(ctx, id); err != nil {
-				if errors.Is(err, store.ErrReferenced) {
-					return conflictf("session %s still has a sandbox binding; retry the delete", id)
-				}
-				return err
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+		return true, nil
 	}
-	if s.runner != nil {
-		s.runner.Forget(ctx, id)
+	if err := s.runner.StartTeardown(ctx, id); err != nil {
+		return false, fmt.Errorf("start the teardown of session %s: %w", id, err)
 	}
-	return nil
+	return false, nil
+}
+
+// SessionDeleted reports whether the session is gone from the workspace: a delete begun by
+// BeginDelete has finished (or the session never existed there).
+func (s *Service) SessionDeleted(ctx context.Context, workspaceID, id string) (bool, error) {
+	_, err := s.store.GetSession(ctx, workspaceID, id, false)
+	if errors.Is(err, store.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return false, nil
 }
 
 // busy: a turn is in progress (running, or rescheduled and about to retry).

@@ -87,7 +87,7 @@ func userTables(t *testing.T, st *Store) []string {
 }
 
 // The tables the queries of this package use.
-var storeTables = []string{"agent_versions", "agents", "api_keys", "environments", "events", "sandbox_bindings", "sessions", "workspaces"}
+var storeTables = []string{"agent_versions", "agents", "api_keys", "environments", "event_sends", "events", "sandbox_bindings", "sessions", "workspaces"}
 
 func TestMigrateFreshDatabase(t *testing.T) {
 	t.Parallel()

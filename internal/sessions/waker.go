@@ -1,0 +1,201 @@
+package sessions
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Waker limits.
+const (
+	// wakeWorkers bounds the concurrent signals to the runner: a burst of sends, or Temporal
+	// being slow or down, must not turn into one goroutine per request.
+	wakeWorkers = 8
+	// maxPendingWakes bounds the sessions waiting for a wake-up; beyond it a wake-up is dropped
+	// (logged). Dropping is safe: the events are committed and the workers' sweep wakes every
+	// session with queued work.
+	maxPendingWakes = 10000
+	// wakeRetryFor is how long one wake-up is retried before it is left to the sweep.
+	wakeRetryFor = 15 * time.Second
+)
+
+// Waker delivers wake-ups to the runner in the background, after the request that committed
+// the events has been answered. Wake-ups of one session coalesce while they wait (an interrupt
+// in any of them makes the delivered one an interrupt), and at most one per session is in
+// flight, so a session woken by many sends costs one signal at a time.
+//
+// Stop drops what is still queued and cancels the signals in flight: the events are durable
+// and the workers' sweep (turns.WakeStale) wakes every session with queued work, so a dropped
+// wake-up delays a turn, it never loses one. Start and Stop may each be called more than once;
+// a waker used before Start starts itself, one used after Stop drops.
+type Waker struct {
+	logger   *slog.Logger
+	workers  int
+	retryFor time.Duration
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	started  bool
+	stopped  bool
+	pending  map[string]wakeUp
+	order    []string // pending sessions, oldest first
+	inflight map[string]bool
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// wakeUp is one coalesced wake-up; it carries the runner that was current when it was asked
+// for, so a worker never reads the service's fields.
+type wakeUp struct {
+	runner    Runner
+	interrupt bool
+	// forget: the session is deleted; its run only needs to notice and end.
+	forget bool
+}
+
+func newWaker(logger *slog.Logger, workers int, retryFor time.Duration) *Waker {
+	w := &Waker{logger: logger, workers: workers, retryFor: retryFor, pending: map[string]wakeUp{}, inflight: map[string]bool{}}
+	w.cond = sync.NewCond(&w.mu)
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	return w
+}
+
+// Start starts the workers.
+func (w *Waker) Start() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.startLocked()
+}
+
+func (w *Waker) startLocked() {
+	if w.started || w.stopped {
+		return
+	}
+	w.started = true
+	for range w.workers {
+		w.wg.Go(w.work)
+	}
+}
+
+// Stop drops queued wake-ups, cancels those in flight and waits for the workers.
+func (w *Waker) Stop() {
+	w.mu.Lock()
+	if !w.stopped {
+		w.stopped = true
+		if n := len(w.pending); n > 0 {
+			w.logger.Info("dropping queued wake-ups at stop; the worker sweep delivers them", "sessions", n)
+		}
+		clear(w.pending)
+		w.order = nil
+		w.cancel()
+		w.cond.Broadcast()
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+}
+
+// enqueue asks for a wake-up of the session and returns at once.
+func (w *Waker) enqueue(r Runner, sessionID string, interrupt bool) {
+	w.add(sessionID, wakeUp{runner: r, interrupt: interrupt})
+}
+
+// forget asks for the run of a deleted session to be told, and returns at once.
+func (w *Waker) forget(r Runner, sessionID string) {
+	w.add(sessionID, wakeUp{runner: r, forget: true})
+}
+
+func (w *Waker) add(sessionID string, up wakeUp) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		w.logger.Warn("wake-up after stop dropped; the worker sweep delivers it", "session_id", sessionID)
+		return
+	}
+	w.startLocked()
+	if prev, ok := w.pending[sessionID]; ok {
+		up.interrupt = up.interrupt || prev.interrupt
+		up.forget = up.forget || prev.forget
+		w.pending[sessionID] = up
+		return
+	}
+	if len(w.pending) >= maxPendingWakes {
+		w.logger.Warn("too many sessions waiting for a wake-up; dropped, the worker sweep delivers it", "session_id", sessionID)
+		return
+	}
+	w.pending[sessionID] = up
+	w.order = append(w.order, sessionID)
+	w.cond.Signal()
+}
+
+// next blocks until a pending session is not in flight, marks it in flight and returns it;
+// ok is false once the waker stops.
+func (w *Waker) next() (string, wakeUp, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		if w.stopped {
+			return "", wakeUp{}, false
+		}
+		for i, id := range w.order {
+			if w.inflight[id] {
+				continue
+			}
+			w.order = slices.Delete(w.order, i, i+1)
+			up := w.pending[id]
+			delete(w.pending, id)
+			w.inflight[id] = true
+			return id, up, true
+		}
+		w.cond.Wait()
+	}
+}
+
+func (w *Waker) done(sessionID string) {
+	w.mu.Lock()
+	delete(w.inflight, sessionID)
+	if _, again := w.pending[sessionID]; again {
+		// A wake-up that arrived while this one was in flight may now go.
+		w.cond.Signal()
+	}
+	w.mu.Unlock()
+}
+
+func (w *Waker) work() {
+	for {
+		id, up, ok := w.next()
+		if !ok {
+			return
+		}
+		w.deliver(id, up)
+		w.done(id)
+	}
+}
+
+// deliver retries the signal with backoff for a while, then leaves the session to the sweep:
+// every run starts from the log, so the next wake-up of the session finds the queued work.
+func (w *Waker) deliver(sessionID string, up wakeUp) {
+	ctx, cancel := context.WithTimeout(w.ctx, w.retryFor)
+	defer cancel()
+	if up.forget {
+		up.runner.Forget(ctx, sessionID)
+		return
+	}
+	for backoff := 50 * time.Millisecond; ; backoff = min(backoff*2, 2*time.Second) {
+		err := up.runner.Wake(ctx, sessionID, up.interrupt)
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			if w.ctx.Err() == nil {
+				w.logger.Error("could not wake the session's run; its events stay queued until the session is woken again",
+					"session_id", sessionID, "error", err)
+			}
+			return
+		case <-time.After(backoff):
+		}
+	}
+}

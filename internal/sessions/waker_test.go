@@ -1,0 +1,192 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// gateRunner records wake-ups; each Wake blocks until the test releases it (or its context
+// ends), so the test controls what is in flight.
+type gateRunner struct {
+	mu       sync.Mutex
+	calls    []wakeCall
+	inflight int
+	peak     int
+	failures int // the first failures calls fail
+	release  chan struct{}
+	entered  chan string
+}
+
+type wakeCall struct {
+	session   string
+	interrupt bool
+	forget    bool
+}
+
+func newGateRunner() *gateRunner {
+	return &gateRunner{release: make(chan struct{}), entered: make(chan string, 100)}
+}
+
+func (g *gateRunner) Wake(ctx context.Context, sessionID string, interrupt bool) error {
+	g.mu.Lock()
+	g.calls = append(g.calls, wakeCall{session: sessionID, interrupt: interrupt})
+	fail := len(g.calls) <= g.failures
+	g.inflight++
+	g.peak = max(g.peak, g.inflight)
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.inflight--
+		g.mu.Unlock()
+	}()
+	g.entered <- sessionID
+	if fail {
+		return errors.New("temporal unavailable")
+	}
+	select {
+	case <-g.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gateRunner) StartTeardown(context.Context, string) error { return nil }
+func (g *gateRunner) Teardown(context.Context, string) error      { return nil }
+func (g *gateRunner) Forget(_ context.Context, sessionID string) {
+	g.mu.Lock()
+	g.calls = append(g.calls, wakeCall{session: sessionID, forget: true})
+	g.mu.Unlock()
+	g.entered <- sessionID
+}
+
+func (g *gateRunner) snapshot() ([]wakeCall, int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]wakeCall(nil), g.calls...), g.peak
+}
+
+func quietWaker(workers int) *Waker {
+	return newWaker(slog.New(slog.NewTextHandler(io.Discard, nil)), workers, 5*time.Second)
+}
+
+func waitEntered(t *testing.T, g *gateRunner, n int) []string {
+	t.Helper()
+	var got []string
+	for range n {
+		select {
+		case id := <-g.entered:
+			got = append(got, id)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("only %d of %d wake-ups reached the runner: %v", len(got), n, got)
+		}
+	}
+	return got
+}
+
+// TestWakerCoalescesPerSession: wake-ups of a session whose wake-up is in flight wait and
+// merge into one, an interrupt among them wins, and they go once the first returns.
+func TestWakerCoalescesPerSession(t *testing.T) {
+	t.Parallel()
+	g := newGateRunner()
+	w := quietWaker(4)
+	w.Start()
+	defer w.Stop()
+
+	w.enqueue(g, "s1", false)
+	waitEntered(t, g, 1)
+	w.enqueue(g, "s1", false)
+	w.enqueue(g, "s1", true)
+	w.enqueue(g, "s1", false)
+	// Other workers are idle, yet none signals s1 a second time while the first is in flight.
+	select {
+	case id := <-g.entered:
+		t.Fatalf("a second wake-up of %s went while the first was in flight", id)
+	case <-time.After(100 * time.Millisecond):
+	}
+	g.release <- struct{}{}
+	waitEntered(t, g, 1)
+	g.release <- struct{}{}
+
+	calls, peak := g.snapshot()
+	require.Equal(t, []wakeCall{{session: "s1"}, {session: "s1", interrupt: true}}, calls)
+	require.Equal(t, 1, peak)
+}
+
+// TestWakerBoundsConcurrency: however many sessions wait, at most workers signals are in flight.
+func TestWakerBoundsConcurrency(t *testing.T) {
+	t.Parallel()
+	g := newGateRunner()
+	w := quietWaker(2)
+	defer w.Stop() // never started: the first enqueue starts it
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		w.enqueue(g, id, false)
+	}
+	first := waitEntered(t, g, 2)
+	select {
+	case id := <-g.entered:
+		t.Fatalf("a third signal (%s) started while two were in flight", id)
+	case <-time.After(100 * time.Millisecond):
+	}
+	require.Len(t, first, 2)
+	for range 5 {
+		g.release <- struct{}{}
+	}
+	waitEntered(t, g, 3)
+	calls, peak := g.snapshot()
+	require.Len(t, calls, 5)
+	require.Equal(t, 2, peak)
+	require.ElementsMatch(t, []string{"a", "b", "c", "d", "e"}, []string{calls[0].session, calls[1].session, calls[2].session, calls[3].session, calls[4].session})
+}
+
+// TestWakerRetriesFailedSignals: a failed signal is retried with backoff until it succeeds.
+func TestWakerRetriesFailedSignals(t *testing.T) {
+	t.Parallel()
+	g := newGateRunner()
+	g.failures = 2
+	w := quietWaker(1)
+	w.Start()
+	defer w.Stop()
+	w.enqueue(g, "s1", true)
+	waitEntered(t, g, 3)
+	g.release <- struct{}{}
+	calls, _ := g.snapshot()
+	require.Equal(t, []wakeCall{{"s1", true, false}, {"s1", true, false}, {"s1", true, false}}, calls)
+}
+
+// TestWakerStop: Stop cancels what is in flight, drops what is queued, may be called twice,
+// and a wake-up after it is dropped; a forget is delivered as a forget.
+func TestWakerStop(t *testing.T) {
+	t.Parallel()
+	g := newGateRunner()
+	w := quietWaker(1)
+	w.Start()
+	w.forget(g, "gone")
+	waitEntered(t, g, 1)
+	w.enqueue(g, "s1", false)
+	waitEntered(t, g, 1)
+	w.enqueue(g, "s2", false) // queued behind s1 on the only worker
+
+	stopped := make(chan struct{})
+	go func() {
+		w.Stop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop did not cancel the signal in flight")
+	}
+	w.Stop()
+	w.Start() // a stopped waker stays stopped
+	w.enqueue(g, "s3", false)
+	calls, _ := g.snapshot()
+	require.Equal(t, []wakeCall{{session: "gone", forget: true}, {session: "s1"}}, calls, "s2 was dropped at stop, s3 after it")
+}
