@@ -137,7 +137,7 @@ var scenarios = []scenario{
 // testdata/histories for TestReplayRecordedHistories.
 func TestRecordHistories(t *testing.T) {
 	if os.Getenv(recordEnv) == "" {
-		t.Skipf("recording rewrites %s; to record: %s=1 go test -tags integration -run Record ./internal/workflow/", historiesDir, recordEnv)
+		t.Skipf("recording rewrites %s; to record: %s=1 go test -tags integration -run Record ./internal/durable/", historiesDir, recordEnv)
 	}
 	r := newRecorder(t)
 	for _, sc := range scenarios {
