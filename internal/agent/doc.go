@@ -1,4 +1,4 @@
-// Package runtime owns the agent loop: it turns a session's event log into a model
+// Package agent owns the agent loop: it turns a session's event log into a model
 // conversation, calls the model, executes allowed built-in tools in the session sandbox, parks
 // when a client must act, and emits every step as events.
 //
@@ -9,7 +9,9 @@
 //
 // Core performs one step at a time (ModelTurn, ExecuteTool, RejectTools, StopAtCap), so a
 // durable workflow can run each step as its own activity; Runtime.Run loops Next and the
-// steps in memory until the turn ends or parks.
+// steps in memory until the turn ends or parks. Next works on a turn's log (the events since
+// the turn started plus queued client events) as well as on the whole log; only Project needs
+// the whole conversation.
 //
 // Idempotency rule: every step method first re-derives, from the history it is given, whether
 // its step is still due, and does nothing if it is not. A step retried after a crash therefore

@@ -89,7 +89,7 @@ func (a *Activities) Advance(ctx context.Context, sessionID string) (Plan, error
 	return a.next(ctx, sessionID)
 }
 
-// next is Advance's work: one sessions.Advance transaction, then the plan it implies.
+// next is Advance's work: one turns.Service.Advance transaction, then the plan it implies.
 func (a *Activities) next(ctx context.Context, sessionID string) (Plan, error) {
 	turn, err := a.Turns.Advance(ctx, sessionID)
 	if err != nil {

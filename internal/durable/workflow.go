@@ -54,7 +54,7 @@ func (r ModelRetry) backoff(n int, retryAfter time.Duration) time.Duration {
 const stepsBeforeContinueAsNew = 500
 
 // SessionWorkflow runs a session's turns for as long as the session lives. Every step is one
-// activity that does its work, then the lifecycle bookkeeping (sessions.Advance), and returns
+// activity that does its work, then the lifecycle bookkeeping (turns.Service.Advance), and returns
 // the plan for the next step, so a turn costs one Temporal round trip per step. The
 // standalone Advance runs only when the workflow has no plan: at the start, after a wait,
 // after an interrupt and after a backoff. With nothing to do the workflow waits for a signal.

@@ -1,8 +1,11 @@
-// Package sessions is the service layer: the business rules of agents, environments,
-// sessions and their event logs, shared by the HTTP API and (later) the controllers.
+// Package sessions is the client-facing service: the business rules of agents, environments,
+// sessions, sends, streams and auth, the one door for the HTTP API and (next) the controllers.
+// The worker's side (turn lifecycle, emitter, sandbox bindings) is package turns.
 //
-// It uses store for persistence and must never import httpapi, Temporal or Kubernetes
-// packages; callers see its rules only through the *Error values it returns.
+// It imports store, wire and tools/config; never the agent loop, turns, sandbox, durable,
+// Temporal or Kubernetes (internal/archtest enforces it), so a controller can use it without
+// dragging in the worker. It reaches the durable runner only through the Runner interface it
+// declares. Callers see its rules only through the *Error values it returns.
 package sessions
 
 import (
