@@ -219,11 +219,20 @@ func (m *Manager) Teardown(ctx context.Context, sessionID string) error {
 	}
 	ref := b.Ref
 	if b.State != BindingReady {
-		if ref, err = p.Create(ctx, Spec{Name: b.Name, SessionID: sessionID}); err != nil {
+		// The session's own spec, so a provider that needs an image or template accepts it;
+		// a bare spec only if the environment cannot be read any more.
+		spec, err := m.specs.SandboxSpec(ctx, sessionID)
+		if err != nil {
+			spec = Spec{Name: b.Name, SessionID: sessionID}
+		}
+		spec.Name, spec.SessionID = b.Name, sessionID
+		if ref, err = p.Create(ctx, spec); err != nil {
 			return fmt.Errorf("adopt pending sandbox %s to destroy it: %w", b.Name, err)
 		}
 	}
-	if err := p.Destroy(ctx, ref); err != nil {
+	// A sandbox that is already gone (removed behind our back) is as destroyed as it gets: the
+	// binding goes too, so the session's delete can finish.
+	if err := p.Destroy(ctx, ref); err != nil && !errors.Is(err, ErrGone) {
 		return fmt.Errorf("destroy sandbox %s: %w", ref.ExternalID, err)
 	}
 	if err := m.bindings.DeleteBinding(ctx, sessionID); err != nil {

@@ -289,3 +289,25 @@ func get(t *testing.T, b *sandboxtest.Bindings, sessionID string) sandbox.Bindin
 	require.NoError(t, err)
 	return got
 }
+
+// goneOnDestroy is a provider whose sandboxes were removed behind the server's back.
+type goneOnDestroy struct{ sandbox.Provider }
+
+func (goneOnDestroy) Destroy(context.Context, sandbox.Ref) error { return sandbox.ErrGone }
+
+// A sandbox already gone is destroyed as far as teardown goes: the binding is removed, so the
+// session's delete can finish instead of failing for good.
+func TestTeardownOfAGoneSandboxRemovesTheBinding(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := t.TempDir()
+	bindings := sandboxtest.NewBindings()
+	reg, err := sandbox.NewRegistry(goneOnDestroy{local.New(root)})
+	require.NoError(t, err)
+	m := sandbox.NewManager(reg, bindings, specs{})
+	_, err = m.Acquire(ctx, "sesn_gone")
+	require.NoError(t, err)
+	require.NoError(t, m.Teardown(ctx, "sesn_gone"))
+	_, err = bindings.Binding(ctx, "sesn_gone")
+	require.ErrorIs(t, err, sandbox.ErrNoBinding)
+}

@@ -177,8 +177,19 @@ func (t *turnTx) openTurn(ctx context.Context, eventIDs []string) error {
 	if err := t.markRunning(ctx); err != nil {
 		return err
 	}
+	// The base is everything the old window counted, not the usage the last finish recorded:
+	// a step that outlived its turn (a model call cut off by an interrupt) can append a span
+	// after the finish, and the whole-log sum always counted it.
+	base, err := t.sessionUsage()
+	if err != nil {
+		return err
+	}
+	baseRaw, err := wire.EncodeBody("usage", base)
+	if err != nil {
+		return err
+	}
 	start := t.lastSeq - 1 // markRunning appended status_running, then thread running
-	t.win = store.TurnWindow{StartSeq: start, BaseUsage: t.rec.Usage}
+	t.win = store.TurnWindow{StartSeq: start, BaseUsage: baseRaw}
 	if err := t.q.SetTurnWindow(ctx, t.rec.ID, t.win); err != nil {
 		return err
 	}

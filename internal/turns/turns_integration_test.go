@@ -197,3 +197,16 @@ func BenchmarkStepLogRead(b *testing.B) {
 		}
 	})
 }
+
+// A step that outlives its turn (a model call cut off by an interrupt) can append its span
+// after the turn finished; the next turn's base counts it, as the whole-log sum did.
+func TestUsageOfASpanAfterTheFinishIsKept(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t)
+	e.turn(t, 10, 0)
+	e.respond(t, 5, 0) // late: after the first turn's idle
+	second := e.turn(t, 1, 0)
+	u, err := wire.DecodeBody[wire.SessionUsageBody](lastOfType(t, second.History, wire.EventSessionUsage))
+	require.NoError(t, err)
+	require.EqualValues(t, 16, u.Usage.InputTokens)
+}
