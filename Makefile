@@ -5,6 +5,10 @@
 TEMPORAL_VERSION    ?= v1.5.1
 STATICCHECK_VERSION ?= v0.8.2
 
+# The version every build stamps into the binary (`managed-agents version`, `--version`, logs).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
 # The image `docker-build` tags.
 IMG ?= managed-agents:dev
 # go test's own default (10m per package binary) is too short for the integration suites.
@@ -35,11 +39,12 @@ help: ## Show this help.
 
 .PHONY: build
 build: ## Build the managed-agents binary into bin/.
-	go build -o $(LOCALBIN)/managed-agents .
+	go build -ldflags '$(LDFLAGS)' -o $(LOCALBIN)/managed-agents .
 
 .PHONY: run
-run: ## Run everything a laptop needs in one process (managed-agents dev).
-	go run . dev
+run: build ## Run everything a laptop needs in one process (managed-agents dev); Ctrl-C stops it.
+	@# exec: the binary gets Ctrl-C itself and its exit status is make's (go run exits 1 on a signal).
+	@exec $(LOCALBIN)/managed-agents dev
 
 .PHONY: test
 test: $(STATICCHECK) ## Run what CI runs: go vet, staticcheck, then all tests with -race, including the integration ones (PostgreSQL, Temporal, ...) and the dependency rules.
@@ -73,7 +78,7 @@ clean: ## Remove build outputs (keeps the tools in bin/, which take minutes to b
 
 .PHONY: docker-build
 docker-build: ## Build a static binary and the container image (IMG, default managed-agents:dev).
-	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o $(LOCALBIN)/managed-agents .
+	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w $(LDFLAGS)' -o $(LOCALBIN)/managed-agents .
 	@# A scratch image has no CA bundle (the HTTPS model client needs one) and no /tmp.
 	@test -f $(CA_BUNDLE) || { echo "$(CA_BUNDLE) is missing: apt-get install ca-certificates" >&2; exit 1; }
 	rm -rf $(IMAGE_ROOTFS)

@@ -30,6 +30,7 @@ func main() {
 func rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "managed-agents",
+		Version:       buildVersion(),
 		Short:         "Self-hosted server for the Claude Managed Agents API",
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -48,7 +49,7 @@ func serveCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := app.FromEnv(app.Config{Addr: ":8080", LogFormat: "json"})
 			overrideFlags(cmd, &c)
-			return app.RunServe(cmd.Context(), c, version)
+			return app.RunServe(cmd.Context(), c, buildVersion())
 		},
 	}
 	cmd.Flags().String("addr", "", "listen address (MANAGED_AGENT_ADDR, default :8080)")
@@ -60,7 +61,7 @@ func workerCmd() *cobra.Command {
 		Use:   "worker",
 		Short: "Run session workflows and their activities (Temporal worker); needs a migrated database",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return app.RunWorker(cmd.Context(), app.FromEnv(app.Config{LogFormat: "json"}), version)
+			return app.RunWorker(cmd.Context(), app.FromEnv(app.Config{LogFormat: "json"}), buildVersion())
 		},
 	}
 }
@@ -95,13 +96,22 @@ func versionCmd() *cobra.Command {
 		Use:   "version",
 		Short: "Print the version",
 		Run: func(cmd *cobra.Command, _ []string) {
-			v := version
-			if info, ok := debug.ReadBuildInfo(); ok && v == "dev" && info.Main.Version != "" {
-				v = info.Main.Version
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "managed-agents", v)
+			fmt.Fprintln(cmd.OutOrStdout(), "managed-agents version", buildVersion())
 		},
 	}
+}
+
+// buildVersion is the one version every place prints (`version`, `--version`, the start-up
+// logs): the -ldflags value if one was set, else the module version Go stamped into the build
+// (a tag, or a pseudo-version from the VCS commit), else "dev".
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return version
 }
 
 // notYet is a subcommand whose issue has not landed: it says so instead of pretending.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -35,4 +36,22 @@ func TestBadConfigurationStopsEveryRole(t *testing.T) {
 			require.NoDirExists(t, dataDir, "nothing was written")
 		})
 	}
+}
+
+// `version` and `--version` print the same line, with the version the build stamped.
+func TestVersionAndFlagAgree(t *testing.T) {
+	old := version
+	version = "v1.2.3-test"
+	t.Cleanup(func() { version = old })
+	outputs := map[string]string{}
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		var b strings.Builder
+		cmd := rootCmd()
+		cmd.SetOut(&b)
+		cmd.SetArgs(args)
+		require.NoError(t, cmd.Execute())
+		outputs[args[0]] = b.String()
+	}
+	require.Equal(t, "managed-agents version v1.2.3-test\n", outputs["version"])
+	require.Equal(t, outputs["version"], outputs["--version"])
 }

@@ -30,9 +30,18 @@ import (
 
 var (
 	binaryOnce sync.Once
+	binaryDir  string
 	binaryPath string
 	binaryErr  error
 )
+
+// removeBinary deletes the binary managedAgentsBinary built (TestMain calls it), so a test
+// run leaves nothing in the temporary directory.
+func removeBinary() {
+	if binaryDir != "" {
+		_ = os.RemoveAll(binaryDir)
+	}
+}
 
 // managedAgentsBinary builds the real binary once per test run: the crash test kills real
 // worker processes.
@@ -44,7 +53,7 @@ func managedAgentsBinary(t *testing.T) string {
 			binaryErr = err
 			return
 		}
-		binaryPath = filepath.Join(dir, "managed-agents")
+		binaryDir, binaryPath = dir, filepath.Join(dir, "managed-agents")
 		cmd := exec.Command("go", "build", "-o", binaryPath, "../..")
 		out, err := cmd.CombinedOutput()
 		if err != nil {

@@ -25,6 +25,7 @@ import (
 func TestMain(m *testing.M) {
 	code := pgtest.Run(m)
 	stopSharedTemporal()
+	removeBinary()
 	os.Exit(code)
 }
 
