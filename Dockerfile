@@ -4,6 +4,10 @@
 FROM scratch
 COPY dist/image/rootfs/ /
 COPY bin/managed-agents /managed-agents
+# /data is the working and data directory (dev's default ./.data lands in it), owned by the
+# user the image runs as; mount a volume there to keep it.
+COPY --chown=65532:65532 dist/image/data/ /data/
+WORKDIR /data
 # A fixed non-root uid (distroless "nonroot"): scratch has no /etc/passwd to name a user in.
 USER 65532:65532
 ENTRYPOINT ["/managed-agents"]

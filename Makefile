@@ -81,8 +81,8 @@ docker-build: ## Build a static binary and the container image (IMG, default man
 	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w $(LDFLAGS)' -o $(LOCALBIN)/managed-agents .
 	@# A scratch image has no CA bundle (the HTTPS model client needs one) and no /tmp.
 	@test -f $(CA_BUNDLE) || { echo "$(CA_BUNDLE) is missing: apt-get install ca-certificates" >&2; exit 1; }
-	rm -rf $(IMAGE_ROOTFS)
-	mkdir -p $(IMAGE_ROOTFS)/etc/ssl/certs $(IMAGE_ROOTFS)/tmp
+	rm -rf $(IMAGE_ROOTFS) dist/image/data
+	mkdir -p $(IMAGE_ROOTFS)/etc/ssl/certs $(IMAGE_ROOTFS)/tmp dist/image/data
 	chmod 1777 $(IMAGE_ROOTFS)/tmp
 	cp $(CA_BUNDLE) $(IMAGE_ROOTFS)/etc/ssl/certs/ca-certificates.crt
 	docker build -t $(IMG) .

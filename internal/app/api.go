@@ -13,6 +13,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/httpapi"
+	"github.com/managed-agents/managed-agents/internal/pgserver"
 	"github.com/managed-agents/managed-agents/internal/sessions"
 	"github.com/managed-agents/managed-agents/internal/startstop"
 	"github.com/managed-agents/managed-agents/internal/store"
@@ -42,7 +43,7 @@ type API struct {
 // worker's sweep finds them.
 func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logger) (*API, error) {
 	if cfg.DatabaseURL == "" {
-		return nil, errors.New("MANAGED_AGENT_DATABASE_URL is not set: point it at PostgreSQL, or use `managed-agents dev` to run a private one")
+		return nil, errors.New(missingDatabaseURL())
 	}
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
@@ -133,4 +134,15 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler, logger *s
 		_ = srv.Close()
 	}
 	return nil
+}
+
+// missingDatabaseURL says what to do without MANAGED_AGENT_DATABASE_URL. `dev` runs a private
+// PostgreSQL only where the server binaries are installed, so it is suggested only there (not,
+// for example, in the container image, which has none).
+func missingDatabaseURL() string {
+	msg := "MANAGED_AGENT_DATABASE_URL is not set: point it at PostgreSQL (postgres://user:password@host:5432/db)"
+	if _, err := pgserver.FindBinaries(); err == nil {
+		msg += ", or use `managed-agents dev` to run a private one"
+	}
+	return msg
 }
