@@ -46,3 +46,30 @@ func TestLogSafeJSONOfEncodedBody(t *testing.T) {
 	require.NoError(t, json.Unmarshal(LogSafeJSON(raw), &got))
 	require.Equal(t, "a"+Replacement+"b"+Replacement+"c", got["text"])
 }
+
+// BenchmarkLogSafeJSON is what every append pays per body: the scan of a safe 1 MB tool
+// result, and the rewrite of one with NULs.
+func BenchmarkLogSafeJSON(b *testing.B) {
+	text := make([]byte, 1<<20)
+	for i := range text {
+		text[i] = 'a' + byte(i%26)
+	}
+	safe, err := EncodeBody("agent.tool_result", map[string]string{"text": string(text)})
+	require.NoError(b, err)
+	for i := 0; i < len(text); i += 64 {
+		text[i] = 0
+	}
+	unsafe, err := EncodeBody("agent.tool_result", map[string]string{"text": string(text)})
+	require.NoError(b, err)
+	for _, bc := range []struct {
+		name string
+		raw  []byte
+	}{{"safe-1MB", safe}, {"nul-every-64-bytes-1MB", unsafe}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.raw)))
+			for b.Loop() {
+				LogSafeJSON(bc.raw)
+			}
+		})
+	}
+}
