@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/agent"
 	"github.com/managed-agents/managed-agents/internal/model"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/stream"
 	"github.com/managed-agents/managed-agents/internal/tools"
 	"github.com/managed-agents/managed-agents/internal/turns"
@@ -26,6 +28,13 @@ const (
 	// unknown provider appear.
 	errTypeSandboxGone     = "SandboxGone"
 	errTypeSandboxProvider = "SandboxProvider"
+	// errTypePermanent: a step failed in a way no retry can heal (classifyError); the
+	// workflow ends the turn with session.error instead of retrying it.
+	errTypePermanent = "PermanentStepFailure"
+	// The workflow and the log disagree: a plan names a call or a step kind the log does not
+	// have. Retrying the same plan cannot help.
+	errTypeUnknownToolCall = "UnknownToolCall"
+	errTypeUnknownPlan     = "UnknownPlan"
 )
 
 // Plan is what Advance, and every step after its own work, answers: small, so workflow
@@ -167,7 +176,7 @@ func (a *Activities) ToolCall(ctx context.Context, in ToolCallInput) (Plan, erro
 		}
 	}
 	if toolUse == nil {
-		return Plan{}, temporal.NewNonRetryableApplicationError("tool call "+in.ToolUseID+" is not in the log", "UnknownToolCall", nil)
+		return Plan{}, temporal.NewNonRetryableApplicationError("tool call "+in.ToolUseID+" is not in the log", errTypeUnknownToolCall, nil)
 	}
 	err = a.Core.ExecuteTool(ctx, a.input(in.SessionID, turn), *toolUse)
 	// ErrNotRunnable: the log says it may not run (anymore), so there is nothing to do.
@@ -211,6 +220,22 @@ func (a *Activities) Reschedule(ctx context.Context, in RescheduleInput) error {
 // (the turn closes with retries_exhausted).
 func (a *Activities) Exhaust(ctx context.Context, in RescheduleInput) (Plan, error) {
 	if err := a.Turns.Exhaust(ctx, in.SessionID, in.Failure.err()); err != nil {
+		return Plan{}, activityError(err)
+	}
+	return a.next(ctx, in.SessionID)
+}
+
+// FailTurnInput names a session whose turn a step failed for good, and why.
+type FailTurnInput struct {
+	SessionID string
+	Message   string
+}
+
+// FailTurn ends the current turn after a step failed for good (session.error, retry_status
+// exhausted) and returns the plan after it: the Advance closes the turn idle with
+// retries_exhausted, and the session takes new messages again.
+func (a *Activities) FailTurn(ctx context.Context, in FailTurnInput) (Plan, error) {
+	if err := a.Turns.FailTurn(ctx, in.SessionID, errors.New(in.Message)); err != nil {
 		return Plan{}, activityError(err)
 	}
 	return a.next(ctx, in.SessionID)
@@ -275,16 +300,65 @@ func sandboxError(err error) error {
 
 // activityError marks errors the workflow must not retry. A non-retryable application error
 // wrapped on its way up (the runtime adds context to a sandbox that is gone) is surfaced again:
-// Temporal only sees the type of the error an activity returns.
+// Temporal only sees the type of the error an activity returns. Errors classifyError finds
+// permanent become non-retryable PermanentStepFailure errors; the rest stay retryable, within
+// the bounded attempts of the activity's retry policy.
 func activityError(err error) error {
+	if err == nil {
+		return nil
+	}
 	if errors.Is(err, turns.ErrSessionGone) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), errTypeSessionGone, nil)
 	}
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.NonRetryable() && error(appErr) != err {
-		return temporal.NewNonRetryableApplicationError(err.Error(), appErr.Type(), nil)
+	if errors.As(err, &appErr) {
+		if appErr.NonRetryable() && error(appErr) != err {
+			return temporal.NewNonRetryableApplicationError(err.Error(), appErr.Type(), nil)
+		}
+		return err
+	}
+	if classifyError(err) == errorPermanent {
+		return temporal.NewNonRetryableApplicationError(err.Error(), errTypePermanent, err)
 	}
 	return err
+}
+
+// errorClass says whether retrying a failed step can help.
+type errorClass int
+
+const (
+	// errorTransient: the connection, a timeout, a serialization failure or deadlock, the
+	// worker or Temporal; a retry may well succeed.
+	errorTransient errorClass = iota
+	// errorPermanent: the step's data or code is wrong; every retry fails the same way.
+	errorPermanent
+)
+
+// classifyError sorts a step's error. Permanent: database errors store.Permanent names
+// (invalid data such as a NUL in jsonb, constraint violations, statement errors) and JSON
+// that does not decode (a body in the log, a model's tool input); they would fail the same way
+// on every attempt. Everything else (connection errors, timeouts, context cancellation,
+// serialization failures, Temporal) counts as transient, and the bounded retry policy ends
+// it too if it was misjudged.
+func classifyError(err error) errorClass {
+	var (
+		syntaxErr *json.SyntaxError
+		typeErr   *json.UnmarshalTypeError
+		invalid   *json.InvalidUnmarshalError
+		unsup     *json.UnsupportedValueError
+		unsupType *json.UnsupportedTypeError
+	)
+	switch {
+	case err == nil:
+		return errorTransient
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return errorTransient
+	case store.Permanent(err),
+		errors.As(err, &syntaxErr), errors.As(err, &typeErr), errors.As(err, &invalid),
+		errors.As(err, &unsup), errors.As(err, &unsupType):
+		return errorPermanent
+	}
+	return errorTransient
 }
 
 // heartbeatInterval is how often a running activity records a heartbeat: a dead worker is

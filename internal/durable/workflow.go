@@ -91,7 +91,12 @@ func (s *sessionRun) run(ctx workflow.Context) error {
 				if isSessionGone(err) {
 					return nil
 				}
-				return err
+				next, err := s.fail(ctx, err)
+				if err != nil {
+					return err
+				}
+				plan = next
+				continue
 			}
 			plan = &p
 		}
@@ -115,7 +120,9 @@ func (s *sessionRun) run(ctx workflow.Context) error {
 					return nil
 				}
 				if !temporal.IsCanceledError(err) {
-					return s.terminate(ctx, err)
+					if next, err = s.fail(ctx, err); err != nil {
+						return err
+					}
 				}
 			}
 			plan = next
@@ -145,7 +152,7 @@ func (s *sessionRun) step(ctx workflow.Context, plan Plan) (*Plan, error) {
 	case agent.StepCap:
 		return bookkeeping(ctx, acts.StopAtCap, s.p.SessionID)
 	}
-	return nil, temporal.NewNonRetryableApplicationError("unknown plan "+string(plan.Kind), "UnknownPlan", nil)
+	return nil, temporal.NewNonRetryableApplicationError("unknown plan "+string(plan.Kind), errTypeUnknownPlan, nil)
 }
 
 // bookkeeping runs a short step activity that returns the next plan.
@@ -157,16 +164,66 @@ func bookkeeping(ctx workflow.Context, activity any, arg any) (*Plan, error) {
 	return &plan, nil
 }
 
-// terminate ends the session after a step failed for good (retryable failures never get
-// here: every activity retries them without limit). Leaving the session "running" would
-// strand it; terminated tells the client why it stopped.
-func (s *sessionRun) terminate(ctx workflow.Context, cause error) error {
-	msg := cause.Error()
+// fail handles a step (or Advance) that failed for good: a permanent error, or a transient
+// one that outlasted its bounded retries. Leaving the session "running" would strand it: no
+// step would run again, and delete and archive refuse a running session. A failure of the
+// session itself (its sandbox is gone, the workflow and the log disagree) terminates it
+// (API.md §8.1: fatal error → terminated). Any other failure belongs to one turn — a tool
+// result, a model answer, the data of one step — so only the turn ends: session.error with
+// retry_status exhausted, then idle with retries_exhausted (API.md §5.5), and the session
+// takes the next message. If even that bookkeeping fails, the session is terminated. It
+// returns the plan after the turn ended, nil with nil when the session is gone, or the cause
+// when the session was terminated (the run then fails, as it did).
+func (s *sessionRun) fail(ctx workflow.Context, cause error) (*Plan, error) {
+	s.modelAttempt = 0
+	if terminal(cause) {
+		return nil, s.terminate(ctx, cause)
+	}
+	workflow.GetLogger(ctx).Warn("a step failed for good; ending the turn", "session_id", s.p.SessionID, "error", cause)
+	plan, err := bookkeeping(ctx, acts.FailTurn, FailTurnInput{SessionID: s.p.SessionID, Message: failureMessage(cause)})
+	if err == nil {
+		return plan, nil
+	}
+	if isSessionGone(err) {
+		// Nothing left to run: the next Advance sees it and ends the run.
+		return nil, nil
+	}
+	return nil, s.terminate(ctx, errors.Join(cause, err))
+}
+
+// terminal reports whether a step's failure ends the session rather than the turn: the
+// session's sandbox is gone or unusable, which no later turn can mend, or the workflow's plan
+// names a call or a step the log does not have.
+func terminal(err error) bool {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		return false
+	}
+	switch appErr.Type() {
+	case errTypeSandboxGone, errTypeSandboxProvider, errTypeUnknownToolCall, errTypeUnknownPlan:
+		return true
+	}
+	return false
+}
+
+// failureMessage is what session.error says about a failed step: the application error's own
+// message without Temporal's wrapping.
+func failureMessage(cause error) string {
 	var appErr *temporal.ApplicationError
 	if errors.As(cause, &appErr) {
-		msg = appErr.Message()
+		return appErr.Message()
 	}
-	if err := workflow.ExecuteActivity(ctx, acts.Terminate, TerminateInput{SessionID: s.p.SessionID, Message: msg}).Get(ctx, nil); err != nil {
+	var actErr *temporal.ActivityError
+	if errors.As(cause, &actErr) && errors.Unwrap(actErr) != nil {
+		return errors.Unwrap(actErr).Error()
+	}
+	return cause.Error()
+}
+
+// terminate ends the session after a failure of the session itself, or of the bookkeeping
+// that would end only the turn. Terminated tells the client why it stopped.
+func (s *sessionRun) terminate(ctx workflow.Context, cause error) error {
+	if err := workflow.ExecuteActivity(ctx, acts.Terminate, TerminateInput{SessionID: s.p.SessionID, Message: failureMessage(cause)}).Get(ctx, nil); err != nil {
 		return err
 	}
 	return cause
@@ -302,23 +359,31 @@ func TeardownWorkflow(ctx workflow.Context, sessionID string) error {
 }
 
 // Activity options. Step activities heartbeat so a dead worker is noticed within seconds and
-// interrupts reach them; every activity retries infrastructure failures without limit, which
-// is safe because each is idempotent against the log.
+// interrupts reach them. Every activity retries what may heal (connection, timeout, worker
+// or Temporal failures; each is idempotent against the log) with backoff, but a bounded
+// number of times: an error misjudged as transient must still end (the workflow then ends
+// the turn, see sessionRun.fail). Permanent errors are non-retryable and fail at once.
+// maxAttempts at this backoff spans about three minutes, longer than a database restart.
+const maxAttempts = 25
+
 var (
-	retryForever = &temporal.RetryPolicy{
+	retryBounded = &temporal.RetryPolicy{
 		InitialInterval:        100 * time.Millisecond,
 		BackoffCoefficient:     2,
-		MaximumInterval:        5 * time.Second,
-		NonRetryableErrorTypes: []string{errTypeSessionGone, errTypeModel},
+		MaximumInterval:        10 * time.Second,
+		MaximumAttempts:        maxAttempts,
+		NonRetryableErrorTypes: []string{errTypeSessionGone, errTypeModel, errTypePermanent},
 	}
-	bookkeepingOptions = workflow.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retryForever}
-	advanceOptions     = workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retryForever}
-	stepOptions        = workflow.ActivityOptions{
+	bookkeepingOptions = workflow.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retryBounded}
+	// A local activity's retries end at its schedule-to-close timeout, which defaults to
+	// one start-to-close: give Advance the time its maxAttempts take, as the others have.
+	advanceOptions = workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute, ScheduleToCloseTimeout: 5 * time.Minute, RetryPolicy: retryBounded}
+	stepOptions    = workflow.ActivityOptions{
 		StartToCloseTimeout: 15 * time.Minute,
 		// A few heartbeat intervals: one late heartbeat must not fail a healthy step.
 		HeartbeatTimeout:    5 * time.Second,
 		WaitForCancellation: true,
-		RetryPolicy:         retryForever,
+		RetryPolicy:         retryBounded,
 	}
 	// sandboxOptions are for creating and destroying a sandbox: a provider may take minutes
 	// (pulling an image, scheduling a pod), so the timeout is long and liveness comes from
@@ -326,7 +391,7 @@ var (
 	sandboxOptions = workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
 		HeartbeatTimeout:    10 * time.Second,
-		RetryPolicy:         retryForever,
+		RetryPolicy:         retryBounded,
 	}
 )
 

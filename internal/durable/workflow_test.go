@@ -2,12 +2,17 @@ package durable
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
@@ -39,6 +44,10 @@ type fixture struct {
 	toolCall  func(ctx context.Context, in ToolCallInput) error
 	// onAdvance runs inside Advance when set.
 	onAdvance func()
+	// stepErr, when set, is asked first by every activity mock with the activity's name
+	// ("Advance", "ModelTurn", "ToolCall", "RejectTools", "StopAtCap", "AcquireSandbox", ...);
+	// an error it returns is that attempt's.
+	stepErr func(activity string) error
 
 	mu            sync.Mutex
 	plans         []Plan
@@ -77,6 +86,9 @@ func newFixture(t *testing.T, plans ...Plan) *fixture {
 	f.env.OnActivity(nilActs.Advance, mock.Anything, mock.Anything).Return(f.advance)
 	f.env.OnActivity(nilActs.ModelTurn, mock.Anything, mock.Anything).Return(func(ctx context.Context, in ModelTurnInput) (Plan, error) {
 		f.log(fmt.Sprintf("ModelTurn#%d", in.Attempt))
+		if err := f.injected("ModelTurn"); err != nil {
+			return Plan{}, err
+		}
 		if f.modelTurn != nil {
 			if err := f.modelTurn(ctx, in); err != nil {
 				return Plan{}, err
@@ -86,6 +98,9 @@ func newFixture(t *testing.T, plans ...Plan) *fixture {
 	})
 	f.env.OnActivity(nilActs.ToolCall, mock.Anything, mock.Anything).Return(func(ctx context.Context, in ToolCallInput) (Plan, error) {
 		f.log("ToolCall:" + in.ToolUseID)
+		if err := f.injected("ToolCall"); err != nil {
+			return Plan{}, err
+		}
 		if f.toolCall != nil {
 			if err := f.toolCall(ctx, in); err != nil {
 				return Plan{}, err
@@ -95,14 +110,20 @@ func newFixture(t *testing.T, plans ...Plan) *fixture {
 	})
 	f.env.OnActivity(nilActs.AcquireSandbox, mock.Anything, mock.Anything).Return(func(context.Context, string) error {
 		f.log("AcquireSandbox")
-		return nil
+		return f.injected("AcquireSandbox")
 	})
 	f.env.OnActivity(nilActs.RejectTools, mock.Anything, mock.Anything).Return(func(context.Context, string) (Plan, error) {
 		f.log("RejectTools")
+		if err := f.injected("RejectTools"); err != nil {
+			return Plan{}, err
+		}
 		return f.next()
 	})
 	f.env.OnActivity(nilActs.StopAtCap, mock.Anything, mock.Anything).Return(func(context.Context, string) (Plan, error) {
 		f.log("StopAtCap")
+		if err := f.injected("StopAtCap"); err != nil {
+			return Plan{}, err
+		}
 		return f.next()
 	})
 	f.env.OnActivity(nilActs.Reschedule, mock.Anything, mock.Anything).Return(func(_ context.Context, in RescheduleInput) error {
@@ -111,6 +132,14 @@ func newFixture(t *testing.T, plans ...Plan) *fixture {
 	})
 	f.env.OnActivity(nilActs.Exhaust, mock.Anything, mock.Anything).Return(func(_ context.Context, in RescheduleInput) (Plan, error) {
 		f.logFailure("Exhaust", in.Failure)
+		return f.next()
+	})
+	f.env.OnActivity(nilActs.FailTurn, mock.Anything, mock.Anything).Return(func(_ context.Context, in FailTurnInput) (Plan, error) {
+		require.Equal(f.t, testSession, in.SessionID)
+		f.log("FailTurn: " + in.Message)
+		if err := f.injected("FailTurn"); err != nil {
+			return Plan{}, err
+		}
 		return f.next()
 	})
 	f.env.OnActivity(nilActs.Terminate, mock.Anything, mock.Anything).Return(func(_ context.Context, in TerminateInput) error {
@@ -130,7 +159,17 @@ func (f *fixture) advance(_ context.Context, sessionID string) (Plan, error) {
 	if f.onAdvance != nil {
 		f.onAdvance()
 	}
+	if err := f.injected("Advance"); err != nil {
+		return Plan{}, err
+	}
 	return f.next()
+}
+
+func (f *fixture) injected(activity string) error {
+	if f.stepErr == nil {
+		return nil
+	}
+	return f.stepErr(activity)
 }
 
 // next is the plan Advance or a step answers with: the next of plans, or the session is gone.
@@ -603,4 +642,129 @@ func TestTeardownWorkflow(t *testing.T) {
 	require.NoError(t, env.GetWorkflowError())
 	require.Equal(t, []string{testSession}, got)
 	require.Equal(t, []string{"finish " + testSession, "signal"}, steps, "the row goes after the sandbox, then the run is told")
+}
+
+// A step of any kind that fails for good ends the turn (FailTurn: session.error, then idle)
+// instead of retrying forever: a permanent error after one attempt, an error misjudged as
+// transient after maxAttempts. Before, a permanent failure of an append was retried without
+// end and the session stayed running.
+func TestSessionWorkflowEndsTheTurnWhenAStepFailsForGood(t *testing.T) {
+	t.Parallel()
+	permanent := func() error {
+		return activityError(fmt.Errorf("emit model response: append events: %w",
+			&pgconn.PgError{Severity: "ERROR", Code: "22P05", Message: "unsupported Unicode escape sequence"}))
+	}
+	const permanentMsg = "emit model response: append events: ERROR: unsupported Unicode escape sequence (SQLSTATE 22P05)"
+	kinds := []struct {
+		activity string
+		plans    []Plan
+		calls    []string // before FailTurn, with the failing activity last
+	}{
+		{"ModelTurn", []Plan{{Kind: agent.StepModel}}, []string{"Advance", "ModelTurn#1"}},
+		{"ToolCall", []Plan{{Kind: agent.StepExecute, ToolUseIDs: []string{"a"}}}, []string{"Advance", "ToolCall:a"}},
+		{"RejectTools", []Plan{{Kind: agent.StepReject}}, []string{"Advance", "RejectTools"}},
+		{"StopAtCap", []Plan{{Kind: agent.StepCap}}, []string{"Advance", "StopAtCap"}},
+		{"AcquireSandbox", []Plan{{Kind: agent.StepExecute, ToolUseIDs: []string{"a"}, NeedsSandbox: true}}, []string{"Advance", "AcquireSandbox"}},
+		{"Advance", nil, []string{"Advance"}},
+	}
+	errs := []struct {
+		name     string
+		err      func() error
+		attempts int
+		msg      string
+	}{
+		{"permanent", permanent, 1, permanentMsg},
+		{"misjudged as transient", func() error { return errors.New("flaky forever") }, maxAttempts, "flaky forever"},
+	}
+	for _, k := range kinds {
+		for _, e := range errs {
+			t.Run(k.activity+"/"+e.name, func(t *testing.T) {
+				t.Parallel()
+				f := newFixture(t, k.plans...)
+				f.env.SetTestTimeout(10 * time.Minute)
+				var mu sync.Mutex
+				attempts := 0
+				f.stepErr = func(activity string) error {
+					mu.Lock()
+					defer mu.Unlock()
+					// The first Advance after FailTurn must see the session as it is then.
+					if activity != k.activity || attempts == e.attempts {
+						return nil
+					}
+					attempts++
+					return e.err()
+				}
+				require.NoError(t, f.run(testRetry), "the turn ended and the session took no more work")
+				calls, _ := f.snapshot()
+				want := slices.Clone(k.calls[:len(k.calls)-1])
+				for range e.attempts {
+					want = append(want, k.calls[len(k.calls)-1])
+				}
+				// Retries of one activity keep its input (ModelTurn#1 each time: the model
+				// attempt counter counts only the workflow's model-failure retries).
+				require.Equal(t, append(want, "FailTurn: "+e.msg, "Advance"), calls)
+			})
+		}
+	}
+}
+
+// If ending the turn fails too, the session is terminated: it never stays running.
+func TestSessionWorkflowTerminatesWhenEndingTheTurnFails(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Plan{Kind: agent.StepReject})
+	f.stepErr = func(activity string) error {
+		switch activity {
+		case "RejectTools":
+			return activityError(&json.SyntaxError{Offset: 1})
+		case "FailTurn":
+			return activityError(&pgconn.PgError{Code: "23514", Message: "check"})
+		}
+		return nil
+	}
+	err := f.run(testRetry)
+	require.Error(t, err)
+	calls, _ := f.snapshot()
+	require.Len(t, calls, 4)
+	require.Equal(t, []string{"Advance", "RejectTools"}, calls[:2])
+	require.True(t, strings.HasPrefix(calls[2], "FailTurn: "), calls[2])
+	require.True(t, strings.HasPrefix(calls[3], "Terminate: "), calls[3])
+}
+
+func TestClassifyError(t *testing.T) {
+	t.Parallel()
+	pg := func(code string) error { return fmt.Errorf("append events: %w", &pgconn.PgError{Code: code}) }
+	cases := []struct {
+		name string
+		err  error
+		want errorClass
+	}{
+		{"NUL in jsonb", pg("22P05"), errorPermanent},
+		{"invalid json text", pg("22P02"), errorPermanent},
+		{"not null violation", pg("23502"), errorPermanent},
+		{"undefined table", pg("42P01"), errorPermanent},
+		{"decode error", fmt.Errorf("decode body: %w", &json.SyntaxError{Offset: 3}), errorPermanent},
+		{"type error", &json.UnmarshalTypeError{Value: "string", Type: reflect.TypeFor[int]()}, errorPermanent},
+		{"serialization failure", pg("40001"), errorTransient},
+		{"deadlock", pg("40P01"), errorTransient},
+		{"connection", pg("08006"), errorTransient},
+		{"admin shutdown", pg("57P01"), errorTransient},
+		{"timeout", fmt.Errorf("x: %w", context.DeadlineExceeded), errorTransient},
+		{"canceled", context.Canceled, errorTransient},
+		{"unknown", errors.New("something"), errorTransient},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, classifyError(tc.err))
+			var appErr *temporal.ApplicationError
+			got := activityError(tc.err)
+			if tc.want == errorPermanent {
+				require.ErrorAs(t, got, &appErr)
+				require.True(t, appErr.NonRetryable())
+				require.Equal(t, errTypePermanent, appErr.Type())
+				return
+			}
+			require.False(t, errors.As(got, &appErr), "a transient error stays retryable")
+		})
+	}
 }

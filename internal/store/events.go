@@ -47,6 +47,10 @@ func (q *Queries) AppendEvents(ctx context.Context, sessionID string, evs []NewE
 		if len(body) == 0 {
 			body = json.RawMessage("{}")
 		}
+		// Every event reaches the log here: what jsonb cannot store (a NUL, invalid UTF-8)
+		// becomes U+FFFD, so no body fails its append on every retry. The caller gets the
+		// body as stored.
+		body = wire.LogSafeJSON(body)
 		id := ev.ID
 		if id == "" {
 			id = ids.New(ids.Event)

@@ -101,6 +101,37 @@ func TestAppendEventsEdgeCases(t *testing.T) {
 	})
 }
 
+// Bodies jsonb cannot store (a NUL escape, a lone surrogate, invalid UTF-8) are appended with
+// U+FFFD in their place, and what AppendEvents returns is what a read returns; without it the
+// append fails with SQLSTATE 22P05 (or 22021, 22P02) and a step retries it forever.
+func TestAppendEventsStoresBodiesJSONBRejects(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	sid := f.newSession(t)
+	cases := []struct {
+		name, body, want string
+	}{
+		{name: "NUL escape", body: `{"text":"a\u0000b"}`, want: "a\uFFFDb"},
+		{name: "lone surrogate escape", body: `{"text":"a\ud800b"}`, want: "a\uFFFDb"},
+		{name: "invalid UTF-8", body: "{\"text\":\"a\xffb\"}", want: "a\uFFFDb"},
+		{name: "escaped backslash stays text", body: `{"text":"a\\u0000b"}`, want: `a\u0000b`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := f.st.AppendEvents(ctx, sid, []NewEvent{{Type: "agent.tool_result", Body: json.RawMessage(tc.body), Processed: true}}, time.Now())
+			require.NoError(t, err)
+			read, err := f.st.GetEvent(ctx, sid, got[0].ID)
+			require.NoError(t, err)
+			for _, e := range []wire.Event{got[0], read} {
+				var b struct{ Text string }
+				require.NoError(t, json.Unmarshal(e.Body, &b))
+				require.Equal(t, tc.want, b.Text)
+			}
+		})
+	}
+}
+
 // Appends to one session from many transactions at once must serialize on the session row:
 // the log ends up exactly 1..total, and each writer got back the seqs that were stored.
 func TestAppendEventsConcurrentIsGapFree(t *testing.T) {

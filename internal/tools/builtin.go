@@ -86,10 +86,11 @@ func checkBuiltin(sb sandbox.Sandbox, name string) *Result {
 	return nil
 }
 
-// finish turns a tool's raw result into what the model gets: valid UTF-8 (command output and
-// file names may be any bytes), cut and spilled past MaxResultChars.
+// finish turns a tool's raw result into what the model gets: valid UTF-8 without NUL
+// (command output and file names may be any bytes; the log's jsonb stores neither, see
+// wire.LogSafeJSON), with U+FFFD in their place, cut and spilled past MaxResultChars.
 func finish(ctx context.Context, sb sandbox.Sandbox, res Result) Result {
-	res.Text = strings.ToValidUTF8(res.Text, "\uFFFD")
+	res.Text = strings.ToValidUTF8(strings.ReplaceAll(res.Text, "\x00", wire.Replacement), wire.Replacement)
 	return spill(ctx, sb, res)
 }
 

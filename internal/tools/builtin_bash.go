@@ -1,11 +1,13 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/wire"
@@ -131,7 +133,11 @@ func bashTimeout(ms *int64) (time.Duration, string) {
 }
 
 func bashResult(res sandbox.ExecResult, timeout time.Duration) Result {
-	out := strings.TrimRight(string(res.Output), "\n")
+	output := res.Output
+	if res.Truncated {
+		output = cutPartialRune(output)
+	}
+	out := strings.TrimRight(outputText(output), "\n")
 	if res.Truncated {
 		out += fmt.Sprintf("\n[output truncated: the command wrote more than %d bytes]", bashMaxOutput)
 	}
@@ -152,6 +158,32 @@ func bashResult(res sandbox.ExecResult, timeout time.Duration) Result {
 		out = "(no output)"
 	}
 	return Result{Text: out}
+}
+
+// outputText is a command's output as text. Output with NUL bytes (`find -print0`, `cat` of a
+// binary file) is binary: finish shows those bytes as U+FFFD, as it does invalid UTF-8, and a
+// note here says so and how to see the real bytes, so the model does not take the rendering
+// for the content.
+func outputText(out []byte) string {
+	nul := bytes.Count(out, []byte{0})
+	if nul == 0 {
+		return string(out)
+	}
+	return string(out) + fmt.Sprintf("\n[binary output: %d bytes, %d of them NUL; NUL bytes and invalid UTF-8 are shown as %s; pipe through `xxd` or `base64` to see the bytes]",
+		len(out), nul, wire.Replacement)
+}
+
+// cutPartialRune drops a multi-byte character the output cap cut in two, which is not binary.
+func cutPartialRune(out []byte) []byte {
+	for i := len(out) - 1; i >= 0 && i >= len(out)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(out[i]) {
+			if !utf8.FullRune(out[i:]) {
+				return out[:i]
+			}
+			break
+		}
+	}
+	return out
 }
 
 // shellQuote quotes s as one bash word.

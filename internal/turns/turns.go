@@ -387,6 +387,55 @@ func (s *Service) Exhaust(ctx context.Context, sessionID string, cause error) er
 	return s.closeWithError(ctx, sessionID, cause, wire.RetryStatusExhausted, "", "")
 }
 
+// FailTurn ends the current turn after one of its steps failed for good (bad data, a
+// constraint, a decode error, or retries that ran out): session.error with retry_status
+// exhausted, which closes the turn, so the next Advance goes idle with retries_exhausted
+// (API.md §5.5: "this turn is dead … session returns to idle"). The session itself is sound —
+// what failed was one step's data — so it stays usable and can be deleted or archived; only a
+// failure of this bookkeeping too terminates it. A turn already closed this way is left
+// alone, so a retry after a lost reply records one error.
+func (s *Service) FailTurn(ctx context.Context, sessionID string, cause error) error {
+	return s.store.InTx(ctx, func(q *store.Queries) error {
+		rec, err := lockLive(ctx, q, sessionID)
+		if err != nil {
+			return err
+		}
+		w, err := q.GetTurnWindow(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		log, err := q.TurnLog(ctx, sessionID, w.StartSeq)
+		if err != nil {
+			return err
+		}
+		if rec.Status == wire.SessionStatusIdle || closedByError(log) {
+			return nil
+		}
+		evs, err := newEvents(body{wire.EventSessionError, wire.SessionErrorBody{Error: sessionError(cause, wire.RetryStatusExhausted)}})
+		if err != nil {
+			return err
+		}
+		_, err = q.AppendEvents(ctx, sessionID, evs, s.now())
+		return err
+	})
+}
+
+// closedByError reports whether the turn's latest status event is followed by a session.error
+// that ended it (exhausted or terminal).
+func closedByError(log []wire.Event) bool {
+	for i := len(log) - 1; i >= 0; i-- {
+		switch ev := log[i]; ev.Type {
+		case wire.EventSessionStatusRunning, wire.EventSessionStatusIdle:
+			return false
+		case wire.EventSessionError:
+			if b, err := wire.DecodeBody[wire.SessionErrorBody](ev); err == nil && b.Error.RetryStatus.Type != wire.RetryStatusRetrying {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (s *Service) closeWithError(ctx context.Context, sessionID string, cause error, retry, status, statusEvent string) error {
 	return s.store.InTx(ctx, func(q *store.Queries) error {
 		rec, err := lockLive(ctx, q, sessionID)

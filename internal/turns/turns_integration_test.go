@@ -5,6 +5,7 @@ package turns
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -209,4 +210,50 @@ func TestUsageOfASpanAfterTheFinishIsKept(t *testing.T) {
 	u, err := wire.DecodeBody[wire.SessionUsageBody](lastOfType(t, second.History, wire.EventSessionUsage))
 	require.NoError(t, err)
 	require.EqualValues(t, 16, u.Usage.InputTokens)
+}
+
+// A step that failed for good ends its turn: session.error exhausted, then the next Advance
+// closes the turn idle with retries_exhausted, and the session takes the next message. A
+// second FailTurn (a retry after a lost reply) records nothing more.
+func TestFailTurnEndsTheTurnIdle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEngine(t)
+	e.send(t)
+	open, err := e.svc.Advance(ctx, e.session)
+	require.NoError(t, err)
+	require.Equal(t, agent.StepModel, open.Step.Kind)
+
+	cause := errors.New("append events: unsupported Unicode escape sequence (SQLSTATE 22P05)")
+	require.NoError(t, e.svc.FailTurn(ctx, e.session, cause))
+	require.NoError(t, e.svc.FailTurn(ctx, e.session, cause))
+	closed, err := e.svc.Advance(ctx, e.session)
+	require.NoError(t, err)
+	require.Equal(t, agent.StepEnd, closed.Step.Kind)
+
+	var errs []wire.SessionErrorBody
+	for _, ev := range closed.History {
+		if ev.Type == wire.EventSessionError {
+			b, err := wire.DecodeBody[wire.SessionErrorBody](ev)
+			require.NoError(t, err)
+			errs = append(errs, b)
+		}
+	}
+	require.Len(t, errs, 1, "one session.error for the failed turn")
+	require.Equal(t, wire.SessionErrorUnknown, errs[0].Error.Type)
+	require.Equal(t, wire.RetryStatusExhausted, errs[0].Error.RetryStatus.Type)
+	require.Contains(t, errs[0].Error.Message, "22P05")
+	idle, err := wire.DecodeBody[wire.StatusIdleBody](lastOfType(t, closed.History, wire.EventSessionStatusIdle))
+	require.NoError(t, err)
+	require.Equal(t, wire.StopRetriesExhausted, idle.StopReason.Type)
+	rec, err := e.st.GetSessionByID(ctx, e.session)
+	require.NoError(t, err)
+	require.Equal(t, wire.SessionStatusIdle, rec.Status)
+
+	// Idle now: failing again changes nothing, and the next message opens a new turn.
+	require.NoError(t, e.svc.FailTurn(ctx, e.session, cause))
+	e.send(t)
+	next, err := e.svc.Advance(ctx, e.session)
+	require.NoError(t, err)
+	require.Equal(t, agent.StepModel, next.Step.Kind)
 }
