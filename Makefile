@@ -13,6 +13,8 @@ LDFLAGS := -X main.version=$(VERSION)
 IMG ?= managed-agents:dev
 # go test's own default (10m per package binary) is too short for the integration suites.
 TEST_TIMEOUT ?= 30m
+# How long each fuzz target runs under `make fuzz` (`make test` runs each for 10s).
+FUZZTIME ?= 1m
 
 LOCALBIN := $(CURDIR)/bin
 CA_BUNDLE := /etc/ssl/certs/ca-certificates.crt
@@ -52,6 +54,12 @@ test: $(STATICCHECK) ## Run what CI runs: go vet, staticcheck, then all tests wi
 	$(STATICCHECK) -tags integration ./...
 	$(STATICCHECK) ./...
 	go test -race -tags integration -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
+
+.PHONY: fuzz
+fuzz: ## Fuzz the request decoders and the event validator, each for FUZZTIME (default 1m; make fuzz FUZZTIME=5m).
+	go test -run '^$$' -fuzz '^FuzzDecodeBody$$' -fuzztime $(FUZZTIME) ./internal/httpapi/
+	go test -run '^$$' -fuzz '^FuzzClientEvent$$' -fuzztime $(FUZZTIME) ./internal/sessions/
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (fast, no services; includes the dependency rules).

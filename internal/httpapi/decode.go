@@ -10,7 +10,8 @@ import (
 )
 
 // decodeBody reads a JSON object body into v: at most 32 MB (413 beyond), unknown fields
-// rejected, every error naming the field.
+// rejected, every error naming the field. Every body passes wire.CheckText first, so no NUL,
+// invalid UTF-8 or over-deep nesting reaches a validator or the database.
 func decodeBody(r *http.Request, v any) error {
 	body, err := readBody(r)
 	if err != nil {
@@ -19,6 +20,9 @@ func decodeBody(r *http.Request, v any) error {
 	// A bare null would decode as an empty object and blame the first required field.
 	if len(bytes.TrimSpace(body)) == 0 || bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
 		return badRequest("request body must be a JSON object")
+	}
+	if err := wire.CheckText(body); err != nil {
+		return badRequest(err.Error())
 	}
 	if err := wire.DecodeStrict(body, v); err != nil {
 		return badRequest(err.Error())
@@ -34,6 +38,9 @@ func decodeOptionalBody(r *http.Request) error {
 	}
 	if len(body) == 0 {
 		return nil
+	}
+	if err := wire.CheckText(body); err != nil {
+		return badRequest(err.Error())
 	}
 	var empty struct{}
 	if err := wire.DecodeStrict(body, &empty); err != nil {

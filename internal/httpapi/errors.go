@@ -48,7 +48,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError writes the error envelope of API.md §9.1. Permanent 409s carry
 // x-should-retry: false, or the SDK would repeat the request twice (§9.3).
 func writeError(w http.ResponseWriter, r *http.Request, status int, errType, msg, code string) {
-	env := wire.ErrorEnvelope{Type: "error", Error: wire.ErrorObject{Type: errType, Message: msg}, RequestID: requestID(r.Context())}
+	env := wire.ErrorEnvelope{Type: "error", Error: wire.ErrorObject{Type: errType, Message: capMessage(msg)}, RequestID: requestID(r.Context())}
 	if code != "" {
 		env.Error.Details = &wire.ErrorDetails{ErrorCode: code}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/managed-agents/managed-agents/internal/sessions"
+	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
 // query reads the API's query conventions (API.md §1.5): bracketed arrays and range keys,
@@ -114,8 +115,9 @@ func (q query) pageCursor(kind, order string) (*cursor, error) {
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(s, cursorPrefix))
 	var c cursor
-	// Every cursor we issue names its order; one without is not ours.
-	if err != nil || !strings.HasPrefix(s, cursorPrefix) || json.Unmarshal(raw, &c) != nil || (c.Order != "asc" && c.Order != "desc") {
+	// Every cursor we issue names its order; one without is not ours. A forged one must not
+	// carry a NUL or invalid UTF-8 to the database either.
+	if err != nil || !strings.HasPrefix(s, cursorPrefix) || wire.CheckText(raw) != nil || json.Unmarshal(raw, &c) != nil || (c.Order != "asc" && c.Order != "desc") {
 		return nil, badRequest("invalid page cursor")
 	}
 	if c.Kind != kind {

@@ -139,3 +139,21 @@ func TestKeysetPageCursors(t *testing.T) {
 	}
 	require.Equal(t, []item{}, keysetPage("sessions", []item(nil), false, sessions.ListParams{}, key, true).Data)
 }
+
+func TestUncleanPath(t *testing.T) {
+	t.Parallel()
+	for p, want := range map[string]bool{
+		"/v1/agents": false, "/v1/agents/": false, "/": false, "/v1/sessions/sesn_1/events": false,
+		"/v1/sessions//events": true, "/v1/./agents": true, "/v1/agents/../x": true, "//v1/agents": true, "": true, "*": true,
+	} {
+		require.Equal(t, want, uncleanPath(p), p)
+	}
+}
+
+func TestPathIDField(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "agent_id", pathIDField("GET /v1/agents/{id}/versions"))
+	require.Equal(t, "environment_id", pathIDField("POST /v1/environments/{id}"))
+	require.Equal(t, "session_id", pathIDField("GET /v1/sessions/{id}/events/stream"))
+	require.Empty(t, pathIDField("GET /v1/sessions"))
+}

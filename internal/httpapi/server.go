@@ -14,6 +14,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/sessions"
 	"github.com/managed-agents/managed-agents/internal/stream"
+	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
 // maxBodyBytes is the request body limit of the hosted API (API.md §4.1: >32 MB → 413).
@@ -68,7 +69,7 @@ func New(cfg Config) *Server {
 }
 
 func (s *Server) routes() {
-	api := func(pattern string, h apiHandler) { s.mux.Handle(pattern, s.authenticated(h)) }
+	api := func(pattern string, h apiHandler) { s.mux.Handle(pattern, s.authenticated(textChecked(pattern, h))) }
 
 	api("POST /v1/agents", s.createAgent)
 	api("GET /v1/agents", s.listAgents)
@@ -100,7 +101,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	// Unknown routes are 404 before any auth check, as on the hosted service.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, http.StatusNotFound, "not_found_error", "Not found: "+r.Method+" "+r.URL.Path, "")
+		notFound(w, r)
 	})
 }
 
@@ -136,7 +137,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.logger.DebugContext(r.Context(), "request", "request_id", rid, "method", r.Method, "path", r.URL.Path,
 			"status", rec.status, "duration", time.Since(start))
 	}()
+	if uncleanPath(r.URL.Path) {
+		// Before the mux, which would redirect (307, HTML body) to the cleaned path.
+		notFound(rec, r)
+		return
+	}
 	s.mux.ServeHTTP(rec, r)
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, r, http.StatusNotFound, "not_found_error", "Not found: "+r.Method+" "+wire.Excerpt(r.URL.Path, 256), "")
 }
 
 // statusRecorder remembers the status for the access log and keeps Flush working for SSE.

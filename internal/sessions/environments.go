@@ -120,7 +120,7 @@ func resolveNetworking(p wire.NetworkingParam) (*wire.Networking, error) {
 	}
 	for i, h := range p.AllowedHosts {
 		if !hostPattern.MatchString(h) {
-			return nil, invalidf("config.networking.allowed_hosts[%d]: %q must be a bare hostname or *.domain wildcard (no scheme, port or path)", i, h)
+			return nil, invalidf("config.networking.allowed_hosts[%d]: %q must be a bare hostname or *.domain wildcard (no scheme, port or path)", i, wire.Excerpt(h, maxQuoted))
 		}
 	}
 	f := false
@@ -151,9 +151,12 @@ func resolvePackages(p wire.PackagesParam) (*wire.Packages, error) {
 		in   []string
 		out  *[]string
 	}{{"apt", p.Apt, &out.Apt}, {"cargo", p.Cargo, &out.Cargo}, {"gem", p.Gem, &out.Gem}, {"go", p.Go, &out.Go}, {"npm", p.Npm, &out.Npm}, {"pip", p.Pip, &out.Pip}} {
+		if len(m.in) > maxPackagesPerManager {
+			return nil, invalidf("config.packages.%s: at most %d packages are allowed (got %d)", m.name, maxPackagesPerManager, len(m.in))
+		}
 		for i, spec := range m.in {
-			if spec == "" {
-				return nil, invalidf("config.packages.%s[%d]: must not be empty", m.name, i)
+			if err := checkLen(fmt.Sprintf("config.packages.%s[%d]", m.name, i), spec, 1, maxPackageSpecLen); err != nil {
+				return nil, err
 			}
 		}
 		if m.in != nil {

@@ -105,7 +105,7 @@ func buildClientEvent(field string, ev clientEvent, selfHosted bool) (parsedEven
 			return p, err
 		}
 		if ev.SessionThreadID != nil {
-			return p, invalidf("%s.session_thread_id: this session has no thread %q (multiagent threads are not supported yet)", field, *ev.SessionThreadID)
+			return p, invalidf("%s.session_thread_id: this session has no thread %q (multiagent threads are not supported yet)", field, wire.Excerpt(*ev.SessionThreadID, maxQuoted))
 		}
 		body = wire.UserInterruptBody{}
 	case wire.EventUserToolConfirmation:
@@ -165,7 +165,7 @@ func buildClientEvent(field string, ev clientEvent, selfHosted bool) (parsedEven
 	case "":
 		return p, invalidf("%s.type: is required", field)
 	default:
-		return p, invalidf("%s.type: unknown client event type %q", field, ev.Type)
+		return p, invalidf("%s.type: unknown client event type %q", field, wire.Excerpt(ev.Type, maxQuoted))
 	}
 	raw, err := wire.EncodeBody(ev.Type, body)
 	if err != nil {

@@ -22,6 +22,13 @@ const (
 	maxTitleLen         = 512
 	maxInitialEvents    = 50
 	maxEventsPerRequest = 1000
+	// Package lists are installed into every sandbox of the environment: 100 specs per manager
+	// and 512 characters per spec (room for a version constraint or a VCS URL) are generous
+	// for a setup step, and keep an environment a few hundred KB at most.
+	maxPackagesPerManager = 100
+	maxPackageSpecLen     = 512
+	// maxQuoted bounds an input quoted in an error message.
+	maxQuoted = 64
 )
 
 func checkLen(field, v string, lo, hi int) error {
@@ -44,10 +51,10 @@ func validateMetadata(field string, m map[string]string) error {
 	}
 	for k, v := range m {
 		if k == "" || utf8.RuneCountInString(k) > maxMetadataKey {
-			return invalidf("%s: key %q must be 1 to %d characters", field, k, maxMetadataKey).withCode("invalid_metadata")
+			return invalidf("%s: key %q must be 1 to %d characters", field, wire.Excerpt(k, maxQuoted), maxMetadataKey).withCode("invalid_metadata")
 		}
 		if utf8.RuneCountInString(v) > maxMetadataValue {
-			return invalidf("%s.%s: value must be at most %d characters", field, k, maxMetadataValue).withCode("invalid_metadata")
+			return invalidf("%s.%s: value must be at most %d characters", field, wire.Excerpt(k, maxQuoted), maxMetadataValue).withCode("invalid_metadata")
 		}
 	}
 	return nil
@@ -115,7 +122,7 @@ func resolveSkills(field string, in []wire.SkillParam) ([]wire.Skill, error) {
 			return nil, err
 		}
 		if seen[s.SkillID] {
-			return nil, invalidf("%s.skill_id: %q is listed twice", f, s.SkillID)
+			return nil, invalidf("%s.skill_id: %q is listed twice", f, wire.Excerpt(s.SkillID, maxQuoted))
 		}
 		seen[s.SkillID] = true
 		// Without a skill registry the newest version is named, not resolved to a number.

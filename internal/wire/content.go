@@ -1,8 +1,11 @@
 package wire
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // ContentBlock is one block of event content (API.md §5.1): text, image, document,
@@ -95,12 +98,12 @@ func (b ContentBlock) validate(f string) error {
 		}
 		return only(b.Source == nil, b.Title == nil, b.Context == nil, b.Content == nil, b.Citations == nil)
 	case ContentTypeImage:
-		if err := validateSource(f+".source", b.Source, "base64", "url", "file"); err != nil {
+		if err := validateSource(f+".source", b.Source, imageMediaTypes, "base64", "url", "file"); err != nil {
 			return err
 		}
 		return only(b.Text == nil, b.Title == nil, b.Context == nil, b.Content == nil, b.Citations == nil)
 	case ContentTypeDocument:
-		if err := validateSource(f+".source", b.Source, "base64", "text", "url", "file"); err != nil {
+		if err := validateSource(f+".source", b.Source, documentMediaTypes, "base64", "text", "url", "file"); err != nil {
 			return err
 		}
 		return only(b.Text == nil, b.Content == nil, b.Citations == nil)
@@ -132,7 +135,14 @@ type BlockSource struct {
 	FileID    *string `json:"file_id"`
 }
 
-func validateSource(f string, raw json.RawMessage, kinds ...string) error {
+// Media types a base64 source may declare, per block type (the Messages API's: its image
+// formats, PDF documents; a text source is text/plain).
+var (
+	imageMediaTypes    = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
+	documentMediaTypes = []string{"application/pdf"}
+)
+
+func validateSource(f string, raw json.RawMessage, mediaTypes []string, kinds ...string) error {
 	if len(raw) == 0 {
 		return fmt.Errorf("%s: is required", f)
 	}
@@ -151,6 +161,19 @@ func validateSource(f string, raw json.RawMessage, kinds ...string) error {
 	case "base64", "text":
 		if s.MediaType == nil || s.Data == nil || s.URL != nil || s.FileID != nil {
 			return fmt.Errorf("%s: a %s source needs media_type and data only", f, s.Type)
+		}
+		want := mediaTypes
+		if s.Type == "text" {
+			want = []string{"text/plain"}
+		}
+		if !slices.Contains(want, *s.MediaType) {
+			return fmt.Errorf("%s.media_type: must be %s", f, strings.Join(want, ", "))
+		}
+		// The model provider refuses undecodable data only when the turn runs; refuse it now.
+		if s.Type == "base64" {
+			if _, err := base64.StdEncoding.DecodeString(*s.Data); err != nil || *s.Data == "" {
+				return fmt.Errorf("%s.data: must be non-empty standard base64", f)
+			}
 		}
 	case "url":
 		if s.URL == nil || *s.URL == "" || s.MediaType != nil || s.Data != nil || s.FileID != nil {

@@ -43,7 +43,7 @@ func DescribeJSONError(err error) error {
 	}
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		return fmt.Errorf("unknown field %s", name)
+		return fmt.Errorf("unknown field %s", Excerpt(name, maxPathSegment))
 	}
 	return errors.New(strings.TrimPrefix(msg, "json: "))
 }

@@ -29,6 +29,11 @@ const (
 	maxCustomToolNameLen = 128
 	maxDomains           = 64
 	maxURLSourceTools    = 128
+	// An input_schema goes to the model with every call and back in every agent and session
+	// response: 64 KiB (some 16k tokens) holds any real schema several times over, and with at
+	// most 256 KiB of schemas per agent the default agents page (20) stays near 5 MB.
+	maxInputSchemaBytes = 64 << 10
+	maxSchemaBytesTotal = 256 << 10
 )
 
 // builtInNames lists the tools of agent_toolset_20260401 in the order the API documents them.
@@ -111,6 +116,8 @@ type resolver struct {
 	toolsetAt  int // index of the agent toolset, -1 if none
 	clientRefs []customRef
 	mcpConfigs int
+	// schemaBytes sums the compacted input_schema sizes of the custom tools seen so far.
+	schemaBytes int
 }
 
 // customRef is a custom tool name and where it was written, for errors found after the walk.
@@ -155,7 +162,7 @@ func checkServerURL(path, raw string) error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return toolErr(path, "must be an absolute http or https URL (got %q)", raw)
+		return toolErr(path, "must be an absolute http or https URL (got %q)", wire.Excerpt(raw, 128))
 	}
 	return nil
 }
@@ -511,7 +518,7 @@ func (r *resolver) resolveCustom(path string, i int, p *wire.CustomToolParam) (*
 		return nil, toolErr(path+".name", "is required")
 	}
 	if len(p.Name) > maxCustomToolNameLen || !customToolName.MatchString(p.Name) {
-		return nil, toolErr(path+".name", "must be 1-%d characters of letters, digits, underscores and hyphens (got %q)", maxCustomToolNameLen, p.Name)
+		return nil, toolErr(path+".name", "must be 1-%d characters of letters, digits, underscores and hyphens (got %q)", maxCustomToolNameLen, wire.Excerpt(p.Name, maxCustomToolNameLen+1))
 	}
 	if first, dup := r.customAt[p.Name]; dup {
 		return nil, toolErr(path+".name", "duplicate custom tool name %q (first at tools[%d])", p.Name, first)
@@ -524,6 +531,9 @@ func (r *resolver) resolveCustom(path string, i int, p *wire.CustomToolParam) (*
 	schema, err := checkInputSchema(path+".input_schema", p.InputSchema)
 	if err != nil {
 		return nil, err
+	}
+	if r.schemaBytes += len(schema); r.schemaBytes > maxSchemaBytesTotal {
+		return nil, toolErr(path+".input_schema", "the input_schemas of all custom tools must total at most %d bytes (got %d so far)", maxSchemaBytesTotal, r.schemaBytes)
 	}
 	return &wire.CustomTool{Name: p.Name, Description: p.Description, InputSchema: schema}, nil
 }
@@ -557,6 +567,9 @@ func checkInputSchema(path string, raw json.RawMessage) (json.RawMessage, error)
 	out, err := json.Marshal(raw) // RawMessage marshals compacted
 	if err != nil {
 		return nil, toolErr(path, "must be valid JSON")
+	}
+	if len(out) > maxInputSchemaBytes {
+		return nil, toolErr(path, "must be at most %d bytes of compact JSON (got %d)", maxInputSchemaBytes, len(out))
 	}
 	return out, nil
 }
