@@ -4,10 +4,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/app"
 )
 
 func customResultParam(useID, text string) anthropic.BetaManagedAgentsEventParamsUnion {
@@ -67,4 +72,62 @@ func TestCustomToolResultResentAfterTurnEnded(t *testing.T) {
 	evs = f.untilIdle()
 	require.Equal(t, "echo: next", messageText(find(t, evs, "agent.message")))
 	require.Equal(t, "end_turn", last(evs).StopReason.Type)
+}
+
+// TestPreviewsPrecedeTheirMessage runs many turns with an instant model, watched by a stream
+// that asked for agent.message previews. The worker publishes each preview before it commits
+// the message, but previews and committed events reach the API process on separate paths;
+// for every agent.message the stream must still write its event_start, then its deltas (all
+// of them: their text is the message's), then the message itself.
+func TestPreviewsPrecedeTheirMessage(t *testing.T) {
+	t.Parallel()
+	e := newRunningEnv(t, func(c *app.Config) { c.FakeWordDelay = 0 })
+	f := newTurnFixtureIn(t, e)
+	previewing := openStream(t, e.client, f.sessionID, anthropic.BetaSessionEventStreamParams{
+		EventDeltas: []anthropic.BetaManagedAgentsDeltaType{"agent.message"}})
+
+	const turns = 30
+	for i := range turns {
+		f.send(userMessage(fmt.Sprintf("turn %d: the quick brown fox jumps over the lazy dog", i)))
+		var (
+			started = map[string]bool{}
+			text    = map[string]*strings.Builder{}
+			msgs    int
+		)
+		for {
+			require.True(t, previewing.Next(), "stream ended: %v", previewing.Err())
+			ev := previewing.Current()
+			switch ev.Type {
+			case "event_start":
+				var body struct {
+					Event struct{ ID string } `json:"event"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(ev.RawJSON()), &body))
+				require.False(t, started[body.Event.ID], "turn %d: one event_start per id", i)
+				started[body.Event.ID] = true
+				text[body.Event.ID] = &strings.Builder{}
+			case "event_delta":
+				var body struct {
+					EventID string `json:"event_id"`
+					Delta   struct {
+						Content struct{ Text string }
+					} `json:"delta"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(ev.RawJSON()), &body))
+				require.True(t, started[body.EventID], "turn %d: a delta after its event_start", i)
+				text[body.EventID].WriteString(body.Delta.Content.Text)
+			case "agent.message":
+				msgs++
+				require.True(t, started[ev.ID], "turn %d: event_start of %s before the committed message", i, ev.ID)
+				require.Equal(t, messageText(ev), text[ev.ID].String(), "turn %d: every delta before the committed message", i)
+				delete(text, ev.ID)
+			}
+			if ev.Type == "session.status_idle" {
+				break
+			}
+		}
+		require.Equal(t, 1, msgs, "turn %d", i)
+		// The plain stream of the fixture must not fall behind.
+		f.untilIdle()
+	}
 }

@@ -216,7 +216,7 @@ func TestPreviewFilter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			pf := NewPreviewFilter(tt.wanted, tt.after)
+			pf := NewPreviewFilter(tt.wanted, tt.after, tt.after)
 			require.Equal(t, len(tt.wanted) > 0, pf.Enabled())
 			for i, s := range tt.steps {
 				var got []string
@@ -235,13 +235,13 @@ func TestPreviewFilter(t *testing.T) {
 
 func TestPreviewFilterIgnoresUnknownWantedTypes(t *testing.T) {
 	t.Parallel()
-	pf := NewPreviewFilter([]string{wire.EventAgentToolUse}, 0)
+	pf := NewPreviewFilter([]string{wire.EventAgentToolUse}, 0, 0)
 	require.False(t, pf.Enabled(), "the handler validates event_deltas[]; the filter never previews other types")
 }
 
 func TestPreviewFilterBoundsMemory(t *testing.T) {
 	t.Parallel()
-	pf := NewPreviewFilter([]string{wire.EventAgentMessage}, 0)
+	pf := NewPreviewFilter([]string{wire.EventAgentMessage}, 0, 0)
 
 	for i := range 3 * maxClosedIDs {
 		pf.Committed(message(fmt.Sprintf("m%d", i), int64(i+1)))
@@ -277,7 +277,7 @@ func TestPreviewFilterBoundsHeldFrames(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			pf := NewPreviewFilter([]string{wire.EventAgentMessage}, 0)
+			pf := NewPreviewFilter([]string{wire.EventAgentMessage}, 0, 0)
 			require.False(t, pf.Admit(inRequest(msgStart("m1"), "r1", 5)))
 			for i := range 2 * maxHeldFrames {
 				f := inRequest(delta("m1", i+1), "r1", 5)

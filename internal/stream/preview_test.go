@@ -32,7 +32,7 @@ func TestPreviewNumbersItsFrames(t *testing.T) {
 	got := recvN(t, ch, len(want))
 	require.Equal(t, want, got)
 
-	pf := NewPreviewFilter([]string{wire.EventAgentMessage}, src.RequestStartSeq)
+	pf := NewPreviewFilter([]string{wire.EventAgentMessage}, src.RequestStartSeq, src.RequestStartSeq)
 	for _, f := range got {
 		require.True(t, pf.Admit(f), "a connection writes the whole preview: %s", label(f))
 	}
