@@ -50,11 +50,10 @@ func (p *Preview) Delta(ctx context.Context, index int, text string) error {
 // End publishes the preview's end: the publisher has sent every frame of it and is about to
 // commit the event (or, for a preview of nothing, its model request's end). A connection
 // waits for it before writing the committed event, so the event never overtakes its preview
-// (PreviewFilter.Await). Errors are for logging, like Delta's.
+// (PreviewFilter.Await). It is sent even after a failed frame: a connection sees the hole in
+// the numbering, stops the preview and stops waiting for it. Errors are for logging, like
+// Delta's.
 func (p *Preview) End(ctx context.Context) error {
-	if p.err != nil {
-		return fmt.Errorf("preview of %s stopped: %w", p.start.EventID, p.err)
-	}
 	p.seq++
 	f := p.start
 	f.Type, f.EventType, f.Seq = FrameEventEnd, "", p.seq
