@@ -300,7 +300,7 @@ func TestPreviewFilterAwait(t *testing.T) {
 			endFrames: []string{"start m1"},
 		},
 		{
-			name: "without previews asked for, nothing waits",
+			name:  "without previews asked for, nothing waits",
 			steps: []step{wrote(requestStart("r1", 1)), waits(message("m1", 2), false)},
 		},
 		{
