@@ -68,6 +68,12 @@ func TestNext(t *testing.T) {
 			want:    endTurn,
 		},
 		{
+			name: "a custom tool result re-sent after the turn ended opens no turn: no model call",
+			history: hist(userMsg("u1", "hi"), response("1", customUse("cu1", "get_weather", `{}`)), customResult("cr1", "cu1", "sunny", false),
+				response("2", agentMsg("m1", "get_weather: sunny")), idle("i1", "end_turn"), customResult("cr2", "cu1", "sunny", false)),
+			want: endTurn,
+		},
+		{
 			name:    "the next message starts the next turn",
 			history: hist(userMsg("u1", "hi"), response("1", agentMsg("m1", "echo: hi")), idle("i1", "end_turn"), userMsg("u2", "again")),
 			want:    model,

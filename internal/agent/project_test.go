@@ -67,6 +67,27 @@ func TestProject(t *testing.T) {
 			},
 		},
 		{
+			name: "a custom tool result re-sent after the turn ended is not projected: one tool_result per tool_use",
+			history: hist(
+				userMsg("u1", "weather?"),
+				response("1", customUse("cu1", "get_weather", weatherIn)),
+				customResult("cr1", "cu1", "sunny", false),
+				response("2", agentMsg("m1", "get_weather: sunny")),
+				idle("i1", "end_turn"),
+				customResult("cr2", "cu1", "stormy", false),
+				ev("r2", wire.EventSessionStatusRunning, `{}`),
+				idle("i2", "end_turn"),
+				userMsg("u2", "next"),
+			),
+			want: []model.Message{
+				user(text("weather?")),
+				assistant(use("cu1", "get_weather", weatherIn)),
+				user(result("cu1", "sunny", false)),
+				assistant(text("get_weather: sunny")),
+				user(text("next")),
+			},
+		},
+		{
 			name: "confirmed call with its result",
 			history: hist(
 				userMsg("u1", "go"),

@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/managed-agents/managed-agents/internal/agent"
@@ -77,13 +78,33 @@ func (p *previewSink) Delta(eventID string, index int, text string) {
 	}
 }
 
-// observingEmitter passes committed events to the preview sink.
+// endAll publishes the end of every preview started so far. It runs right before the model
+// request's end is committed, with the response's events in the same commit: every frame of a
+// preview is published before its event is in the log, so an SSE connection can wait for the
+// end and write the preview first (stream.PreviewFilter.Await). A preview of text that ends up
+// empty has no event; its end just stops it.
+func (p *previewSink) endAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, pv := range p.previews {
+		if err := pv.End(p.ctx); err != nil {
+			p.logger.DebugContext(p.ctx, "preview end dropped", "event_id", id, "error", err)
+		}
+		delete(p.previews, id)
+	}
+}
+
+// observingEmitter passes committed events to the preview sink, and tells it when a model
+// request's events are about to be committed.
 type observingEmitter struct {
 	next agent.Emitter
 	sink *previewSink
 }
 
 func (o observingEmitter) Emit(ctx context.Context, evs []agent.NewEvent) ([]wire.Event, error) {
+	if slices.ContainsFunc(evs, func(ev agent.NewEvent) bool { return ev.Type == wire.EventSpanModelRequestEnd }) {
+		o.sink.endAll()
+	}
 	out, err := o.next.Emit(ctx, evs)
 	if err == nil {
 		o.sink.observe(out)

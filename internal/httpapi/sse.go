@@ -36,6 +36,15 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		resume = r.Header.Get("Last-Event-ID")
 	}
 	ctx := r.Context()
+	// Previews only for connections that asked (API.md §5.4); the filter enforces their rules.
+	// The hub is subscribed to before the stream reads the log's end, so every frame of a model
+	// request that starts after that end reaches this connection (PreviewFilter.Await).
+	var previews <-chan stream.Frame // nil never fires
+	if len(deltas) > 0 && s.previews != nil {
+		ch, unsubscribe := s.previews.Subscribe(r.PathValue("id"))
+		defer unsubscribe()
+		previews = ch
+	}
 	st, err := s.svc.OpenStream(ctx, workspace(ctx), r.PathValue("id"), resume)
 	if err != nil {
 		return err
@@ -53,63 +62,68 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		return nil // the client is gone
 	}
 
-	// Previews only for connections that asked (API.md §5.4); the filter enforces their rules.
-	filter := stream.NewPreviewFilter(deltas, st.Cursor())
-	var previews <-chan stream.Frame // nil never fires
-	if filter.Enabled() && s.previews != nil {
-		ch, unsubscribe := s.previews.Subscribe(r.PathValue("id"))
-		defer unsubscribe()
-		previews = ch
-	}
-
+	filter := stream.NewPreviewFilter(deltas, st.Cursor(), st.Live())
 	heartbeat := time.NewTicker(s.heartbeat)
 	defer heartbeat.Stop()
-	var frame bytes.Buffer
+	var (
+		frame bytes.Buffer
+		// pending are committed events read from the log and not written yet: the first
+		// waits for its preview (filter.Await), the rest keep log order behind it.
+		pending []wire.Event
+		hold    = newHold()
+	)
+	defer hold.stop()
 	for {
-		evs, deleted, err := st.Next(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.logger.ErrorContext(ctx, "stream read failed", "request_id", requestID(ctx), "error", err)
-				writeErrorFrame(w, rc)
-			}
-			return nil
-		}
-		for _, ev := range evs {
-			frame.Reset()
-			if err := writeFrame(&frame, ev.Type, ev.ID, ev); err != nil {
+		if len(pending) == 0 {
+			evs, deleted, err := st.Next(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.logger.ErrorContext(ctx, "stream read failed", "request_id", requestID(ctx), "error", err)
+					writeErrorFrame(w, rc)
+				}
 				return nil
 			}
-			// Previews held until this event (their request's start) follow it.
-			for _, f := range filter.Committed(ev) {
-				_ = writeFrame(&frame, f.Type, "", f)
-			}
-			if _, err := w.Write(frame.Bytes()); err != nil {
+			if deleted {
+				frame.Reset()
+				now := time.Now()
+				gone := wire.Event{ID: ids.New(ids.Event), Type: wire.EventSessionDeleted, ProcessedAt: &now}
+				_ = writeFrame(&frame, gone.Type, "", gone)
+				_, _ = w.Write(frame.Bytes())
+				_ = rc.Flush()
 				return nil
 			}
+			pending = evs
 		}
-		if deleted {
-			frame.Reset()
-			now := time.Now()
-			gone := wire.Event{ID: ids.New(ids.Event), Type: wire.EventSessionDeleted, ProcessedAt: &now}
-			_ = writeFrame(&frame, gone.Type, "", gone)
-			_, _ = w.Write(frame.Bytes())
-			_ = rc.Flush()
+		n, ok := writeCommitted(w, &frame, filter, pending, hold.expired)
+		if !ok {
 			return nil
 		}
-		if len(evs) > 0 {
+		pending = pending[n:]
+		if n > 0 {
+			hold.stop()
 			if err := rc.Flush(); err != nil {
 				return nil
 			}
 		}
-		if st.Pending() {
+		if len(pending) > 0 {
+			hold.start(previewHold)
+		} else if st.Pending() {
 			continue // a full batch: more is waiting without a new wake-up
+		}
+		var wake <-chan struct{} // nil while an event waits: the log is read after it
+		if len(pending) == 0 {
+			wake = st.Wake()
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.draining:
 			return nil
-		case <-st.Wake():
+		case <-wake:
+		case <-hold.c:
+			hold.expire()
+			s.logger.DebugContext(ctx, "preview did not arrive in time; writing its event without it",
+				"request_id", requestID(ctx), "event_id", pending[0].ID)
 		case f := <-previews:
 			if !s.writePreviews(w, rc, &frame, filter, f, previews) {
 				return nil
@@ -123,6 +137,63 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
+}
+
+// previewHold bounds how long a committed event waits for a preview the connection expects
+// (PreviewFilter.Await). The preview was published before the commit, so it normally arrives
+// within milliseconds; the bound is for one that was shed or lost its end, whose event is then
+// written without it.
+const previewHold = 3 * time.Second
+
+// writeCommitted writes pending events in order until one must wait for its preview (the
+// first one is written anyway when force is set: its wait expired), each followed by the
+// held previews now due. It returns how many it wrote, and false when the client is gone.
+func writeCommitted(w http.ResponseWriter, frame *bytes.Buffer, filter *stream.PreviewFilter, pending []wire.Event, force bool) (int, bool) {
+	for n, ev := range pending {
+		if filter.Await(ev) && !(force && n == 0) {
+			return n, true
+		}
+		frame.Reset()
+		if err := writeFrame(frame, ev.Type, ev.ID, ev); err != nil {
+			return n, false
+		}
+		// Previews held until this event (their request's start) follow it.
+		for _, f := range filter.Committed(ev) {
+			_ = writeFrame(frame, f.Type, "", f)
+		}
+		if _, err := w.Write(frame.Bytes()); err != nil {
+			return n, false
+		}
+	}
+	return len(pending), true
+}
+
+// hold is the timer of the committed event waiting for its preview.
+type hold struct {
+	t       *time.Timer
+	c       <-chan time.Time // nil when no event waits
+	expired bool             // the waiting event's time is up
+}
+
+func newHold() *hold { return &hold{} }
+
+// start starts the wait of the event now first, unless one is running.
+func (h *hold) start(d time.Duration) {
+	if h.c != nil || h.expired {
+		return
+	}
+	h.t = time.NewTimer(d)
+	h.c = h.t.C
+}
+
+func (h *hold) expire() { h.c, h.expired = nil, true }
+
+// stop ends the wait: the event it was for was written.
+func (h *hold) stop() {
+	if h.t != nil {
+		h.t.Stop()
+	}
+	h.t, h.c, h.expired = nil, nil, false
 }
 
 // writePreviews writes an admitted preview frame and any others already waiting, then

@@ -262,7 +262,7 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 				if answered[p.ref] {
 					return invalidf("%s: event %s is answered twice in this request", field, p.ref)
 				}
-				if err := checkAnswer(ctx, q, sessionID, field, p); err != nil {
+				if err := checkAnswer(ctx, q, sessionID, field, p, turnEnded(sess)); err != nil {
 					return err
 				}
 				answered[p.ref] = true
@@ -347,8 +347,13 @@ func hasQueuedInterrupt(evs []wire.Event) bool {
 }
 
 // checkAnswer rejects answers to unknown ids, to events of the wrong kind, and to events
-// already answered, so nothing is half-applied.
-func checkAnswer(ctx context.Context, q *store.Queries, sessionID, field string, p parsedEvent) error {
+// already answered, so nothing is half-applied. The one exception is API.md §17: a
+// user.custom_tool_result re-sent once the session's turn has ended (turnOver) is accepted
+// with a new id, as the hosted service does (no dedupe); the worker gives it a running → idle
+// cycle of its own (turns.Decide) and the model never sees it (agent.Project keeps a call's
+// first result). While the turn is still parked or running a second result is a duplicate of
+// one the turn is about to use, and is refused.
+func checkAnswer(ctx context.Context, q *store.Queries, sessionID, field string, p parsedEvent, turnOver bool) error {
 	kind := answerKinds[p.Type]
 	target, err := q.GetEvent(ctx, sessionID, p.ref)
 	if err != nil {
@@ -379,11 +384,32 @@ func checkAnswer(ctx context.Context, q *store.Queries, sessionID, field string,
 		}
 	}
 	if _, err := q.EventReferencing(ctx, sessionID, kind.answers, kind.field, p.ref); err == nil {
+		if p.Type == wire.EventUserCustomToolResult {
+			if turnOver {
+				return nil
+			}
+			return invalidf("%s.%s: event %s was already answered and its turn is still open; a result re-sent after the session is idle again is accepted", field, kind.field, p.ref)
+		}
 		return invalidf("%s.%s: event %s was already answered", field, kind.field, p.ref)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
 	return nil
+}
+
+// turnEnded reports whether the session's latest turn is over: it is idle with a stop reason
+// other than requires_action (a parked turn is still open, and a session that never stopped a
+// turn has none that ended). An answered call's turn is then over too: an answer is applied on
+// receipt, and the turn it resumes runs (the session leaves requires_action) before it ends.
+func turnEnded(sess store.SessionRecord) bool {
+	if sess.Status != wire.SessionStatusIdle || len(sess.StopReason) == 0 || string(sess.StopReason) == "null" {
+		return false
+	}
+	var stop wire.StopReason
+	if err := json.Unmarshal(sess.StopReason, &stop); err != nil {
+		return false // unreadable: refuse the re-send rather than guess
+	}
+	return stop.Type != wire.StopRequiresAction
 }
 
 func evaluatedPermission(toolUse wire.Event) (string, error) {

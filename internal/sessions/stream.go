@@ -16,6 +16,7 @@ type Stream struct {
 	store     *store.Store
 	sessionID string
 	cursor    int64
+	live      int64 // the log's end when the stream opened
 	wake      <-chan struct{}
 	cancel    func()
 	// more: the last read stopped at streamBatch with more events after it.
@@ -34,7 +35,7 @@ func (s *Service) OpenStream(ctx context.Context, workspaceID, sessionID, resume
 		cancel()
 		return nil, notFoundAs(err, "session %s not found", sessionID)
 	}
-	st.cursor = sess.LastSeq
+	st.cursor, st.live = sess.LastSeq, sess.LastSeq
 	if resumeAfter != "" {
 		ev, err := s.store.GetEvent(ctx, sessionID, resumeAfter)
 		if err != nil {
@@ -51,6 +52,10 @@ func (s *Service) OpenStream(ctx context.Context, workspaceID, sessionID, resume
 
 // Cursor is the seq of the last event the stream has read past.
 func (st *Stream) Cursor() int64 { return st.cursor }
+
+// Live is the log's end when the stream opened: what Next returns up to it is a replay (of a
+// resumed stream), committed before the caller subscribed to anything else.
+func (st *Stream) Live() int64 { return st.live }
 
 // Wake receives a value when the log may have grown.
 func (st *Stream) Wake() <-chan struct{} { return st.wake }

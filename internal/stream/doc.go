@@ -12,28 +12,39 @@
 // carries frames across processes with NOTIFY on PreviewsChannel (store.TopicPreviews),
 // received through the process's store.Listener.
 //
-// An SSE handler of a session stream uses it like this (errors and heartbeats left out):
+// A publisher ends every preview (Preview.End) before it commits the event: previews and
+// committed events reach an API process on separate paths, so the connection holds a committed
+// event it asked previews of until that end arrived (PreviewFilter.Await, bounded by the
+// handler), and writes event_start, the deltas, then the committed event.
 //
-//	filter := stream.NewPreviewFilter(eventDeltas, cursor)
+// An SSE handler of a session stream uses it like this (errors, heartbeats and the bound on
+// the wait left out):
+//
 //	var previews <-chan stream.Frame // nil: never ready
-//	if filter.Enabled() {
-//		ch, unsubscribe := hub.Subscribe(sessionID)
+//	if len(eventDeltas) > 0 {
+//		ch, unsubscribe := hub.Subscribe(sessionID) // before the log's end is read
 //		defer unsubscribe()
 //		previews = ch
 //	}
+//	filter := stream.NewPreviewFilter(eventDeltas, cursor, logEnd)
+//	var pending []wire.Event
 //	for {
+//		if len(pending) == 0 {
+//			pending = nextCommittedEvents()
+//		}
+//		for len(pending) > 0 && !filter.Await(pending[0]) {
+//			write(pending[0].Type, pending[0])
+//			for _, f := range filter.Committed(pending[0]) {
+//				write(f.Type, f)
+//			}
+//			pending = pending[1:]
+//		}
 //		select {
 //		case f := <-previews:
 //			if filter.Admit(f) {
 //				write(f.Type, f) // no `id:` line
 //			}
-//		case <-wake:
-//			for _, ev := range nextCommittedEvents() {
-//				write(ev.Type, ev)
-//				for _, f := range filter.Committed(ev) {
-//					write(f.Type, f)
-//				}
-//			}
+//		case <-wakeUnlessPending:
 //		}
 //	}
 //

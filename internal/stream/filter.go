@@ -26,13 +26,24 @@ const (
 //   - a preview that lost a frame on the way stops, so the client never appends text past a
 //     hole;
 //   - a frame that overtook the span.model_request_start of its model request is held and
-//     written right after that event, keeping the normal order.
+//     written right after that event, keeping the normal order;
+//   - a committed agent.message or agent.thinking the connection asked previews of waits for
+//     its preview (Await), because the log can overtake the hub: the publisher sends every
+//     frame and then an event end before it commits the event, but the two reach an API
+//     process on separate paths. So a connection writes event_start, the deltas, then the
+//     committed event.
 //
-// The handler calls Admit for each frame from the hub and Committed for each committed event
-// it writes. A PreviewFilter is not safe for concurrent use; the connection's handler owns it.
+// The handler calls Admit for each frame from the hub, Await before it writes a committed
+// event, and Committed for each committed event it writes. A PreviewFilter is not safe for
+// concurrent use; the connection's handler owns it.
 type PreviewFilter struct {
 	wanted map[string]bool
 	cursor int64 // log position of the last committed event the connection has written
+	live   int64 // log position where the connection started following the log live
+	// watched is the span.model_request_start id of the request whose start the connection
+	// wrote live (committed after it subscribed, so every frame of the request reaches it);
+	// empty outside such a request. Only its events wait for their previews.
+	watched string
 
 	open      map[string]*openPreview // started on this connection, not yet over
 	openCount uint64
@@ -50,11 +61,14 @@ type openPreview struct {
 
 // NewPreviewFilter returns the filter of a connection that asked for previews of the wanted
 // event types (the validated event_deltas[] values) and starts after log position after:
-// the stream's cursor when it opens.
-func NewPreviewFilter(wanted []string, after int64) *PreviewFilter {
+// the stream's cursor when it opens. live is the log's end when the connection subscribed to
+// the hub (after itself, or later for a connection that replays the log first): events up to
+// it are past, and their previews are gone.
+func NewPreviewFilter(wanted []string, after, live int64) *PreviewFilter {
 	pf := &PreviewFilter{
 		wanted: map[string]bool{},
 		cursor: after,
+		live:   live,
 		open:   map[string]*openPreview{},
 		closed: idSet{max: maxClosedIDs},
 		ended:  idSet{max: maxEndedRequests},
@@ -88,6 +102,15 @@ func (pf *PreviewFilter) Admit(f Frame) bool {
 	return pf.admitNow(f)
 }
 
+// Await reports whether the committed event ev, the next one to write, must wait for preview
+// frames still on their way: it is an event type the connection asked previews of, of a model
+// request the connection watched from its start, and its preview is not over (no event end,
+// no lost frame). The handler keeps admitting frames meanwhile and asks again; it bounds the
+// wait, for a preview that was never published or lost its end.
+func (pf *PreviewFilter) Await(ev wire.Event) bool {
+	return pf.wanted[ev.Type] && pf.watched != "" && !pf.closed.has(ev.ID)
+}
+
 // Committed records that the committed event ev was written to the connection and returns
 // the held frames that are now due, to be written right after ev, in order.
 func (pf *PreviewFilter) Committed(ev wire.Event) []Frame {
@@ -95,7 +118,13 @@ func (pf *PreviewFilter) Committed(ev wire.Event) []Frame {
 	switch ev.Type {
 	case wire.EventAgentMessage, wire.EventAgentThinking:
 		pf.close(ev.ID)
+	case wire.EventSpanModelRequestStart:
+		pf.watched = ""
+		if ev.Seq > pf.live {
+			pf.watched = ev.ID
+		}
 	case wire.EventSpanModelRequestEnd:
+		pf.watched = ""
 		pf.endRequest(ev)
 	}
 	return pf.release()
@@ -112,6 +141,11 @@ func (pf *PreviewFilter) admitNow(f Frame) bool {
 		return pf.start(f)
 	case FrameEventDelta:
 		return pf.delta(f)
+	case FrameEventEnd:
+		// The preview is complete (or, after a hole, over): nothing more comes for the id, and
+		// its committed event need not wait. The end itself is never written.
+		pf.close(f.EventID)
+		return false
 	default:
 		return false
 	}

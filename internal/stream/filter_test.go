@@ -29,8 +29,11 @@ func onThread(f Frame, threadID string) Frame {
 }
 
 func label(f Frame) string {
-	if f.Type == FrameEventStart {
+	switch f.Type {
+	case FrameEventStart:
 		return "start " + f.EventID
+	case FrameEventEnd:
+		return "end " + f.EventID
 	}
 	return fmt.Sprintf("delta %s #%d", f.EventID, f.Seq)
 }
@@ -216,7 +219,7 @@ func TestPreviewFilter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			pf := NewPreviewFilter(tt.wanted, tt.after)
+			pf := NewPreviewFilter(tt.wanted, tt.after, tt.after)
 			require.Equal(t, len(tt.wanted) > 0, pf.Enabled())
 			for i, s := range tt.steps {
 				var got []string
@@ -233,15 +236,133 @@ func TestPreviewFilter(t *testing.T) {
 	}
 }
 
+func end(id string, seq int) Frame {
+	f := deltaFrame(filterSession, id, seq, "")
+	f.Type = FrameEventEnd
+	return f
+}
+
+func thinkingEvent(id string, seq int64) wire.Event {
+	return committed(id, wire.EventAgentThinking, seq, "")
+}
+
+// TestPreviewFilterAwait: a committed event the connection asked previews of waits for its
+// preview's end when the connection watched its model request from the start; nothing else
+// waits.
+func TestPreviewFilterAwait(t *testing.T) {
+	t.Parallel()
+	msgs := []string{wire.EventAgentMessage}
+	type step struct {
+		frame *Frame
+		event *wire.Event // committed and written
+		await *wire.Event // asked whether it waits
+		want  bool
+	}
+	fr := func(f Frame) step { return step{frame: &f} }
+	wrote := func(ev wire.Event) step { return step{event: &ev} }
+	waits := func(ev wire.Event, want bool) step { return step{await: &ev, want: want} }
+	tests := []struct {
+		name      string
+		wanted    []string
+		after     int64
+		live      int64
+		steps     []step
+		endFrames []string // labels admitted, in order
+	}{
+		{
+			name: "a message overtaking its whole preview waits for it, then the preview is written first", wanted: msgs,
+			steps: []step{
+				wrote(requestStart("r1", 1)), waits(message("m1", 2), true),
+				fr(inRequest(msgStart("m1"), "r1", 1)), waits(message("m1", 2), true),
+				fr(inRequest(delta("m1", 1), "r1", 1)), waits(message("m1", 2), true),
+				fr(inRequest(end("m1", 2), "r1", 1)), waits(message("m1", 2), false),
+			},
+			endFrames: []string{"start m1", "delta m1 #1"},
+		},
+		{
+			name: "an end without its start (lost) stops the wait", wanted: msgs,
+			steps: []step{wrote(requestStart("r1", 1)), fr(inRequest(end("m1", 1), "r1", 1)), waits(message("m1", 2), false)},
+		},
+		{
+			name: "a hole in the preview stops the wait: the preview is over", wanted: msgs,
+			steps: []step{
+				wrote(requestStart("r1", 1)), fr(inRequest(msgStart("m1"), "r1", 1)), fr(inRequest(delta("m1", 2), "r1", 1)),
+				waits(message("m1", 2), false),
+			},
+			endFrames: []string{"start m1"},
+		},
+		{
+			name: "an end that overtook its request's start is held like the rest", wanted: msgs,
+			steps: []step{
+				fr(inRequest(msgStart("m1"), "r1", 1)), fr(inRequest(end("m1", 1), "r1", 1)),
+				wrote(requestStart("r1", 1)), waits(message("m1", 2), false),
+			},
+			endFrames: []string{"start m1"},
+		},
+		{
+			name:  "without previews asked for, nothing waits",
+			steps: []step{wrote(requestStart("r1", 1)), waits(message("m1", 2), false)},
+		},
+		{
+			name: "thinking waits only when its previews were asked for", wanted: msgs,
+			steps: []step{wrote(requestStart("r1", 1)), waits(thinkingEvent("t1", 2), false), waits(message("m1", 3), true)},
+		},
+		{
+			name: "a thinking preview is start-only: its end follows the start", wanted: []string{wire.EventAgentThinking},
+			steps: []step{
+				wrote(requestStart("r1", 1)), fr(inRequest(thinkStart("t1"), "r1", 1)), waits(thinkingEvent("t1", 2), true),
+				fr(inRequest(end("t1", 1), "r1", 1)), waits(thinkingEvent("t1", 2), false),
+			},
+			endFrames: []string{"start t1"},
+		},
+		{
+			name: "a request that started before the connection opened is not watched", wanted: msgs, after: 5, live: 5,
+			steps: []step{waits(message("m1", 6), false)},
+		},
+		{
+			name: "a replayed request (resumed stream) is not watched", wanted: msgs, after: 0, live: 10,
+			steps: []step{wrote(requestStart("r1", 3)), waits(message("m1", 4), false), wrote(requestEnd("r1", 5)), wrote(requestStart("r2", 11)), waits(message("m2", 12), true)},
+		},
+		{
+			name: "after the request's end nothing waits", wanted: msgs,
+			steps: []step{wrote(requestStart("r1", 1)), wrote(requestEnd("r1", 2)), waits(message("m1", 3), false)},
+		},
+		{
+			name: "a written message does not wait again", wanted: msgs,
+			steps: []step{wrote(requestStart("r1", 1)), wrote(message("m1", 2)), waits(message("m1", 2), false)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			pf := NewPreviewFilter(tt.wanted, tt.after, tt.live)
+			var admitted []string
+			for i, s := range tt.steps {
+				switch {
+				case s.frame != nil:
+					if pf.Admit(*s.frame) {
+						admitted = append(admitted, label(*s.frame))
+					}
+				case s.event != nil:
+					admitted = append(admitted, labels(pf.Committed(*s.event))...)
+				default:
+					require.Equal(t, s.want, pf.Await(*s.await), "step %d", i)
+				}
+			}
+			require.Equal(t, tt.endFrames, admitted, "an end frame is never written")
+		})
+	}
+}
+
 func TestPreviewFilterIgnoresUnknownWantedTypes(t *testing.T) {
 	t.Parallel()
-	pf := NewPreviewFilter([]string{wire.EventAgentToolUse}, 0)
+	pf := NewPreviewFilter([]string{wire.EventAgentToolUse}, 0, 0)
 	require.False(t, pf.Enabled(), "the handler validates event_deltas[]; the filter never previews other types")
 }
 
 func TestPreviewFilterBoundsMemory(t *testing.T) {
 	t.Parallel()
-	pf := NewPreviewFilter([]string{wire.EventAgentMessage}, 0)
+	pf := NewPreviewFilter([]string{wire.EventAgentMessage}, 0, 0)
 
 	for i := range 3 * maxClosedIDs {
 		pf.Committed(message(fmt.Sprintf("m%d", i), int64(i+1)))
@@ -277,7 +398,7 @@ func TestPreviewFilterBoundsHeldFrames(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			pf := NewPreviewFilter([]string{wire.EventAgentMessage}, 0)
+			pf := NewPreviewFilter([]string{wire.EventAgentMessage}, 0, 0)
 			require.False(t, pf.Admit(inRequest(msgStart("m1"), "r1", 5)))
 			for i := range 2 * maxHeldFrames {
 				f := inRequest(delta("m1", i+1), "r1", 5)

@@ -13,6 +13,10 @@ import (
 const (
 	FrameEventStart = "event_start"
 	FrameEventDelta = "event_delta"
+	// FrameEventEnd is not a wire frame: the publisher sends it after a preview's last frame,
+	// before it commits the event, so a connection knows it has every frame and may write the
+	// committed event (PreviewFilter.Await). It is never written to a client.
+	FrameEventEnd = "event_end"
 )
 
 // Source says where a preview belongs. None of it is part of the wire form.
@@ -47,7 +51,7 @@ type Frame struct {
 	Index int    `json:"x,omitempty"`
 	Text  string `json:"d,omitempty"`
 	// Seq numbers the frames of one event's preview: 0 for its event_start, then 1, 2, … for
-	// its deltas, so a connection notices a lost frame. Preview assigns it.
+	// its deltas and its event end, so a connection notices a lost frame. Preview assigns it.
 	Seq int `json:"n,omitempty"`
 }
 
@@ -125,8 +129,12 @@ func (f Frame) validate() error {
 		if f.Seq < 1 {
 			problems = append(problems, fmt.Sprintf("Seq of an event_delta is %d, want 1 or more (Preview numbers them)", f.Seq))
 		}
+	case FrameEventEnd:
+		if f.Seq < 1 {
+			problems = append(problems, fmt.Sprintf("Seq of an event end is %d, want 1 or more (Preview numbers them)", f.Seq))
+		}
 	default:
-		problems = append(problems, fmt.Sprintf("Type %q is not event_start or event_delta", f.Type))
+		problems = append(problems, fmt.Sprintf("Type %q is not event_start, event_delta or event_end", f.Type))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalidFrame, strings.Join(problems, "; "))

@@ -47,6 +47,22 @@ func (p *Preview) Delta(ctx context.Context, index int, text string) error {
 	return nil
 }
 
+// End publishes the preview's end: the publisher has sent every frame of it and is about to
+// commit the event (or, for a preview of nothing, its model request's end). A connection
+// waits for it before writing the committed event, so the event never overtakes its preview
+// (PreviewFilter.Await). It is sent even after a failed frame: a connection sees the hole in
+// the numbering, stops the preview and stops waiting for it. Errors are for logging, like
+// Delta's.
+func (p *Preview) End(ctx context.Context) error {
+	p.seq++
+	f := p.start
+	f.Type, f.EventType, f.Seq = FrameEventEnd, "", p.seq
+	if err := p.send(ctx, f); err != nil {
+		return fmt.Errorf("preview end of %s: %w", f.EventID, err)
+	}
+	return nil
+}
+
 func (p *Preview) send(ctx context.Context, f Frame) error {
 	if err := p.hub.Publish(ctx, f); err != nil {
 		p.err = err

@@ -32,10 +32,46 @@ func TestPreviewNumbersItsFrames(t *testing.T) {
 	got := recvN(t, ch, len(want))
 	require.Equal(t, want, got)
 
-	pf := NewPreviewFilter([]string{wire.EventAgentMessage}, src.RequestStartSeq)
+	pf := NewPreviewFilter([]string{wire.EventAgentMessage}, src.RequestStartSeq, src.RequestStartSeq)
 	for _, f := range got {
 		require.True(t, pf.Admit(f), "a connection writes the whole preview: %s", label(f))
 	}
+}
+
+// TestPreviewEndTellsTheConnectionToStopWaiting: End numbers its frame after the deltas, a
+// connection that got every frame stops waiting for the preview at it, and one that missed a
+// frame stops too (at the hole); the end is published even after a failure.
+func TestPreviewEndTellsTheConnectionToStopWaiting(t *testing.T) {
+	t.Parallel()
+	hub := NewMemoryHub()
+	src := Source{SessionID: newSessionID(), RequestStartID: newEventID(), RequestStartSeq: 4}
+	ch, unsub := hub.Subscribe(src.SessionID)
+	defer unsub()
+	eid := newEventID()
+	p, err := StartPreview(context.Background(), hub, src, wire.EventAgentMessage, eid)
+	require.NoError(t, err)
+	require.NoError(t, p.Delta(context.Background(), 0, "Hello"))
+	require.NoError(t, p.End(context.Background()))
+	got := recvN(t, ch, 3)
+	require.Equal(t, Frame{Source: src, Type: FrameEventEnd, EventID: eid, Seq: 2}, got[2])
+
+	msg := wire.Event{ID: eid, Type: wire.EventAgentMessage, Seq: 5}
+	pf := NewPreviewFilter([]string{wire.EventAgentMessage}, 3, 3)
+	pf.Committed(wire.Event{ID: src.RequestStartID, Type: wire.EventSpanModelRequestStart, Seq: 4})
+	require.True(t, pf.Await(msg), "the message waits for its preview")
+	require.True(t, pf.Admit(got[0]))
+	require.True(t, pf.Admit(got[1]))
+	require.True(t, pf.Await(msg), "the message waits for the preview's end")
+	require.False(t, pf.Admit(got[2]), "an end is never written")
+	require.False(t, pf.Await(msg))
+
+	shed := &failingHub{n: 1}
+	p, _ = StartPreview(context.Background(), shed, src, wire.EventAgentMessage, eid)
+	_ = p.Delta(context.Background(), 0, "lost")
+	shed.n = 100
+	require.NoError(t, p.End(context.Background()))
+	require.Equal(t, []string{FrameEventStart, FrameEventEnd}, []string{shed.published[0].Type, shed.published[1].Type})
+	require.Equal(t, 2, shed.published[1].Seq, "numbered after the lost delta, so a connection sees the hole")
 }
 
 func TestPreviewOfThinkingIsStartOnly(t *testing.T) {

@@ -26,7 +26,9 @@ const (
 	// model request.
 	ActionDeliver ActionKind = "deliver"
 	// ActionOpenTurn: open a new turn (session.status_running, thread running; the turn's
-	// window starts here) and deliver EventIDs, the queued client events, in log order.
+	// window starts here) and deliver EventIDs, the queued client events, in log order. With
+	// no EventIDs it is the cycle of a re-sent custom tool result: the turn opens with
+	// nothing to do and the next Decide finishes it.
 	ActionOpenTurn ActionKind = "open_turn"
 	// ActionResume: mark a parked or rescheduled turn running again (status events only).
 	ActionResume ActionKind = "resume"
@@ -57,7 +59,10 @@ type Row struct {
 //   - a running session delivers every queued user.interrupt first (they jump the queue);
 //   - no turn open (agent.StepEnd): a turn the log shows running, or a parked turn closed by
 //     an interrupt applied while idle, is finished with the stop reason of the log; then, if a
-//     user.message is queued, a new turn opens with every queued client event;
+//     user.message is queued, a new turn opens with every queued client event; otherwise a
+//     user.custom_tool_result applied after the turn ended (a re-sent result, API.md §17: no
+//     dedupe, one more running → idle cycle) opens a turn that has nothing to do, so it
+//     closes at once with end_turn and the model is not called;
 //   - the turn is parked on answers (agent.StepPark): it is finished with requires_action on
 //     the waiting calls unless the row already says exactly that;
 //   - the turn has work (model, execute, reject, cap): a session that is not running resumes;
@@ -81,6 +86,12 @@ func Decide(row Row, log []wire.Event) (Action, agent.Step, error) {
 		}
 		if ids := queued(log, wire.EventUserMessage, wire.EventUserInterrupt); hasQueued(log, wire.EventUserMessage) {
 			return Action{Kind: ActionOpenTurn, EventIDs: ids}, step, nil
+		}
+		if !active && resultAfterIdle(log) {
+			// Nothing to deliver: the result is processed on receipt. The model is not called
+			// because the conversation has nothing new for it: a result the turn already had
+			// is not projected again (agent.Project takes a call's first result).
+			return Action{Kind: ActionOpenTurn}, step, nil
 		}
 	case agent.StepPark:
 		if row.Status != wire.SessionStatusIdle || row.Stop == nil || !row.Stop.Same(wire.StopRequiresAction, step.EventIDs) {
@@ -115,6 +126,21 @@ func queued(log []wire.Event, types ...string) []string {
 }
 
 func hasQueued(log []wire.Event, typ string) bool { return len(queued(log, typ)) > 0 }
+
+// resultAfterIdle reports whether a user.custom_tool_result was applied after the log's latest
+// session.status_idle: an answer to a call whose turn had already ended, which has had no
+// running → idle cycle of its own yet.
+func resultAfterIdle(log []wire.Event) bool {
+	for i := len(log) - 1; i >= 0; i-- {
+		switch {
+		case log[i].Type == wire.EventSessionStatusIdle:
+			return false
+		case log[i].Type == wire.EventUserCustomToolResult && log[i].ProcessedAt != nil:
+			return true
+		}
+	}
+	return false
+}
 
 // runningInLog reports whether the log's latest status event says running.
 func runningInLog(log []wire.Event) bool {

@@ -201,6 +201,41 @@ func TestDecide(t *testing.T) {
 			want: Action{Kind: ActionFinish, Stop: wire.StopReason{Type: wire.StopEndTurn}}, step: agent.StepEnd,
 		},
 		{
+			name: "a custom tool result re-sent after its turn ended opens a turn with nothing to deliver",
+			row:  idleRow(wire.StopEndTurn),
+			log: func(l *turnLog) *turnLog {
+				return l.running().message().customCall("lookup").idle(wire.StopRequiresAction).customResult("e4").
+					running().response().idle(wire.StopEndTurn).customResult("e4")
+			},
+			want: Action{Kind: ActionOpenTurn}, step: agent.StepEnd,
+		},
+		{
+			name: "a re-sent custom tool result whose cycle ran opens nothing more",
+			row:  idleRow(wire.StopEndTurn),
+			log: func(l *turnLog) *turnLog {
+				return l.running().message().customCall("lookup").customResult("e4").response().idle(wire.StopEndTurn).
+					customResult("e4").running().idle(wire.StopEndTurn)
+			},
+			want: Action{Kind: ActionNone}, step: agent.StepEnd,
+		},
+		{
+			name: "a queued message with a re-sent custom tool result opens one turn that delivers the message",
+			row:  idleRow(wire.StopEndTurn),
+			log: func(l *turnLog) *turnLog {
+				return l.running().message().customCall("lookup").customResult("e4").response().idle(wire.StopEndTurn).
+					customResult("e4").queuedMessage()
+			},
+			want: Action{Kind: ActionOpenTurn, EventIDs: []string{"e11"}}, step: agent.StepEnd,
+		},
+		{
+			name: "a custom tool result answering a parked call resumes the turn, it opens none",
+			row:  idleRow(wire.StopRequiresAction, "e4"),
+			log: func(l *turnLog) *turnLog {
+				return l.running().message().customCall("lookup").idle(wire.StopRequiresAction).customResult("e4")
+			},
+			want: Action{Kind: ActionResume}, step: agent.StepModel,
+		},
+		{
 			name: "a rescheduled turn resumes when its retry is due",
 			row:  reschedulingRow,
 			log: func(l *turnLog) *turnLog {
@@ -294,6 +329,15 @@ func TestDecideSettles(t *testing.T) {
 			name: "an interrupt queued behind a running turn's message: deliver it, finish the turn",
 			row:  runningRow, log: func(l *turnLog) *turnLog { return l.running().message().queuedInterrupt() },
 			want: []ActionKind{ActionDeliver, ActionFinish}, step: agent.StepEnd,
+			stop: &wire.StopReason{Type: wire.StopEndTurn},
+		},
+		{
+			name: "a custom tool result re-sent after its turn ended: one running → idle cycle with end_turn, no model call",
+			row:  idleRow(wire.StopEndTurn),
+			log: func(l *turnLog) *turnLog {
+				return l.running().message().customCall("lookup").customResult("e4").response().idle(wire.StopEndTurn).customResult("e4")
+			},
+			want: []ActionKind{ActionOpenTurn, ActionFinish}, step: agent.StepEnd,
 			stop: &wire.StopReason{Type: wire.StopEndTurn},
 		},
 		{
