@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func TestMakeRunStopsCleanlyOnCtrlC(t *testing.T) {
 	cmd := exec.Command("make", "run")
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "MANAGED_AGENT_ADDR="+addr, "MANAGED_AGENT_DATA_DIR="+filepath.Join(t.TempDir(), "data"))
-	var out bytes.Buffer
+	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// Its own process group, as a shell gives a foreground job; dies with the test.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -70,4 +71,22 @@ func TestMakeRunStopsCleanlyOnCtrlC(t *testing.T) {
 	require.NotContains(t, out.String(), "make: ***", "no make error line")
 	require.False(t, strings.Contains(out.String(), "level=ERROR"), "a clean stop logs no error:\n%s", out.String())
 	require.Contains(t, out.String(), "stopped PostgreSQL", "dev stopped what it started")
+}
+
+// lockedBuffer collects a child's output while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
