@@ -101,7 +101,7 @@ func TestRecordedHistoriesAreCheckedIn(t *testing.T) {
 		names = append(names, strings.TrimSuffix(filepath.Base(f), ".json"))
 	}
 	for _, want := range recordedScenarios {
-		require.Contains(t, names, want, "record it: MANAGED_AGENT_RECORD_HISTORIES=1 go test -tags integration -run Record ./internal/workflow/")
+		require.Contains(t, names, want, "record it: MANAGED_AGENT_RECORD_HISTORIES=1 go test -tags integration -run Record ./internal/durable/")
 	}
 }
 

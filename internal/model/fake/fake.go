@@ -1,11 +1,12 @@
-// Package fake is the offline, deterministic model of DESIGN.md §10: it answers from
+// Package fake is the offline, deterministic model (docs/fake-model.md): it answers from
 // directives written in the latest user message, so tests, demos and benchmarks can drive the
 // agent loop without a network or an API key. It is the default model.
 //
 // A call is a pure function of its request (plus the attempt number of model.WithAttempt):
 //   - The turn is the latest real user message: the newest user message holding at least one
 //     text block (a message made only of tool_result blocks answers a tool call and is not a
-//     turn). Its text blocks joined by newlines are the message text.
+//     turn). Its last text block is the message text (consecutive user messages reach the
+//     model merged, each as its own block, and only the newest one counts).
 //   - The call number is the count of assistant messages after that message, so a retried or
 //     replayed call sees the same number and gives the same answer.
 //   - Directives are lines whose first word (after leading blanks) is one of /tool, /loop,
