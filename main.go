@@ -21,6 +21,9 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A stop drains running steps (up to MANAGED_AGENT_WORKER_STOP_TIMEOUT): after the first
+	// signal the default action returns, so a second Ctrl-C ends the process at once.
+	go func() { <-ctx.Done(); stop() }()
 	if err := rootCmd().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)

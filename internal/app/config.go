@@ -69,6 +69,11 @@ type Config struct {
 	// (MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX, a boolean).
 	AllowUnsafeLocalSandbox bool
 
+	// WorkerStopTimeout is how long a stopping worker (SIGTERM, Ctrl-C) lets running steps
+	// finish before it cuts them (MANAGED_AGENT_WORKER_STOP_TIMEOUT, a duration; default
+	// durable.DefaultStopTimeout).
+	WorkerStopTimeout time.Duration
+
 	// unparsed holds, by variable, the messages for values FromEnv could not parse (a
 	// duration, a boolean); Validate reports them in its order.
 	unparsed map[string]string
@@ -92,6 +97,10 @@ func (c Config) Validate() error {
 	check(c.parsed("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"))
 	if c.FakeWordDelay < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%s: must not be negative", c.FakeWordDelay))
+	}
+	check(c.parsed("MANAGED_AGENT_WORKER_STOP_TIMEOUT"))
+	if c.WorkerStopTimeout < 0 {
+		check(fmt.Errorf("MANAGED_AGENT_WORKER_STOP_TIMEOUT=%s: must not be negative", c.WorkerStopTimeout))
 	}
 	_, err := c.logLevel()
 	check(err)
@@ -205,16 +214,25 @@ func FromEnv(def Config) Config {
 	set(&c.AnthropicAuthToken, "MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN")
 	set(&c.Sandbox, "MANAGED_AGENT_SANDBOX")
 	set(&c.SandboxDir, "MANAGED_AGENT_SANDBOX_DIR")
-	if v := os.Getenv("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			c.unparsed["MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"] = fmt.Sprintf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%q: must be a duration such as 20ms", v)
-		}
-		c.FakeWordDelay = d
-	}
+	c.envDuration(&c.FakeWordDelay, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", "20ms")
+	c.envDuration(&c.WorkerStopTimeout, "MANAGED_AGENT_WORKER_STOP_TIMEOUT", "25s")
 	c.envBool(&c.TemporalTLS, "MANAGED_AGENT_TEMPORAL_TLS")
 	c.envBool(&c.AllowUnsafeLocalSandbox, "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX")
 	return c
+}
+
+// envDuration reads a duration variable; a value that does not parse is kept for Validate,
+// whose message shows example.
+func (c *Config) envDuration(dst *time.Duration, name, example string) {
+	v := os.Getenv(name)
+	if v == "" {
+		return
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		c.unparsed[name] = fmt.Sprintf("%s=%q: must be a duration such as %s", name, v, example)
+	}
+	*dst = d
 }
 
 // envBool reads a boolean variable: 1/true/yes/on or 0/false/no/off, in any case. Anything
