@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +21,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/ids"
 )
 
 // TestDevCommand runs `managed-agents dev` as a user would: zero configuration, a turn through
@@ -37,10 +41,32 @@ func TestDevCommand(t *testing.T) {
 	// The README's Go quickstart.
 	ctx := context.Background()
 	client := anthropic.NewClient(option.WithBaseURL("http://"+addr), option.WithAPIKey(strings.TrimSpace(string(key))))
+	sess, seen := devTurn(t, client)
+
+	// Ctrl-C stops everything dev started: a clean PostgreSQL shutdown removes its pid file.
+	dev.interrupt(t)
+	_, err = os.Stat(filepath.Join(dataDir, "postgres", "postmaster.pid"))
+	require.ErrorIs(t, err, os.ErrNotExist, "PostgreSQL was stopped")
+
+	// A second start on the same data dir keeps all data.
+	startDev(t, bin, dataDir, addr)
+	got, err := client.Beta.Sessions.Get(ctx, sess.ID, anthropic.BetaSessionGetParams{})
+	require.NoError(t, err)
+	require.Equal(t, anthropic.BetaManagedAgentsSessionStatus("idle"), got.Status)
+	page, err := client.Beta.Sessions.Events.List(ctx, sess.ID, anthropic.BetaSessionEventListParams{})
+	require.NoError(t, err)
+	require.Len(t, page.Data, len(seen))
+}
+
+// devTurn runs one turn through the official SDK (the README's Go quickstart) in a new
+// session, and returns the session and the types of the events its stream saw.
+func devTurn(t *testing.T, client anthropic.Client) (*anthropic.BetaManagedAgentsSession, []string) {
+	t.Helper()
+	ctx := context.Background()
 	agent, err := client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{
 		Name: "helper", Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "claude-opus-5"}})
 	require.NoError(t, err)
-	env, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "dev"})
+	env, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "dev-" + ids.New("")})
 	require.NoError(t, err)
 	sess, err := client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
 		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: param.NewOpt(agent.ID)}, EnvironmentID: env.ID})
@@ -64,20 +90,59 @@ func TestDevCommand(t *testing.T) {
 	require.NoError(t, stream.Err())
 	require.Contains(t, seen, "agent.message")
 	require.Equal(t, "session.status_idle", seen[len(seen)-1])
+	return sess, seen
+}
 
-	// Ctrl-C stops everything dev started: a clean PostgreSQL shutdown removes its pid file.
-	dev.interrupt(t)
-	_, err = os.Stat(filepath.Join(dataDir, "postgres", "postmaster.pid"))
-	require.ErrorIs(t, err, os.ErrNotExist, "PostgreSQL was stopped")
+// TestDevSIGKILLLeavesNoChild kills dev with SIGKILL: none of its children outlives it (the
+// Temporal dev server used to, and the next start then ran a second server on the same
+// SQLite file), and a new start on the same data dir comes up and serves a turn.
+func TestDevSIGKILLLeavesNoChild(t *testing.T) {
+	t.Parallel()
+	bin := managedAgentsBinary(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	addr := freeAddr(t)
+	dev := startDev(t, bin, dataDir, addr)
+	require.NoError(t, dev.cmd.Process.Signal(syscall.SIGKILL))
+	<-dev.done
 
-	// A second start on the same data dir keeps all data.
+	db := filepath.Join(dataDir, "temporal.db")
+	deadline := time.Now().Add(30 * time.Second)
+	for len(processesWithArg(t, db)) > 0 || len(processesWithArg(t, filepath.Join(dataDir, "postgres"))) > 0 {
+		require.True(t, time.Now().Before(deadline), "children of the killed dev still run: temporal %v, postgres %v",
+			processesWithArg(t, db), processesWithArg(t, filepath.Join(dataDir, "postgres")))
+		time.Sleep(100 * time.Millisecond)
+	}
+
 	startDev(t, bin, dataDir, addr)
-	got, err := client.Beta.Sessions.Get(ctx, sess.ID, anthropic.BetaSessionGetParams{})
+	key, err := os.ReadFile(filepath.Join(dataDir, "api-key"))
 	require.NoError(t, err)
-	require.Equal(t, anthropic.BetaManagedAgentsSessionStatus("idle"), got.Status)
-	page, err := client.Beta.Sessions.Events.List(ctx, sess.ID, anthropic.BetaSessionEventListParams{})
+	devTurn(t, anthropic.NewClient(option.WithBaseURL("http://"+addr), option.WithAPIKey(strings.TrimSpace(string(key)))))
+}
+
+// processesWithArg lists the live processes that have arg among their arguments.
+func processesWithArg(t *testing.T, arg string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
 	require.NoError(t, err)
-	require.Len(t, page.Data, len(seen))
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil || strings.Contains(string(stat[strings.LastIndexByte(string(stat), ')'):]), ") Z") {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if slices.Contains(strings.Split(string(cmdline), "\x00"), arg) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 type devProcess struct {
