@@ -77,7 +77,7 @@ func RunDev(ctx context.Context, cfg Config) error {
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(os.Stdout, "managed-agents dev is running\n  URL:      %s\n  API key:  %s%s\n  data dir: %s\n\nTry:\n  curl -s %s/v1/agents -H 'x-api-key: %s' -H 'anthropic-version: 2023-06-01' -H 'anthropic-beta: managed-agents-2026-04-01'\n\n",
 		url, key, map[bool]string{true: " (generated; kept in the data dir)", false: ""}[generated], cfg.DataDir, url, key)
-	return Serve(ctx, ln, api.Handler, logger)
+	return Serve(ctx, ln, api.Handler, logger, DefaultServerLimits)
 }
 
 // devTemporal connects to MANAGED_AGENT_TEMPORAL_ADDRESS, or starts the Temporal CLI dev
