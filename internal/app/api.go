@@ -79,8 +79,14 @@ func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logg
 	return a, nil
 }
 
+// readyTimeout bounds one readiness check.
+const readyTimeout = 5 * time.Second
+
 // ready: the database answers, the notifier listens and, when sessions run, Temporal answers.
 func (a *API) ready(ctx context.Context) error {
+	// A probe answers promptly: a dependency that does not answer in time is not ready.
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
 	select {
 	case <-a.notifier.Ready():
 	default:

@@ -213,3 +213,46 @@ func freeAddr(t *testing.T) string {
 	defer ln.Close()
 	return fmt.Sprintf("127.0.0.1:%d", ln.Addr().(*net.TCPAddr).Port)
 }
+
+// TestDevRestartsDeadChildren kills dev's PostgreSQL and then its Temporal dev server: each
+// time /readyz answers 503 until dev has brought the child back, and a turn then completes.
+func TestDevRestartsDeadChildren(t *testing.T) {
+	t.Parallel()
+	bin := managedAgentsBinary(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	addr := freeAddr(t)
+	startDev(t, bin, dataDir, addr)
+	key, err := os.ReadFile(filepath.Join(dataDir, "api-key"))
+	require.NoError(t, err)
+	client := anthropic.NewClient(option.WithBaseURL("http://"+addr), option.WithAPIKey(strings.TrimSpace(string(key))))
+
+	for _, tc := range []struct {
+		name, pidFile string
+	}{
+		{"postgres", filepath.Join(dataDir, "postgres", "postmaster.pid")},
+		{"temporal", filepath.Join(dataDir, "temporal.db.pid")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := os.ReadFile(tc.pidFile)
+			require.NoError(t, err)
+			pid, err := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
+			require.NoError(t, err)
+			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+			require.Eventually(t, func() bool { return readyz(addr) != http.StatusOK }, 30*time.Second, 20*time.Millisecond,
+				"/readyz reports the dead %s", tc.name)
+			require.Eventually(t, func() bool { return readyz(addr) == http.StatusOK }, 90*time.Second, 50*time.Millisecond,
+				"dev brings %s back", tc.name)
+			devTurn(t, client)
+		})
+	}
+}
+
+// readyz returns the status of GET /readyz, 0 if there is no answer.
+func readyz(addr string) int {
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}

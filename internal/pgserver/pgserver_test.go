@@ -139,3 +139,28 @@ func TestRefusesSecondServerOnSameDir(t *testing.T) {
 	var one int
 	require.NoError(t, connect(t, s.URL()).QueryRow(t.Context(), "SELECT 1").Scan(&one), "the first server is untouched")
 }
+
+// TestRestartAfterCrash: a server that died is started again on the same URL, with its data
+// (checkpointed: the test cluster runs without fsync and synchronous commit).
+func TestRestartAfterCrash(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, Options{DataDir: filepath.Join(t.TempDir(), "pg"), Fast: true})
+	url := s.URL()
+	conn := connect(t, url)
+	_, err := conn.Exec(t.Context(), "CREATE TABLE notes (body text); INSERT INTO notes VALUES ('kept')")
+	require.NoError(t, err)
+	_, err = conn.Exec(t.Context(), "CHECKPOINT") // after the commit
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(t.Context()))
+	require.NoError(t, s.Restart(t.Context()), "Restart of a running server is a no-op")
+
+	require.NoError(t, syscall.Kill(s.process.Pid, syscall.SIGKILL))
+	<-s.Exited()
+	require.NoError(t, s.Restart(t.Context()))
+	require.Equal(t, url, s.URL())
+	var body string
+	require.NoError(t, connect(t, url).QueryRow(t.Context(), "SELECT body FROM notes").Scan(&body))
+	require.Equal(t, "kept", body)
+	require.NoError(t, s.Stop(t.Context()))
+	require.Error(t, s.Restart(t.Context()), "a stopped server is not restarted")
+}
