@@ -74,6 +74,7 @@ type Server struct {
 	ownsSocketDir bool
 	logPath       string
 	logger        *slog.Logger
+	password      string
 	// What Restart needs to start the server again the same way.
 	binDir string
 	user   *serverUser
@@ -152,10 +153,18 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 			return nil, fmt.Errorf("pgserver: socket directory: %w", err)
 		}
 	}
+	if s.password, err = loadPassword(dataDir); err != nil {
+		s.removeSocketDir()
+		return nil, fmt.Errorf("pgserver: %w", err)
+	}
 	s.url = s.urlFor(database)
 
 	if err := s.startRetrying(ctx, binDir, u, opts.Fast); err != nil {
 		s.removeSocketDir()
+		return nil, fmt.Errorf("pgserver: %w", err)
+	}
+	if err := s.requirePassword(ctx); err != nil {
+		_ = s.Stop(context.Background())
 		return nil, fmt.Errorf("pgserver: %w", err)
 	}
 	if err := s.ensureDatabase(ctx, database); err != nil {
@@ -168,7 +177,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 }
 
 // URL is a pgx (libpq-style) connection URL for the database named in Options, as the
-// superuser `postgres` over the Unix socket.
+// superuser `postgres` over the Unix socket, with its password (the server requires it).
 func (s *Server) URL() string { return s.url }
 
 // Exited is closed when the server process exits: after Stop, or when it dies. After a
@@ -283,8 +292,8 @@ func (s *Server) removeSocketDir() {
 // client's environment cannot point it at another socket name.
 func (s *Server) urlFor(database string) string {
 	host := strings.ReplaceAll(url.QueryEscape(s.socketDir), "%2F", "/")
-	return fmt.Sprintf("postgres://%s@/%s?host=%s&port=%d&sslmode=disable",
-		superuser, url.PathEscape(database), host, port)
+	return fmt.Sprintf("postgres://%s@/%s?host=%s&port=%d&sslmode=disable&password=%s",
+		superuser, url.PathEscape(database), host, port, url.QueryEscape(s.password))
 }
 
 // start runs postgres as our child and waits until it accepts connections.

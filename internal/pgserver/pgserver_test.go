@@ -5,6 +5,7 @@ package pgserver
 import (
 	"context"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 )
 
@@ -163,4 +165,34 @@ func TestRestartAfterCrash(t *testing.T) {
 	require.Equal(t, "kept", body)
 	require.NoError(t, s.Stop(t.Context()))
 	require.Error(t, s.Restart(t.Context()), "a stopped server is not restarted")
+}
+
+// TestPasswordRequired: the socket alone does not let a process in (the cluster used trust
+// authentication, so any process of our user could open it); the URL we hand out carries the
+// password, kept in the data directory readable by us only, and survives a restart.
+func TestPasswordRequired(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "pg")
+	s := startServer(t, Options{DataDir: dataDir, Fast: true})
+	u, err := url.Parse(s.URL())
+	require.NoError(t, err)
+	q := u.Query()
+	require.NotEmpty(t, q.Get("password"))
+	q.Del("password")
+	u.RawQuery = q.Encode()
+	_, err = pgx.Connect(t.Context(), u.String())
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, "a connection without the password is refused")
+	require.Equal(t, "28P01", pgErr.Code) // invalid_password
+	connect(t, s.URL())
+
+	info, err := os.Stat(filepath.Join(dataDir, passwordName))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+
+	first := s.URL()
+	require.NoError(t, s.Stop(t.Context()))
+	s = startServer(t, Options{DataDir: dataDir, Fast: true})
+	require.Equal(t, first, s.URL(), "the password is generated once")
+	connect(t, s.URL())
 }
