@@ -18,7 +18,11 @@ import (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
+// lookup reads configuration variables; main sets it before anything else runs.
+var lookup = os.LookupEnv
+
 func main() {
+	lookup = lookupEnv(hideSecrets())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A stop drains running steps (up to MANAGED_AGENT_WORKER_STOP_TIMEOUT): after the first
@@ -49,7 +53,7 @@ func serveCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Serve the REST API and SSE streams (the API pod)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c := app.FromEnv(app.Config{Addr: ":8080", LogFormat: "json"})
+			c := app.FromLookup(app.Config{Addr: ":8080", LogFormat: "json"}, lookup)
 			overrideFlags(cmd, &c)
 			return app.RunServe(cmd.Context(), c, version)
 		},
@@ -63,7 +67,7 @@ func workerCmd() *cobra.Command {
 		Use:   "worker",
 		Short: "Run session workflows and their activities (Temporal worker); needs a migrated database",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return app.RunWorker(cmd.Context(), app.FromEnv(app.Config{LogFormat: "json"}), version)
+			return app.RunWorker(cmd.Context(), app.FromLookup(app.Config{LogFormat: "json"}, lookup), version)
 		},
 	}
 }
@@ -73,7 +77,7 @@ func devCmd() *cobra.Command {
 		Use:   "dev",
 		Short: "Run everything a laptop needs in one process, on embedded defaults",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c := app.FromEnv(app.Config{Addr: "127.0.0.1:8080", LogFormat: "text", DataDir: "./.data"})
+			c := app.FromLookup(app.Config{Addr: "127.0.0.1:8080", LogFormat: "text", DataDir: "./.data"}, lookup)
 			overrideFlags(cmd, &c)
 			return app.RunDev(cmd.Context(), c)
 		},
@@ -88,7 +92,7 @@ func migrateCmd() *cobra.Command {
 		Use:   "migrate",
 		Short: "Apply the SQL migrations and exit",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return app.RunMigrate(cmd.Context(), app.FromEnv(app.Config{LogFormat: "text"}))
+			return app.RunMigrate(cmd.Context(), app.FromLookup(app.Config{LogFormat: "text"}, lookup))
 		},
 	}
 }

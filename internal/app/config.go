@@ -190,11 +190,19 @@ func (c Config) logFormat() (string, error) {
 
 // FromEnv reads the variables over the given defaults. Values it cannot parse are kept for
 // Validate to report.
-func FromEnv(def Config) Config {
+func FromEnv(def Config) Config { return FromLookup(def, os.LookupEnv) }
+
+// FromLookup is FromEnv with the variables read through lookup: main hands over credentials
+// that it keeps out of the process environment.
+func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	c := def
 	c.unparsed = map[string]string{}
+	get := func(name string) string {
+		v, _ := lookup(name)
+		return v
+	}
 	set := func(dst *string, name string) {
-		if v, ok := os.LookupEnv(name); ok && v != "" {
+		if v := get(name); v != "" {
 			*dst = v
 		}
 	}
@@ -214,17 +222,16 @@ func FromEnv(def Config) Config {
 	set(&c.AnthropicAuthToken, "MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN")
 	set(&c.Sandbox, "MANAGED_AGENT_SANDBOX")
 	set(&c.SandboxDir, "MANAGED_AGENT_SANDBOX_DIR")
-	c.envDuration(&c.FakeWordDelay, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", "20ms")
-	c.envDuration(&c.WorkerStopTimeout, "MANAGED_AGENT_WORKER_STOP_TIMEOUT", "25s")
-	c.envBool(&c.TemporalTLS, "MANAGED_AGENT_TEMPORAL_TLS")
-	c.envBool(&c.AllowUnsafeLocalSandbox, "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX")
+	c.envDuration(&c.FakeWordDelay, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", get("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"), "20ms")
+	c.envDuration(&c.WorkerStopTimeout, "MANAGED_AGENT_WORKER_STOP_TIMEOUT", get("MANAGED_AGENT_WORKER_STOP_TIMEOUT"), "25s")
+	c.envBool(&c.TemporalTLS, "MANAGED_AGENT_TEMPORAL_TLS", get("MANAGED_AGENT_TEMPORAL_TLS"))
+	c.envBool(&c.AllowUnsafeLocalSandbox, "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX", get("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"))
 	return c
 }
 
-// envDuration reads a duration variable; a value that does not parse is kept for Validate,
+// envDuration sets a duration variable's value v; a value that does not parse is kept for Validate,
 // whose message shows example.
-func (c *Config) envDuration(dst *time.Duration, name, example string) {
-	v := os.Getenv(name)
+func (c *Config) envDuration(dst *time.Duration, name, v, example string) {
 	if v == "" {
 		return
 	}
@@ -235,12 +242,11 @@ func (c *Config) envDuration(dst *time.Duration, name, example string) {
 	*dst = d
 }
 
-// envBool reads a boolean variable: 1/true/yes/on or 0/false/no/off, in any case. Anything
+// envBool sets a boolean variable's value v: 1/true/yes/on or 0/false/no/off, in any case. Anything
 // else is kept for Validate, never read as false: MANAGED_AGENT_TEMPORAL_TLS=enabled must not
 // silently dial without TLS.
-func (c *Config) envBool(dst *bool, name string) {
-	v, ok := os.LookupEnv(name)
-	if !ok || v == "" {
+func (c *Config) envBool(dst *bool, name, v string) {
+	if v == "" {
 		return
 	}
 	switch strings.ToLower(strings.TrimSpace(v)) {

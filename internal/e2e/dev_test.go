@@ -150,7 +150,8 @@ type devProcess struct {
 	done chan error
 }
 
-func startDev(t *testing.T, bin, dataDir, addr string) *devProcess {
+// startDev starts dev with none of our variables but extraEnv, and waits until it is ready.
+func startDev(t *testing.T, bin, dataDir, addr string, extraEnv ...string) *devProcess {
 	t.Helper()
 	cmd := exec.Command(bin, "dev", "--addr", addr, "--data-dir", dataDir)
 	var env []string
@@ -159,6 +160,7 @@ func startDev(t *testing.T, bin, dataDir, addr string) *devProcess {
 			env = append(env, kv) // zero configuration: none of ours
 		}
 	}
+	env = append(env, extraEnv...)
 	cmd.Env = env
 	logFile, err := os.OpenFile(filepath.Join(filepath.Dir(dataDir), "dev.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(t, err)
@@ -255,4 +257,28 @@ func readyz(addr string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestDevKeepsCredentialsOutOfEnviron: a process of the same user (a command in the local
+// sandbox) reading /proc/PID/environ of dev, or of its Temporal child, does not find the API
+// key dev was given, and the key still works.
+func TestDevKeepsCredentialsOutOfEnviron(t *testing.T) {
+	t.Parallel()
+	bin := managedAgentsBinary(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	addr := freeAddr(t)
+	const key = "sk-ma-test-secret-7d1c0e"
+	dev := startDev(t, bin, dataDir, addr, "MANAGED_AGENT_API_KEY="+key)
+
+	b, err := os.ReadFile(filepath.Join(dataDir, "temporal.db.pid"))
+	require.NoError(t, err)
+	temporalPID := strings.TrimSpace(string(b))
+	for _, pid := range []string{strconv.Itoa(dev.cmd.Process.Pid), temporalPID} {
+		environ, err := os.ReadFile(filepath.Join("/proc", pid, "environ"))
+		require.NoError(t, err)
+		require.NotContains(t, string(environ), key, "/proc/%s/environ", pid)
+	}
+	client := anthropic.NewClient(option.WithBaseURL("http://"+addr), option.WithAPIKey(key))
+	_, err = client.Beta.Agents.List(context.Background(), anthropic.BetaAgentListParams{})
+	require.NoError(t, err, "the key dev was given works")
 }
