@@ -31,7 +31,7 @@ import (
 func TestDevCommand(t *testing.T) {
 	t.Parallel()
 	bin := managedAgentsBinary(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
+	dataDir := filepath.Join(reachableTempDir(t), "data")
 	addr := freeAddr(t)
 
 	dev := startDev(t, bin, dataDir, addr)
@@ -99,7 +99,7 @@ func devTurn(t *testing.T, client anthropic.Client) (*anthropic.BetaManagedAgent
 func TestDevSIGKILLLeavesNoChild(t *testing.T) {
 	t.Parallel()
 	bin := managedAgentsBinary(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
+	dataDir := filepath.Join(reachableTempDir(t), "data")
 	addr := freeAddr(t)
 	dev := startDev(t, bin, dataDir, addr)
 	require.NoError(t, dev.cmd.Process.Signal(syscall.SIGKILL))
@@ -221,7 +221,7 @@ func freeAddr(t *testing.T) string {
 func TestDevRestartsDeadChildren(t *testing.T) {
 	t.Parallel()
 	bin := managedAgentsBinary(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
+	dataDir := filepath.Join(reachableTempDir(t), "data")
 	addr := freeAddr(t)
 	startDev(t, bin, dataDir, addr)
 	key, err := os.ReadFile(filepath.Join(dataDir, "api-key"))
@@ -265,7 +265,7 @@ func readyz(addr string) int {
 func TestDevKeepsCredentialsOutOfEnviron(t *testing.T) {
 	t.Parallel()
 	bin := managedAgentsBinary(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
+	dataDir := filepath.Join(reachableTempDir(t), "data")
 	addr := freeAddr(t)
 	const key = "sk-ma-test-secret-7d1c0e"
 	dev := startDev(t, bin, dataDir, addr, "MANAGED_AGENT_API_KEY="+key)
@@ -281,4 +281,17 @@ func TestDevKeepsCredentialsOutOfEnviron(t *testing.T) {
 	client := anthropic.NewClient(option.WithBaseURL("http://"+addr), option.WithAPIKey(key))
 	_, err = client.Beta.Agents.List(context.Background(), anthropic.BetaAgentListParams{})
 	require.NoError(t, err, "the key dev was given works")
+}
+
+// reachableTempDir is t.TempDir, which PostgreSQL's server user (`postgres`, when the tests
+// run as root) may pass through: the testing package makes its parent 0700, and dev changes
+// no directory above its data dir.
+func reachableTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if os.Geteuid() == 0 {
+		require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
+		require.NoError(t, os.Chmod(dir, 0o711))
+	}
+	return dir
 }

@@ -23,6 +23,19 @@ import (
 // testLogger shows our log lines with -v or when the test fails.
 func testLogger(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
 
+// reachableTempDir is t.TempDir, which the server user (as root, `postgres`) may pass
+// through: the testing package makes its parent 0700, and Start changes no directory it did
+// not create.
+func reachableTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if os.Geteuid() == 0 {
+		require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
+		require.NoError(t, os.Chmod(dir, 0o711))
+	}
+	return dir
+}
+
 func startServer(t *testing.T, opts Options) *Server {
 	t.Helper()
 	if opts.Logger == nil {
@@ -46,7 +59,7 @@ func connect(t *testing.T, url string) *pgx.Conn {
 
 func TestRestartKeepsData(t *testing.T) {
 	t.Parallel()
-	dataDir := filepath.Join(t.TempDir(), "pg")
+	dataDir := filepath.Join(reachableTempDir(t), "pg")
 
 	s := startServer(t, Options{DataDir: dataDir, Fast: true})
 	require.Contains(t, s.URL(), "postgres://postgres@/managed_agents?host="+dataDir)
@@ -66,7 +79,7 @@ func TestRestartKeepsData(t *testing.T) {
 
 func TestDatabaseNames(t *testing.T) {
 	t.Parallel()
-	dataDir := filepath.Join(t.TempDir(), "pg")
+	dataDir := filepath.Join(reachableTempDir(t), "pg")
 	tests := []struct {
 		database string
 		want     string
@@ -86,7 +99,7 @@ func TestDatabaseNames(t *testing.T) {
 
 func TestLongDataDirGetsShortSocketDir(t *testing.T) {
 	t.Parallel()
-	dataDir := filepath.Join(t.TempDir(), strings.Repeat("d", 40), strings.Repeat("e", 40), "pg")
+	dataDir := filepath.Join(reachableTempDir(t), strings.Repeat("d", 40), strings.Repeat("e", 40), "pg")
 	require.Greater(t, len(filepath.Join(dataDir, socketName)), maxSocketPath)
 
 	s := startServer(t, Options{DataDir: dataDir, Fast: true})
@@ -101,7 +114,7 @@ func TestLongDataDirGetsShortSocketDir(t *testing.T) {
 // process, which PostgreSQL alone would take for a running server.
 func TestStartAfterCrash(t *testing.T) {
 	t.Parallel()
-	dataDir := filepath.Join(t.TempDir(), "pg")
+	dataDir := filepath.Join(reachableTempDir(t), "pg")
 	s := startServer(t, Options{DataDir: dataDir, Fast: true})
 	conn := connect(t, s.URL())
 	_, err := conn.Exec(t.Context(), "SET synchronous_commit = on; CREATE TABLE notes (body text); INSERT INTO notes VALUES ('kept')")
@@ -132,7 +145,7 @@ func TestStartAfterCrash(t *testing.T) {
 
 func TestRefusesSecondServerOnSameDir(t *testing.T) {
 	t.Parallel()
-	dataDir := filepath.Join(t.TempDir(), "pg")
+	dataDir := filepath.Join(reachableTempDir(t), "pg")
 	s := startServer(t, Options{DataDir: dataDir, Fast: true})
 
 	_, err := Start(t.Context(), Options{DataDir: dataDir, Fast: true, Logger: testLogger(t)})
@@ -146,7 +159,7 @@ func TestRefusesSecondServerOnSameDir(t *testing.T) {
 // (checkpointed: the test cluster runs without fsync and synchronous commit).
 func TestRestartAfterCrash(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, Options{DataDir: filepath.Join(t.TempDir(), "pg"), Fast: true})
+	s := startServer(t, Options{DataDir: filepath.Join(reachableTempDir(t), "pg"), Fast: true})
 	url := s.URL()
 	conn := connect(t, url)
 	_, err := conn.Exec(t.Context(), "CREATE TABLE notes (body text); INSERT INTO notes VALUES ('kept')")
@@ -172,7 +185,7 @@ func TestRestartAfterCrash(t *testing.T) {
 // password, kept in the data directory readable by us only, and survives a restart.
 func TestPasswordRequired(t *testing.T) {
 	t.Parallel()
-	dataDir := filepath.Join(t.TempDir(), "pg")
+	dataDir := filepath.Join(reachableTempDir(t), "pg")
 	s := startServer(t, Options{DataDir: dataDir, Fast: true})
 	u, err := url.Parse(s.URL())
 	require.NoError(t, err)
@@ -194,5 +207,26 @@ func TestPasswordRequired(t *testing.T) {
 	require.NoError(t, s.Stop(t.Context()))
 	s = startServer(t, Options{DataDir: dataDir, Fast: true})
 	require.Equal(t, first, s.URL(), "the password is generated once")
+	connect(t, s.URL())
+}
+
+// TestRefusesUnreachableAncestor: as root, a data directory below a directory the server user
+// cannot pass through (a clone under /root, say) is refused with what to do, and that
+// directory is left as it was; parents Start creates itself are made passable.
+func TestRefusesUnreachableAncestor(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the server runs as another user only when we are root")
+	}
+	t.Parallel()
+	private := filepath.Join(reachableTempDir(t), "private")
+	require.NoError(t, os.Mkdir(private, 0o700))
+	_, err := Start(t.Context(), Options{DataDir: filepath.Join(private, "pg"), Fast: true, Logger: testLogger(t)})
+	require.ErrorContains(t, err, "cannot pass through "+private)
+	require.ErrorContains(t, err, "chmod o+x "+private)
+	info, err := os.Stat(private)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), info.Mode().Perm(), "the directory is not changed")
+
+	s := startServer(t, Options{DataDir: filepath.Join(reachableTempDir(t), "new", "deeper", "pg"), Fast: true})
 	connect(t, s.URL())
 }
