@@ -134,6 +134,7 @@ func StartDevServer(ctx context.Context, opts DevServerOptions) (*DevServer, err
 	}
 	s.args = append(s.args, devServerArgs...)
 	if err := s.Restart(ctx); err != nil {
+		_ = s.Stop()
 		return nil, err
 	}
 	return s, nil
@@ -167,7 +168,9 @@ func (s *DevServer) Restart(ctx context.Context) error {
 		return fmt.Errorf("start Temporal dev server (%s): %w", s.path, err)
 	}
 	if err := s.waitReady(ctx, exited); err != nil {
-		_ = s.Stop()
+		// Only this attempt ends: a supervisor may Restart again.
+		s.Kill()
+		<-exited
 		return fmt.Errorf("start Temporal dev server (%s): %w", s.path, err)
 	}
 	return nil
