@@ -18,9 +18,16 @@ import (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
+// lookup reads configuration variables; main sets it before anything else runs.
+var lookup = os.LookupEnv
+
 func main() {
+	lookup = lookupEnv(hideSecrets())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A stop drains running steps (up to MANAGED_AGENT_WORKER_STOP_TIMEOUT): after the first
+	// signal the default action returns, so a second Ctrl-C ends the process at once.
+	go func() { <-ctx.Done(); stop() }()
 	if err := rootCmd().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
@@ -47,7 +54,7 @@ func serveCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Serve the REST API and SSE streams (the API pod)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c := app.FromEnv(app.Config{Addr: ":8080", LogFormat: "json"})
+			c := app.FromLookup(app.Config{Addr: ":8080", LogFormat: "json"}, lookup)
 			overrideFlags(cmd, &c)
 			return app.RunServe(cmd.Context(), c, buildVersion())
 		},
@@ -61,7 +68,7 @@ func workerCmd() *cobra.Command {
 		Use:   "worker",
 		Short: "Run session workflows and their activities (Temporal worker); needs a migrated database",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return app.RunWorker(cmd.Context(), app.FromEnv(app.Config{LogFormat: "json"}), buildVersion())
+			return app.RunWorker(cmd.Context(), app.FromLookup(app.Config{LogFormat: "json"}, lookup), buildVersion())
 		},
 	}
 }
@@ -71,7 +78,7 @@ func devCmd() *cobra.Command {
 		Use:   "dev",
 		Short: "Run everything a laptop needs in one process, on embedded defaults",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c := app.FromEnv(app.Config{Addr: "127.0.0.1:8080", LogFormat: "text", DataDir: "./.data"})
+			c := app.FromLookup(app.Config{Addr: "127.0.0.1:8080", LogFormat: "text", DataDir: "./.data"}, lookup)
 			overrideFlags(cmd, &c)
 			return app.RunDev(cmd.Context(), c)
 		},
@@ -86,7 +93,7 @@ func migrateCmd() *cobra.Command {
 		Use:   "migrate",
 		Short: "Apply the SQL migrations and exit",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return app.RunMigrate(cmd.Context(), app.FromEnv(app.Config{LogFormat: "text"}))
+			return app.RunMigrate(cmd.Context(), app.FromLookup(app.Config{LogFormat: "text"}, lookup))
 		},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"golang.org/x/net/netutil"
 
 	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/httpapi"
@@ -79,8 +80,14 @@ func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logg
 	return a, nil
 }
 
+// readyTimeout bounds one readiness check.
+const readyTimeout = 5 * time.Second
+
 // ready: the database answers, the notifier listens and, when sessions run, Temporal answers.
 func (a *API) ready(ctx context.Context) error {
+	// A probe answers promptly: a dependency that does not answer in time is not ready.
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
 	select {
 	case <-a.notifier.Ready():
 	default:
@@ -114,11 +121,21 @@ func (a *API) BindAPIKey(ctx context.Context, key string) (string, error) {
 	return ws, nil
 }
 
-// Serve runs an HTTP server on ln until ctx ends, then drains it.
-func Serve(ctx context.Context, ln net.Listener, handler http.Handler, logger *slog.Logger) error {
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+// Serve runs an HTTP server on ln until ctx ends, then drains it. limits bound what one
+// client can hold: deadlines per request (none that cut a stream), idle keep-alives and the
+// number of connections.
+func Serve(ctx context.Context, ln net.Listener, handler http.Handler, logger *slog.Logger, limits ServerLimits) error {
+	srv := &http.Server{
+		Handler:           withLimits(handler, limits),
+		ReadHeaderTimeout: limits.ReadHeaderTimeout,
+		IdleTimeout:       limits.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 	if d, ok := handler.(interface{ CloseStreams() }); ok {
 		srv.RegisterOnShutdown(d.CloseStreams)
+	}
+	if limits.MaxConnections > 0 {
+		ln = netutil.LimitListener(ln, limits.MaxConnections)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -133,6 +150,7 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler, logger *s
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		_ = srv.Close()
 	}
+	<-errc
 	return nil
 }
 

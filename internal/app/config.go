@@ -69,6 +69,11 @@ type Config struct {
 	// (MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX, a boolean).
 	AllowUnsafeLocalSandbox bool
 
+	// WorkerStopTimeout is how long a stopping worker (SIGTERM, Ctrl-C) lets running steps
+	// finish before it cuts them (MANAGED_AGENT_WORKER_STOP_TIMEOUT, a duration; default
+	// durable.DefaultStopTimeout).
+	WorkerStopTimeout time.Duration
+
 	// unparsed holds, by variable, the messages for values FromEnv could not parse (a
 	// duration, a boolean); Validate reports them in its order.
 	unparsed map[string]string
@@ -92,6 +97,10 @@ func (c Config) Validate() error {
 	check(c.parsed("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"))
 	if c.FakeWordDelay < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%s: must not be negative", c.FakeWordDelay))
+	}
+	check(c.parsed("MANAGED_AGENT_WORKER_STOP_TIMEOUT"))
+	if c.WorkerStopTimeout < 0 {
+		check(fmt.Errorf("MANAGED_AGENT_WORKER_STOP_TIMEOUT=%s: must not be negative", c.WorkerStopTimeout))
 	}
 	_, err := c.logLevel()
 	check(err)
@@ -181,11 +190,19 @@ func (c Config) logFormat() (string, error) {
 
 // FromEnv reads the variables over the given defaults. Values it cannot parse are kept for
 // Validate to report.
-func FromEnv(def Config) Config {
+func FromEnv(def Config) Config { return FromLookup(def, os.LookupEnv) }
+
+// FromLookup is FromEnv with the variables read through lookup: main hands over credentials
+// that it keeps out of the process environment.
+func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	c := def
 	c.unparsed = map[string]string{}
+	get := func(name string) string {
+		v, _ := lookup(name)
+		return v
+	}
 	set := func(dst *string, name string) {
-		if v, ok := os.LookupEnv(name); ok && v != "" {
+		if v := get(name); v != "" {
 			*dst = v
 		}
 	}
@@ -205,24 +222,31 @@ func FromEnv(def Config) Config {
 	set(&c.AnthropicAuthToken, "MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN")
 	set(&c.Sandbox, "MANAGED_AGENT_SANDBOX")
 	set(&c.SandboxDir, "MANAGED_AGENT_SANDBOX_DIR")
-	if v := os.Getenv("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			c.unparsed["MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"] = fmt.Sprintf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%q: must be a duration such as 20ms", v)
-		}
-		c.FakeWordDelay = d
-	}
-	c.envBool(&c.TemporalTLS, "MANAGED_AGENT_TEMPORAL_TLS")
-	c.envBool(&c.AllowUnsafeLocalSandbox, "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX")
+	c.envDuration(&c.FakeWordDelay, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", get("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"), "20ms")
+	c.envDuration(&c.WorkerStopTimeout, "MANAGED_AGENT_WORKER_STOP_TIMEOUT", get("MANAGED_AGENT_WORKER_STOP_TIMEOUT"), "25s")
+	c.envBool(&c.TemporalTLS, "MANAGED_AGENT_TEMPORAL_TLS", get("MANAGED_AGENT_TEMPORAL_TLS"))
+	c.envBool(&c.AllowUnsafeLocalSandbox, "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX", get("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"))
 	return c
 }
 
-// envBool reads a boolean variable: 1/true/yes/on or 0/false/no/off, in any case. Anything
+// envDuration sets a duration variable's value v; a value that does not parse is kept for Validate,
+// whose message shows example.
+func (c *Config) envDuration(dst *time.Duration, name, v, example string) {
+	if v == "" {
+		return
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		c.unparsed[name] = fmt.Sprintf("%s=%q: must be a duration such as %s", name, v, example)
+	}
+	*dst = d
+}
+
+// envBool sets a boolean variable's value v: 1/true/yes/on or 0/false/no/off, in any case. Anything
 // else is kept for Validate, never read as false: MANAGED_AGENT_TEMPORAL_TLS=enabled must not
 // silently dial without TLS.
-func (c *Config) envBool(dst *bool, name string) {
-	v, ok := os.LookupEnv(name)
-	if !ok || v == "" {
+func (c *Config) envBool(dst *bool, name, v string) {
+	if v == "" {
 		return
 	}
 	switch strings.ToLower(strings.TrimSpace(v)) {

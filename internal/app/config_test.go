@@ -1,6 +1,7 @@
 package app
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,10 +55,28 @@ func TestFromEnv(t *testing.T) {
 	require.Equal(t, "q", c.TaskQueue)
 }
 
+// TestFromLookupPrefersHandedOverValues: main hands over credentials it keeps out of the
+// environment; they win over (and need no) variables.
+func TestFromLookupPrefersHandedOverValues(t *testing.T) {
+	t.Setenv("MANAGED_AGENT_WORKER_STOP_TIMEOUT", "3s")
+	c := FromLookup(Config{}, func(name string) (string, bool) {
+		if name == "MANAGED_AGENT_API_KEY" {
+			return "handed-over", true
+		}
+		return os.LookupEnv(name)
+	})
+	require.NoError(t, c.Validate())
+	require.Equal(t, "handed-over", c.APIKey)
+	require.Equal(t, 3*time.Second, c.WorkerStopTimeout)
+}
+
 func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 	t.Setenv("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", "soon")
 	_, err := FromEnv(Config{}).Logger()
 	require.ErrorContains(t, err, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY")
+	t.Setenv("MANAGED_AGENT_WORKER_STOP_TIMEOUT", "later")
+	_, err = FromEnv(Config{}).Logger()
+	require.ErrorContains(t, err, "MANAGED_AGENT_WORKER_STOP_TIMEOUT")
 
 	_, err = Config{LogLevel: "loud"}.Logger()
 	require.ErrorContains(t, err, "MANAGED_AGENT_LOG_LEVEL")

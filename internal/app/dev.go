@@ -17,6 +17,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/pgserver"
+	"github.com/managed-agents/managed-agents/internal/startstop"
 )
 
 // RunDev runs everything a laptop needs in one process on embedded defaults: a private
@@ -32,6 +33,8 @@ func RunDev(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}
+	// The children dev started, each brought back when it dies.
+	var watches startstop.Group
 	if cfg.DatabaseURL == "" {
 		pg, err := pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(cfg.DataDir, "postgres"), Logger: logger})
 		if err != nil {
@@ -43,12 +46,22 @@ func RunDev(ctx context.Context, cfg Config) error {
 			}
 		}()
 		cfg.DatabaseURL = pg.URL()
+		watches = append(watches, &childWatch{name: "PostgreSQL", exited: pg.Exited, restart: pg.Restart, logger: logger})
 	}
-	tc, stopTemporal, err := devTemporal(ctx, cfg, logger)
+	tc, srv, stopTemporal, err := devTemporal(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer stopTemporal()
+	if srv != nil {
+		watches = append(watches, &childWatch{name: "the Temporal dev server", exited: srv.Exited, restart: srv.Restart, logger: logger})
+	}
+	// Deferred after the children's stops, so it runs before them: a child that is being
+	// stopped is not brought back.
+	if err := watches.Start(ctx); err != nil {
+		return err
+	}
+	defer watches.Stop()
 	api, err := NewAPI(ctx, cfg, tc, logger)
 	if err != nil {
 		return err
@@ -77,30 +90,31 @@ func RunDev(ctx context.Context, cfg Config) error {
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(os.Stdout, "managed-agents dev is running\n  URL:      %s\n  API key:  %s%s\n  data dir: %s\n\nTry:\n  curl -s %s/v1/agents -H 'x-api-key: %s' -H 'anthropic-version: 2023-06-01' -H 'anthropic-beta: managed-agents-2026-04-01'\n\n",
 		url, key, map[bool]string{true: " (generated; kept in the data dir)", false: ""}[generated], cfg.DataDir, url, key)
-	return Serve(ctx, ln, api.Handler, logger)
+	return Serve(ctx, ln, api.Handler, logger, DefaultServerLimits)
 }
 
 // devTemporal connects to MANAGED_AGENT_TEMPORAL_ADDRESS, or starts the Temporal CLI dev
-// server with its state in the data dir (so workflows survive a restart of dev).
-func devTemporal(ctx context.Context, cfg Config, logger *slog.Logger) (client.Client, func(), error) {
+// server with its state in the data dir (so workflows survive a restart of dev) and returns
+// it too.
+func devTemporal(ctx context.Context, cfg Config, logger *slog.Logger) (client.Client, *durable.DevServer, func(), error) {
 	if cfg.TemporalAddress != "" {
 		tc, err := DialTemporal(ctx, cfg, logger)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return tc, tc.Close, nil
+		return tc, nil, tc.Close, nil
 	}
 	logFile, err := os.OpenFile(filepath.Join(cfg.DataDir, "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open temporal log: %w", err)
+		return nil, nil, nil, fmt.Errorf("open temporal log: %w", err)
 	}
 	srv, err := durable.StartDevServer(ctx, durable.DevServerOptions{DBFile: filepath.Join(cfg.DataDir, "temporal.db"), UI: true, Output: logFile})
 	if err != nil {
 		logFile.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	logger.Info("started Temporal dev server", "address", srv.FrontendHostPort())
-	return srv.Client(), func() {
+	return srv.Client(), srv, func() {
 		if err := srv.Stop(); err != nil {
 			logger.Error("stop Temporal dev server", "error", err)
 		}

@@ -55,7 +55,7 @@ func RunServe(ctx context.Context, cfg Config, version string) error {
 		return fmt.Errorf("listen on %s (MANAGED_AGENT_ADDR / --addr): %w", cfg.Addr, err)
 	}
 	logger.Info("serving", "addr", ln.Addr().String(), "version", version)
-	return Serve(ctx, ln, api.Handler, logger)
+	return Serve(ctx, ln, api.Handler, logger, DefaultServerLimits)
 }
 
 // RunWorker runs session workflows and their activities. The worker does not migrate: it

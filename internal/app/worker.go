@@ -154,7 +154,7 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	}
 	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger}
 	return &Worker{services: startstop.Group{
-		&temporalWorker{w: durable.NewWorker(tc, c.TaskQueue, acts)},
+		&temporalWorker{w: durable.NewWorker(tc, durable.WorkerOptions{TaskQueue: c.TaskQueue, StopTimeout: c.WorkerStopTimeout}, acts)},
 		&Sweep{Engine: engine, Waker: runner, Interval: sweepInterval, Logger: logger},
 	}}, nil
 }

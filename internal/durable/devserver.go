@@ -1,16 +1,23 @@
 package durable
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/testsuite"
 )
 
 // devServerArgs are the fast local settings of DESIGN.md §2: the stock single-shard dev
@@ -24,28 +31,44 @@ var devServerArgs = []string{
 	// Eager activities: an activity the workflow schedules comes back in the reply to its
 	// workflow task instead of through matching.
 	"--dynamic-config-value", "system.enableActivityEagerExecution=true",
+	// Our SDK may be newer or older than the CLI's server; the check only logs noise.
+	"--dynamic-config-value", "frontend.enableServerVersionCheck=false",
 }
+
+const (
+	// devServerReadyTimeout bounds a start when the caller's context has no deadline.
+	devServerReadyTimeout = time.Minute
+	// devServerStopGrace is how long a server gets to shut down on SIGINT before it is killed.
+	devServerStopGrace = 10 * time.Second
+)
 
 // DevServerOptions configures a local Temporal dev server.
 type DevServerOptions struct {
-	// DBFile persists the server's state (SQLite); empty keeps it in memory.
+	// DBFile persists the server's state (SQLite); empty keeps it in memory. With a DBFile the
+	// server's pid is kept in DBFile+".pid", so that a start can stop a server an earlier run
+	// left behind on the same file (two servers on one SQLite file fail with SQLITE_BUSY).
 	DBFile string
-	// UI enables the Web UI.
+	// UI enables the Web UI (on the frontend port + 1000).
 	UI bool
 	// Output receives the server's own log; nil discards it.
 	Output io.Writer
 }
 
-// DevServer is a running `temporal server start-dev`.
+// DevServer is a running `temporal server start-dev`, a child of this process: it gets
+// SIGINT from the kernel when this process dies, however it dies, so it never outlives us.
+// The SDK's testsuite.StartDevServer cannot set that (nor a process group), hence our own.
 type DevServer struct {
-	*testsuite.DevServer
-}
+	path     string
+	args     []string
+	output   io.Writer
+	pidFile  string
+	hostPort string
+	client   client.Client
 
-// Stop closes the server's client, then stops the server: the SDK's Stop leaves the client's
-// gRPC connection (and its goroutines) behind.
-func (s *DevServer) Stop() error {
-	s.Client().Close()
-	return s.DevServer.Stop()
+	mu      sync.Mutex
+	process *os.Process
+	exited  chan struct{} // closed when the current process has exited
+	stopped bool
 }
 
 // FindTemporalCLI returns the Temporal CLI: bin/temporal (what `make tools` installs) in the
@@ -79,28 +102,255 @@ func FindTemporalCLI() (string, error) {
 }
 
 // StartDevServer starts the official Temporal CLI dev server on a free local port with the
-// fast settings. It never downloads anything.
+// fast settings, and waits until it answers. It never downloads anything.
 func StartDevServer(ctx context.Context, opts DevServerOptions) (*DevServer, error) {
 	path, err := FindTemporalCLI()
 	if err != nil {
 		return nil, err
 	}
-	out := opts.Output
-	if out == nil {
-		out = io.Discard
-	}
-	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
-		ExistingPath:  path,
-		ClientOptions: &client.Options{Namespace: "default", Logger: quietLogger()},
-		DBFilename:    opts.DBFile,
-		EnableUI:      opts.UI,
-		LogLevel:      "error",
-		ExtraArgs:     devServerArgs,
-		Stdout:        out,
-		Stderr:        out,
-	})
+	port, err := freePort()
 	if err != nil {
-		return nil, fmt.Errorf("start Temporal dev server (%s): %w", path, err)
+		return nil, fmt.Errorf("start Temporal dev server: %w", err)
 	}
-	return &DevServer{srv}, nil
+	s := &DevServer{path: path, output: opts.Output, hostPort: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	if s.output == nil {
+		s.output = io.Discard
+	}
+	s.args = []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--namespace", "default", "--log-level", "error"}
+	if !opts.UI {
+		s.args = append(s.args, "--headless")
+	}
+	if opts.DBFile != "" {
+		db, err := filepath.Abs(opts.DBFile)
+		if err != nil {
+			return nil, fmt.Errorf("temporal db file %q: %w", opts.DBFile, err)
+		}
+		s.args = append(s.args, "--db-filename", db)
+		s.pidFile = db + ".pid"
+		if err := stopStale(s.pidFile, db); err != nil {
+			return nil, err
+		}
+	}
+	s.args = append(s.args, devServerArgs...)
+	if err := s.Restart(ctx); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Restart starts the server process again on the same port and files, if it is not running,
+// and waits until it answers; the client stays valid (it reconnects). It is how a supervisor
+// brings back a server that died.
+func (s *DevServer) Restart(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, devServerReadyTimeout)
+		defer cancel()
+	}
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return errors.New("temporal dev server: stopped")
+	}
+	if s.exited != nil {
+		select {
+		case <-s.exited:
+		default:
+			s.mu.Unlock()
+			return nil // running
+		}
+	}
+	exited, err := s.startProcess()
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("start Temporal dev server (%s): %w", s.path, err)
+	}
+	if err := s.waitReady(ctx, exited); err != nil {
+		// Only this attempt ends: a supervisor may Restart again.
+		s.Kill()
+		<-exited
+		return fmt.Errorf("start Temporal dev server (%s): %w", s.path, err)
+	}
+	return nil
+}
+
+// startProcess starts the child; s.mu is held.
+func (s *DevServer) startProcess() (<-chan struct{}, error) {
+	cmd := exec.Command(s.path, s.args...)
+	cmd.Stdout, cmd.Stderr = s.output, s.output
+	// Its own process group, so a Ctrl-C at the terminal reaches only us and the server stays
+	// up while running steps drain; the parent-death signal ends it if we die without Stop.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGINT}
+	started := make(chan error, 1)
+	exited := make(chan struct{})
+	go func() {
+		// Pdeathsig fires when the thread that forked the child exits, not the process: a
+		// thread locked to this goroutine lives as long as the child does.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	s.process, s.exited = cmd.Process, exited
+	if s.pidFile != "" {
+		if err := os.WriteFile(s.pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600); err != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+			return nil, fmt.Errorf("write %s: %w", s.pidFile, err)
+		}
+	}
+	return exited, nil
+}
+
+func (s *DevServer) waitReady(ctx context.Context, exited <-chan struct{}) error {
+	for {
+		if s.client == nil {
+			c, err := client.DialContext(ctx, client.Options{HostPort: s.hostPort, Namespace: "default", Logger: quietLogger()})
+			if err == nil {
+				s.client = c
+				return nil
+			}
+		} else if _, err := s.client.CheckHealth(ctx, &client.CheckHealthRequest{}); err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return errors.New("the server exited during startup (its log is the dev server's output)")
+		case <-ctx.Done():
+			return fmt.Errorf("the server did not answer in time: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Client is connected to the server; Stop closes it.
+func (s *DevServer) Client() client.Client { return s.client }
+
+// FrontendHostPort is the server's gRPC address.
+func (s *DevServer) FrontendHostPort() string { return s.hostPort }
+
+// Exited is closed when the current server process exits (after Stop, or when it dies).
+func (s *DevServer) Exited() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exited
+}
+
+// Kill ends the server process at once, as a crash would; Restart brings it back. For tests
+// of supervision.
+func (s *DevServer) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.process != nil {
+		_ = syscall.Kill(-s.process.Pid, syscall.SIGKILL)
+	}
+}
+
+// Stop closes the client, then stops the server (SIGINT, SIGKILL after a grace) and waits for
+// it to exit. Calling it again returns nil.
+func (s *DevServer) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil
+	}
+	s.stopped = true
+	if s.client != nil {
+		s.client.Close()
+	}
+	if s.process == nil {
+		return nil
+	}
+	defer func() {
+		if s.pidFile != "" {
+			_ = os.Remove(s.pidFile)
+		}
+	}()
+	select {
+	case <-s.exited:
+		return nil
+	default:
+	}
+	_ = syscall.Kill(-s.process.Pid, syscall.SIGINT)
+	select {
+	case <-s.exited:
+		return nil
+	case <-time.After(devServerStopGrace):
+	}
+	_ = syscall.Kill(-s.process.Pid, syscall.SIGKILL)
+	<-s.exited
+	return fmt.Errorf("temporal dev server (pid %d) did not stop within %s and was killed", s.process.Pid, devServerStopGrace)
+}
+
+// stopStale stops a dev server that an earlier run left on dbFile, as its pid file says: a
+// process is that server only if its command line is a start-dev with this db file, so a
+// reused pid is left alone.
+func stopStale(pidFile, dbFile string) error {
+	b, err := os.ReadFile(pidFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", pidFile, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 || !isDevServerOn(pid, dbFile) {
+		return os.Remove(pidFile)
+	}
+	// Its group: the CLI may have children of its own.
+	_ = syscall.Kill(-pid, syscall.SIGINT)
+	_ = syscall.Kill(pid, syscall.SIGINT)
+	for deadline := time.Now().Add(devServerStopGrace); isDevServerOn(pid, dbFile); {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if time.Now().After(deadline.Add(devServerStopGrace)) {
+			return fmt.Errorf("a Temporal dev server left by an earlier run (pid %d) on %s does not stop: kill it and start again", pid, dbFile)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return os.Remove(pidFile)
+}
+
+// isDevServerOn reports whether pid is a live (not zombie) `temporal server start-dev` on dbFile.
+func isDevServerOn(pid int, dbFile string) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' || stat[i+2] == 'X' {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(string(cmdline), "\x00")
+	var startDev, onDB bool
+	for i, a := range args {
+		startDev = startDev || a == "start-dev"
+		onDB = onDB || (a == "--db-filename" && i+1 < len(args) && args[i+1] == dbFile)
+	}
+	return startDev && onDB
+}
+
+// freePort asks the kernel for a free TCP port on the loopback interface.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }

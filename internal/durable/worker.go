@@ -7,13 +7,36 @@ import (
 	"go.temporal.io/sdk/worker"
 )
 
-// NewWorker returns a worker for session workflows and their activities on taskQueue
-// (TaskQueue when empty).
-func NewWorker(c client.Client, taskQueue string, acts *Activities) worker.Worker {
+// DefaultStopTimeout is how long a stopping worker lets running steps finish when
+// WorkerOptions.StopTimeout is zero: within Kubernetes' default grace period of 30 s, and
+// long enough for a typical command or model call.
+const DefaultStopTimeout = 25 * time.Second
+
+// WorkerOptions configures NewWorker.
+type WorkerOptions struct {
+	// TaskQueue of session workflows; TaskQueue when empty.
+	TaskQueue string
+	// StopTimeout is how long Stop waits for running activities before it cancels their
+	// contexts (DefaultStopTimeout when zero). A step that finishes in time records its real
+	// result; one cut at the deadline is retried as after a crash (a bash call then reports
+	// that it was interrupted and is not run again).
+	StopTimeout time.Duration
+}
+
+// NewWorker returns a worker for session workflows and their activities.
+func NewWorker(c client.Client, opts WorkerOptions, acts *Activities) worker.Worker {
+	taskQueue := opts.TaskQueue
 	if taskQueue == "" {
 		taskQueue = TaskQueue
 	}
+	stopTimeout := opts.StopTimeout
+	if stopTimeout <= 0 {
+		stopTimeout = DefaultStopTimeout
+	}
 	w := worker.New(c, taskQueue, worker.Options{
+		// Without it the SDK cancels every running activity the moment Stop is called: a
+		// SIGTERM then cut the running command, which a crash (SIGKILL) did not.
+		WorkerStopTimeout: stopTimeout,
 		// Heartbeats are how interrupts reach a running step: flush them often.
 		DefaultHeartbeatThrottleInterval: 200 * time.Millisecond,
 		MaxHeartbeatThrottleInterval:     500 * time.Millisecond,

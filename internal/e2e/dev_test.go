@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +21,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/ids"
 )
 
 // TestDevCommand runs `managed-agents dev` as a user would: zero configuration, a turn through
@@ -27,7 +31,7 @@ import (
 func TestDevCommand(t *testing.T) {
 	t.Parallel()
 	bin := managedAgentsBinary(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
+	dataDir := filepath.Join(reachableTempDir(t), "data")
 	addr := freeAddr(t)
 
 	dev := startDev(t, bin, dataDir, addr)
@@ -37,10 +41,32 @@ func TestDevCommand(t *testing.T) {
 	// The README's Go quickstart.
 	ctx := context.Background()
 	client := anthropic.NewClient(option.WithBaseURL("http://"+addr), option.WithAPIKey(strings.TrimSpace(string(key))))
+	sess, seen := devTurn(t, client)
+
+	// Ctrl-C stops everything dev started: a clean PostgreSQL shutdown removes its pid file.
+	dev.interrupt(t)
+	_, err = os.Stat(filepath.Join(dataDir, "postgres", "postmaster.pid"))
+	require.ErrorIs(t, err, os.ErrNotExist, "PostgreSQL was stopped")
+
+	// A second start on the same data dir keeps all data.
+	startDev(t, bin, dataDir, addr)
+	got, err := client.Beta.Sessions.Get(ctx, sess.ID, anthropic.BetaSessionGetParams{})
+	require.NoError(t, err)
+	require.Equal(t, anthropic.BetaManagedAgentsSessionStatus("idle"), got.Status)
+	page, err := client.Beta.Sessions.Events.List(ctx, sess.ID, anthropic.BetaSessionEventListParams{})
+	require.NoError(t, err)
+	require.Len(t, page.Data, len(seen))
+}
+
+// devTurn runs one turn through the official SDK (the README's Go quickstart) in a new
+// session, and returns the session and the types of the events its stream saw.
+func devTurn(t *testing.T, client anthropic.Client) (*anthropic.BetaManagedAgentsSession, []string) {
+	t.Helper()
+	ctx := context.Background()
 	agent, err := client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{
 		Name: "helper", Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "claude-opus-5"}})
 	require.NoError(t, err)
-	env, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "dev"})
+	env, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "dev-" + ids.New("")})
 	require.NoError(t, err)
 	sess, err := client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
 		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: param.NewOpt(agent.ID)}, EnvironmentID: env.ID})
@@ -64,20 +90,59 @@ func TestDevCommand(t *testing.T) {
 	require.NoError(t, stream.Err())
 	require.Contains(t, seen, "agent.message")
 	require.Equal(t, "session.status_idle", seen[len(seen)-1])
+	return sess, seen
+}
 
-	// Ctrl-C stops everything dev started: a clean PostgreSQL shutdown removes its pid file.
-	dev.interrupt(t)
-	_, err = os.Stat(filepath.Join(dataDir, "postgres", "postmaster.pid"))
-	require.ErrorIs(t, err, os.ErrNotExist, "PostgreSQL was stopped")
+// TestDevSIGKILLLeavesNoChild kills dev with SIGKILL: none of its children outlives it (the
+// Temporal dev server used to, and the next start then ran a second server on the same
+// SQLite file), and a new start on the same data dir comes up and serves a turn.
+func TestDevSIGKILLLeavesNoChild(t *testing.T) {
+	t.Parallel()
+	bin := managedAgentsBinary(t)
+	dataDir := filepath.Join(reachableTempDir(t), "data")
+	addr := freeAddr(t)
+	dev := startDev(t, bin, dataDir, addr)
+	require.NoError(t, dev.cmd.Process.Signal(syscall.SIGKILL))
+	<-dev.done
 
-	// A second start on the same data dir keeps all data.
+	db := filepath.Join(dataDir, "temporal.db")
+	deadline := time.Now().Add(30 * time.Second)
+	for len(processesWithArg(t, db)) > 0 || len(processesWithArg(t, filepath.Join(dataDir, "postgres"))) > 0 {
+		require.True(t, time.Now().Before(deadline), "children of the killed dev still run: temporal %v, postgres %v",
+			processesWithArg(t, db), processesWithArg(t, filepath.Join(dataDir, "postgres")))
+		time.Sleep(100 * time.Millisecond)
+	}
+
 	startDev(t, bin, dataDir, addr)
-	got, err := client.Beta.Sessions.Get(ctx, sess.ID, anthropic.BetaSessionGetParams{})
+	key, err := os.ReadFile(filepath.Join(dataDir, "api-key"))
 	require.NoError(t, err)
-	require.Equal(t, anthropic.BetaManagedAgentsSessionStatus("idle"), got.Status)
-	page, err := client.Beta.Sessions.Events.List(ctx, sess.ID, anthropic.BetaSessionEventListParams{})
+	devTurn(t, anthropic.NewClient(option.WithBaseURL("http://"+addr), option.WithAPIKey(strings.TrimSpace(string(key)))))
+}
+
+// processesWithArg lists the live processes that have arg among their arguments.
+func processesWithArg(t *testing.T, arg string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
 	require.NoError(t, err)
-	require.Len(t, page.Data, len(seen))
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil || strings.Contains(string(stat[strings.LastIndexByte(string(stat), ')'):]), ") Z") {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if slices.Contains(strings.Split(string(cmdline), "\x00"), arg) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 type devProcess struct {
@@ -85,7 +150,8 @@ type devProcess struct {
 	done chan error
 }
 
-func startDev(t *testing.T, bin, dataDir, addr string) *devProcess {
+// startDev starts dev with none of our variables but extraEnv, and waits until it is ready.
+func startDev(t *testing.T, bin, dataDir, addr string, extraEnv ...string) *devProcess {
 	t.Helper()
 	cmd := exec.Command(bin, "dev", "--addr", addr, "--data-dir", dataDir)
 	var env []string
@@ -94,6 +160,7 @@ func startDev(t *testing.T, bin, dataDir, addr string) *devProcess {
 			env = append(env, kv) // zero configuration: none of ours
 		}
 	}
+	env = append(env, extraEnv...)
 	cmd.Env = env
 	logFile, err := os.OpenFile(filepath.Join(filepath.Dir(dataDir), "dev.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(t, err)
@@ -147,4 +214,84 @@ func freeAddr(t *testing.T) string {
 	require.NoError(t, err)
 	defer ln.Close()
 	return fmt.Sprintf("127.0.0.1:%d", ln.Addr().(*net.TCPAddr).Port)
+}
+
+// TestDevRestartsDeadChildren kills dev's PostgreSQL and then its Temporal dev server: each
+// time /readyz answers 503 until dev has brought the child back, and a turn then completes.
+func TestDevRestartsDeadChildren(t *testing.T) {
+	t.Parallel()
+	bin := managedAgentsBinary(t)
+	dataDir := filepath.Join(reachableTempDir(t), "data")
+	addr := freeAddr(t)
+	startDev(t, bin, dataDir, addr)
+	key, err := os.ReadFile(filepath.Join(dataDir, "api-key"))
+	require.NoError(t, err)
+	client := anthropic.NewClient(option.WithBaseURL("http://"+addr), option.WithAPIKey(strings.TrimSpace(string(key))))
+
+	for _, tc := range []struct {
+		name, pidFile string
+	}{
+		{"postgres", filepath.Join(dataDir, "postgres", "postmaster.pid")},
+		{"temporal", filepath.Join(dataDir, "temporal.db.pid")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := os.ReadFile(tc.pidFile)
+			require.NoError(t, err)
+			pid, err := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
+			require.NoError(t, err)
+			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+			require.Eventually(t, func() bool { return readyz(addr) != http.StatusOK }, 30*time.Second, 20*time.Millisecond,
+				"/readyz reports the dead %s", tc.name)
+			require.Eventually(t, func() bool { return readyz(addr) == http.StatusOK }, 90*time.Second, 50*time.Millisecond,
+				"dev brings %s back", tc.name)
+			devTurn(t, client)
+		})
+	}
+}
+
+// readyz returns the status of GET /readyz, 0 if there is no answer.
+func readyz(addr string) int {
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestDevKeepsCredentialsOutOfEnviron: a process of the same user (a command in the local
+// sandbox) reading /proc/PID/environ of dev, or of its Temporal child, does not find the API
+// key dev was given, and the key still works.
+func TestDevKeepsCredentialsOutOfEnviron(t *testing.T) {
+	t.Parallel()
+	bin := managedAgentsBinary(t)
+	dataDir := filepath.Join(reachableTempDir(t), "data")
+	addr := freeAddr(t)
+	const key = "sk-ma-test-secret-7d1c0e"
+	dev := startDev(t, bin, dataDir, addr, "MANAGED_AGENT_API_KEY="+key)
+
+	b, err := os.ReadFile(filepath.Join(dataDir, "temporal.db.pid"))
+	require.NoError(t, err)
+	temporalPID := strings.TrimSpace(string(b))
+	for _, pid := range []string{strconv.Itoa(dev.cmd.Process.Pid), temporalPID} {
+		environ, err := os.ReadFile(filepath.Join("/proc", pid, "environ"))
+		require.NoError(t, err)
+		require.NotContains(t, string(environ), key, "/proc/%s/environ", pid)
+	}
+	client := anthropic.NewClient(option.WithBaseURL("http://"+addr), option.WithAPIKey(key))
+	_, err = client.Beta.Agents.List(context.Background(), anthropic.BetaAgentListParams{})
+	require.NoError(t, err, "the key dev was given works")
+}
+
+// reachableTempDir is t.TempDir, which PostgreSQL's server user (`postgres`, when the tests
+// run as root) may pass through: the testing package makes its parent 0700, and dev changes
+// no directory above its data dir.
+func reachableTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if os.Geteuid() == 0 {
+		require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
+		require.NoError(t, os.Chmod(dir, 0o711))
+	}
+	return dir
 }

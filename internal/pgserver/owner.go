@@ -60,11 +60,11 @@ func (u *serverUser) sysProcAttr() *syscall.SysProcAttr {
 
 // ownDir makes dir (created if missing) a directory the server user owns with mode 0700,
 // as PostgreSQL requires of its data and socket directories, and reachable through its
-// ancestors.
+// ancestors (see requireReachable).
 func (u *serverUser) ownDir(dir string, logger *slog.Logger) error {
-	// Parents we create are 0755 so that the server user can pass through them.
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", filepath.Dir(dir), err)
+	created, err := mkdirParents(filepath.Dir(dir))
+	if err != nil {
+		return err
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("create %s: %w", dir, err)
@@ -73,7 +73,7 @@ func (u *serverUser) ownDir(dir string, logger *slog.Logger) error {
 		if err := os.Chown(dir, int(u.uid), int(u.gid)); err != nil {
 			return fmt.Errorf("chown %s to %s: %w", dir, u.name, err)
 		}
-		if err := u.makeReachable(dir, logger); err != nil {
+		if err := u.requireReachable(dir, created, logger); err != nil {
 			return err
 		}
 	}
@@ -83,19 +83,49 @@ func (u *serverUser) ownDir(dir string, logger *slog.Logger) error {
 	return nil
 }
 
-// makeReachable grants search (never read) permission to others on each ancestor of dir
-// the server user cannot pass through. Directories made by t.TempDir or under /root are
-// 0700 root; the alternative, asking every caller to lay out directories for a user they
-// do not know about, fails far from the cause.
-func (u *serverUser) makeReachable(dir string, logger *slog.Logger) error {
+// mkdirParents creates dir and its missing parents and returns the ones it created.
+func mkdirParents(dir string) (map[string]bool, error) {
+	var missing []string
+	for p := dir; ; p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("stat %s: %w", p, err)
+		}
+		missing = append(missing, p)
+		if p == filepath.Dir(p) {
+			break
+		}
+	}
+	created := map[string]bool{}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("create %s: %w", missing[i], err)
+		}
+		created[missing[i]] = true
+	}
+	return created, nil
+}
+
+// requireReachable checks that the server user can pass through each ancestor of dir. One it
+// cannot pass is given search permission (never read) only if we created it just now; any
+// other is not ours to change (/root, a home directory, a directory made private on
+// purpose), so the error says what the user can do instead.
+func (u *serverUser) requireReachable(dir string, created map[string]bool, logger *slog.Logger) error {
 	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
 		info, err := os.Stat(p)
 		if err != nil {
 			return fmt.Errorf("stat %s: %w", p, err)
 		}
 		if !u.canSearch(info) {
+			if !created[p] {
+				return fmt.Errorf("running as root, PostgreSQL runs as user %s (it refuses to run as root), which cannot pass through %s (mode %04o) to reach %s. "+
+					"Choose a data directory whose parents others may pass through (for example --data-dir /var/lib/managed-agents or MANAGED_AGENT_DATA_DIR), "+
+					"allow it yourself (chmod o+x %s), or run as a user other than root",
+					u.name, p, info.Mode().Perm(), dir, p)
+			}
 			mode := info.Mode().Perm() | 0o001
-			logger.Warn("granting search permission to others so the PostgreSQL server user can reach its directory",
+			logger.Debug("granting search permission to others on a directory we created, so the PostgreSQL server user can reach its directory",
 				"dir", p, "mode", fmt.Sprintf("%04o", mode), "server_user", u.name)
 			if err := os.Chmod(p, mode); err != nil {
 				return fmt.Errorf("chmod %s so user %s can reach %s: %w", p, u.name, dir, err)
@@ -135,7 +165,7 @@ func (u *serverUser) adoptCluster(dir string, logger *slog.Logger) error {
 		return fmt.Errorf("stat %s: %w", dir, err)
 	}
 	if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid == u.uid {
-		return u.makeReachable(dir, logger)
+		return u.requireReachable(dir, nil, logger)
 	}
 	logger.Warn("changing the owner of the PostgreSQL data directory to the server user", "dir", dir, "server_user", u.name)
 	err = filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
@@ -147,5 +177,5 @@ func (u *serverUser) adoptCluster(dir string, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("chown %s to %s: %w", dir, u.name, err)
 	}
-	return u.makeReachable(dir, logger)
+	return u.requireReachable(dir, nil, logger)
 }

@@ -74,6 +74,11 @@ type Server struct {
 	ownsSocketDir bool
 	logPath       string
 	logger        *slog.Logger
+	password      string
+	// What Restart needs to start the server again the same way.
+	binDir string
+	user   *serverUser
+	fast   bool
 
 	process  *os.Process
 	exited   chan struct{} // closed once the postmaster has exited
@@ -134,7 +139,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("pgserver: %w", err)
 	}
 
-	s := &Server{dataDir: dataDir, socketDir: dataDir, logPath: filepath.Join(dataDir, logName), logger: logger, exited: make(chan struct{})}
+	s := &Server{dataDir: dataDir, socketDir: dataDir, logPath: filepath.Join(dataDir, logName), logger: logger, exited: make(chan struct{}),
+		binDir: binDir, user: u, fast: opts.Fast}
 	if len(filepath.Join(dataDir, socketName)) > maxSocketPath {
 		// Too long for a Unix socket (a deep t.TempDir, say): the socket moves to a short
 		// directory of its own, removed by Stop. URL points there.
@@ -147,10 +153,18 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 			return nil, fmt.Errorf("pgserver: socket directory: %w", err)
 		}
 	}
+	if s.password, err = loadPassword(dataDir); err != nil {
+		s.removeSocketDir()
+		return nil, fmt.Errorf("pgserver: %w", err)
+	}
 	s.url = s.urlFor(database)
 
 	if err := s.startRetrying(ctx, binDir, u, opts.Fast); err != nil {
 		s.removeSocketDir()
+		return nil, fmt.Errorf("pgserver: %w", err)
+	}
+	if err := s.requirePassword(ctx); err != nil {
+		_ = s.Stop(context.Background())
 		return nil, fmt.Errorf("pgserver: %w", err)
 	}
 	if err := s.ensureDatabase(ctx, database); err != nil {
@@ -163,8 +177,57 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 }
 
 // URL is a pgx (libpq-style) connection URL for the database named in Options, as the
-// superuser `postgres` over the Unix socket.
+// superuser `postgres` over the Unix socket, with its password (the server requires it).
 func (s *Server) URL() string { return s.url }
+
+// Exited is closed when the server process exits: after Stop, or when it dies. After a
+// Restart it is a new channel.
+func (s *Server) Exited() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exited
+}
+
+// Restart starts a server that died again, the same way and on the same socket, so URL and
+// the pools built on it stay valid; it returns nil at once if the server is running. It is
+// how a supervisor brings back a crashed server; it must not race Stop.
+func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return errors.New("pgserver: restart: the server was stopped")
+	}
+	select {
+	case <-s.exited:
+	default:
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopping.Store(false)
+	s.exited, s.exitErr, s.process = make(chan struct{}), nil, nil
+	s.mu.Unlock()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, startTimeout)
+		defer cancel()
+	}
+	if s.ownsSocketDir {
+		if err := s.user.ownDir(s.socketDir, s.logger); err != nil {
+			return fmt.Errorf("pgserver: restart: socket directory: %w", err)
+		}
+	}
+	err := s.startRetrying(ctx, s.binDir, s.user, s.fast)
+	if err != nil {
+		// start's failure path stopped this Server (and closed exited); a later Restart may
+		// try again.
+		s.mu.Lock()
+		s.stopped = false
+		s.mu.Unlock()
+		return fmt.Errorf("pgserver: restart: %w", err)
+	}
+	s.logger.Info("restarted PostgreSQL", "data_dir", s.dataDir, "pid", s.process.Pid)
+	return nil
+}
 
 // Stop shuts the server down (fast shutdown: open transactions roll back, then a
 // checkpoint, so the next Start needs no recovery) and waits for it to exit. If ctx ends
@@ -229,8 +292,8 @@ func (s *Server) removeSocketDir() {
 // client's environment cannot point it at another socket name.
 func (s *Server) urlFor(database string) string {
 	host := strings.ReplaceAll(url.QueryEscape(s.socketDir), "%2F", "/")
-	return fmt.Sprintf("postgres://%s@/%s?host=%s&port=%d&sslmode=disable",
-		superuser, url.PathEscape(database), host, port)
+	return fmt.Sprintf("postgres://%s@/%s?host=%s&port=%d&sslmode=disable&password=%s",
+		superuser, url.PathEscape(database), host, port, url.QueryEscape(s.password))
 }
 
 // start runs postgres as our child and waits until it accepts connections.

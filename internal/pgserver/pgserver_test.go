@@ -5,6 +5,7 @@ package pgserver
 import (
 	"context"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,11 +16,25 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 )
 
 // testLogger shows our log lines with -v or when the test fails.
 func testLogger(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
+
+// reachableTempDir is t.TempDir, which the server user (as root, `postgres`) may pass
+// through: the testing package makes its parent 0700, and Start changes no directory it did
+// not create.
+func reachableTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if os.Geteuid() == 0 {
+		require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
+		require.NoError(t, os.Chmod(dir, 0o711))
+	}
+	return dir
+}
 
 func startServer(t *testing.T, opts Options) *Server {
 	t.Helper()
@@ -44,7 +59,7 @@ func connect(t *testing.T, url string) *pgx.Conn {
 
 func TestRestartKeepsData(t *testing.T) {
 	t.Parallel()
-	dataDir := filepath.Join(t.TempDir(), "pg")
+	dataDir := filepath.Join(reachableTempDir(t), "pg")
 
 	s := startServer(t, Options{DataDir: dataDir, Fast: true})
 	require.Contains(t, s.URL(), "postgres://postgres@/managed_agents?host="+dataDir)
@@ -64,7 +79,7 @@ func TestRestartKeepsData(t *testing.T) {
 
 func TestDatabaseNames(t *testing.T) {
 	t.Parallel()
-	dataDir := filepath.Join(t.TempDir(), "pg")
+	dataDir := filepath.Join(reachableTempDir(t), "pg")
 	tests := []struct {
 		database string
 		want     string
@@ -84,7 +99,7 @@ func TestDatabaseNames(t *testing.T) {
 
 func TestLongDataDirGetsShortSocketDir(t *testing.T) {
 	t.Parallel()
-	dataDir := filepath.Join(t.TempDir(), strings.Repeat("d", 40), strings.Repeat("e", 40), "pg")
+	dataDir := filepath.Join(reachableTempDir(t), strings.Repeat("d", 40), strings.Repeat("e", 40), "pg")
 	require.Greater(t, len(filepath.Join(dataDir, socketName)), maxSocketPath)
 
 	s := startServer(t, Options{DataDir: dataDir, Fast: true})
@@ -99,7 +114,7 @@ func TestLongDataDirGetsShortSocketDir(t *testing.T) {
 // process, which PostgreSQL alone would take for a running server.
 func TestStartAfterCrash(t *testing.T) {
 	t.Parallel()
-	dataDir := filepath.Join(t.TempDir(), "pg")
+	dataDir := filepath.Join(reachableTempDir(t), "pg")
 	s := startServer(t, Options{DataDir: dataDir, Fast: true})
 	conn := connect(t, s.URL())
 	_, err := conn.Exec(t.Context(), "SET synchronous_commit = on; CREATE TABLE notes (body text); INSERT INTO notes VALUES ('kept')")
@@ -130,7 +145,7 @@ func TestStartAfterCrash(t *testing.T) {
 
 func TestRefusesSecondServerOnSameDir(t *testing.T) {
 	t.Parallel()
-	dataDir := filepath.Join(t.TempDir(), "pg")
+	dataDir := filepath.Join(reachableTempDir(t), "pg")
 	s := startServer(t, Options{DataDir: dataDir, Fast: true})
 
 	_, err := Start(t.Context(), Options{DataDir: dataDir, Fast: true, Logger: testLogger(t)})
@@ -138,4 +153,80 @@ func TestRefusesSecondServerOnSameDir(t *testing.T) {
 
 	var one int
 	require.NoError(t, connect(t, s.URL()).QueryRow(t.Context(), "SELECT 1").Scan(&one), "the first server is untouched")
+}
+
+// TestRestartAfterCrash: a server that died is started again on the same URL, with its data
+// (checkpointed: the test cluster runs without fsync and synchronous commit).
+func TestRestartAfterCrash(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, Options{DataDir: filepath.Join(reachableTempDir(t), "pg"), Fast: true})
+	url := s.URL()
+	conn := connect(t, url)
+	_, err := conn.Exec(t.Context(), "CREATE TABLE notes (body text); INSERT INTO notes VALUES ('kept')")
+	require.NoError(t, err)
+	_, err = conn.Exec(t.Context(), "CHECKPOINT") // after the commit
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(t.Context()))
+	require.NoError(t, s.Restart(t.Context()), "Restart of a running server is a no-op")
+
+	require.NoError(t, syscall.Kill(s.process.Pid, syscall.SIGKILL))
+	<-s.Exited()
+	require.NoError(t, s.Restart(t.Context()))
+	require.Equal(t, url, s.URL())
+	var body string
+	require.NoError(t, connect(t, url).QueryRow(t.Context(), "SELECT body FROM notes").Scan(&body))
+	require.Equal(t, "kept", body)
+	require.NoError(t, s.Stop(t.Context()))
+	require.Error(t, s.Restart(t.Context()), "a stopped server is not restarted")
+}
+
+// TestPasswordRequired: the socket alone does not let a process in (the cluster used trust
+// authentication, so any process of our user could open it); the URL we hand out carries the
+// password, kept in the data directory readable by us only, and survives a restart.
+func TestPasswordRequired(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(reachableTempDir(t), "pg")
+	s := startServer(t, Options{DataDir: dataDir, Fast: true})
+	u, err := url.Parse(s.URL())
+	require.NoError(t, err)
+	q := u.Query()
+	require.NotEmpty(t, q.Get("password"))
+	q.Del("password")
+	u.RawQuery = q.Encode()
+	_, err = pgx.Connect(t.Context(), u.String())
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, "a connection without the password is refused")
+	require.Equal(t, "28P01", pgErr.Code) // invalid_password
+	connect(t, s.URL())
+
+	info, err := os.Stat(filepath.Join(dataDir, passwordName))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+
+	first := s.URL()
+	require.NoError(t, s.Stop(t.Context()))
+	s = startServer(t, Options{DataDir: dataDir, Fast: true})
+	require.Equal(t, first, s.URL(), "the password is generated once")
+	connect(t, s.URL())
+}
+
+// TestRefusesUnreachableAncestor: as root, a data directory below a directory the server user
+// cannot pass through (a clone under /root, say) is refused with what to do, and that
+// directory is left as it was; parents Start creates itself are made passable.
+func TestRefusesUnreachableAncestor(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the server runs as another user only when we are root")
+	}
+	t.Parallel()
+	private := filepath.Join(reachableTempDir(t), "private")
+	require.NoError(t, os.Mkdir(private, 0o700))
+	_, err := Start(t.Context(), Options{DataDir: filepath.Join(private, "pg"), Fast: true, Logger: testLogger(t)})
+	require.ErrorContains(t, err, "cannot pass through "+private)
+	require.ErrorContains(t, err, "chmod o+x "+private)
+	info, err := os.Stat(private)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), info.Mode().Perm(), "the directory is not changed")
+
+	s := startServer(t, Options{DataDir: filepath.Join(reachableTempDir(t), "new", "deeper", "pg"), Fast: true})
+	connect(t, s.URL())
 }
