@@ -17,6 +17,10 @@ const (
 	DefaultBashTimeout = 120 * time.Second
 	MaxBashTimeout     = 10 * time.Minute
 	bashMaxOutput      = 1 << 20
+	// bashStoredOutput caps the output a recorded call keeps on disk (its output record); the
+	// rest is counted and discarded. Four times what a result shows leaves the model a
+	// record to read further in, and bounds a call's disk use (a `yes` writes GBs a second).
+	bashStoredOutput = 4 << 20
 )
 
 // bashCwdFile keeps the shell's working directory between calls. Each call is a fresh bash
@@ -77,7 +81,7 @@ func runBash(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Resul
 	if err != nil {
 		return sandboxError(wire.ToolNameBash, "", err)
 	}
-	return bashResult(res, timeout)
+	return bashResult(res, timeout, recordedOutput{})
 }
 
 // parseBash decodes and checks a bash input; a non-nil Result says what is wrong with it. A
@@ -130,17 +134,21 @@ func bashTimeout(ms *int64) (time.Duration, string) {
 	return time.Duration(*ms) * time.Millisecond, ""
 }
 
-func bashResult(res sandbox.ExecResult, timeout time.Duration) Result {
+// bashResult builds the result of a finished command; rec is what its records say about a
+// recorded call's output (zero for an unrecorded one).
+func bashResult(res sandbox.ExecResult, timeout time.Duration, rec recordedOutput) Result {
 	out := strings.TrimRight(string(res.Output), "\n")
+	cutAt := 0
 	if res.Truncated {
-		out += fmt.Sprintf("\n[output truncated: the command wrote more than %d bytes]", bashMaxOutput)
+		out += "\n" + rec.note()
+		cutAt = bashMaxOutput
 	}
 	if res.TimedOut {
 		text := fmt.Sprintf("The command timed out after %s and was killed, with every process it started.", timeout)
 		if out != "" {
 			text += " Output before the timeout:\n" + out
 		}
-		return Result{Text: text, IsError: true}
+		return Result{Text: text, IsError: true, cutAt: cutAt}
 	}
 	if res.ExitCode != 0 {
 		if out != "" {
@@ -151,7 +159,7 @@ func bashResult(res sandbox.ExecResult, timeout time.Duration) Result {
 	if out == "" {
 		out = "(no output)"
 	}
-	return Result{Text: out}
+	return Result{Text: out, cutAt: cutAt}
 }
 
 // shellQuote quotes s as one bash word.

@@ -49,7 +49,15 @@ const (
 // with O_EXCL), so of two runs of the same call only one gets past it. The record holds what a
 // retry needs to tell whether this run can still finish: the shell's pid, its start time (so
 // a reused pid is not mistaken for it) and its deadline. Then all output goes to the output
-// record. Builtins only, apart from the unlikely failures: a call still costs one process.
+// record through head, which keeps its first bashStoredOutput bytes, and then wc, which counts
+// and discards the rest: a command that prints without end fills no disk, and it is not
+// stopped for it, since what it does matters more than what it says (a verbose build still
+// builds). GNU head -c reads no byte past its count, so wc's count is exact; stdbuf makes
+// head write each read at once, so what a killed command printed is on disk. head and wc run
+// in their own session: a provider that kills the command's process group (at its timeout,
+// or when the shell ends) leaves them to write out what is still in the pipe, after which
+// they end, since every writer is gone. The dropped record, written last, says they are
+// done. Apart from them, builtins only.
 const bashOnceClaim = `__ma_stat=
 { read -r __ma_stat < "/proc/$$/stat"; } 2>/dev/null
 set -f
@@ -68,15 +76,23 @@ unset __ma_stat __ma_now __ma_deadline
 if ! { : >"$__ma_call/` + recOutput + `"; } 2>/dev/null; then
 	printf '%s%s\n' '@NORECORD@' "$__ma_call/` + recOutput + ` is not writable"; exit 1
 fi
-exec >>"$__ma_call/` + recOutput + `" 2>&1
+exec > >(exec setsid bash -c 'stdbuf -o0 head -c "$1" >>"$2/` + recOutput + `"; { wc -c >|"$2/` + recDropped + `"; } 2>/dev/null' _ @STORED@ "$__ma_call") 2>&1
 `
 
 // bashOnceFinish records the exit status, after the working directory, however the command
 // ends through the shell (also through exit). A command that replaces or kills the shell
 // skips it; the worker then records what Exec saw.
+//
+// Before that it closes its output and waits, for up to a second, for head and wc to write
+// out what is still in the pipe, so the exit record is not written before the output it
+// belongs to. A background process that keeps the output open outlasts the wait: the
+// dropped record is then missing and the result says "more than".
 const bashOnceFinish = `__ma_finish() {
 	__ma_status=$?
 	__ma_save_cwd
+	exec >&- 2>&-
+	__ma_n=0
+	while [ ! -e "$__ma_call/` + recDropped + `" ] && [ $__ma_n -lt 100 ]; do sleep 0.01; __ma_n=$((__ma_n + 1)); done
 	{ printf 'exit %d\n' "$__ma_status" >|"$__ma_call/` + recExit + `"; } 2>/dev/null
 }
 trap __ma_finish EXIT
@@ -128,6 +144,7 @@ func bashOnceScript(call callDir, in bashInput, timeout time.Duration) string {
 	b.WriteString(`__ma_call="$PWD/"` + shellQuote(string(call)) + "\n")
 	b.WriteString(strings.NewReplacer(
 		"@TIMEOUT@", strconv.Itoa(int(math.Ceil(timeout.Seconds()))),
+		"@STORED@", strconv.Itoa(bashStoredOutput),
 		"@BUSY@", bashBusy,
 		"@NORECORD@", bashNoRecord,
 	).Replace(bashOnceClaim))
@@ -200,6 +217,7 @@ func afterExecFailure(ctx context.Context, sb sandbox.Sandbox, call callDir, tim
 // without recording its status — the provider killed it at the timeout, or the command
 // replaced or killed the shell — it records what Exec saw, so a retry answers the same.
 func settleBash(ctx context.Context, sb sandbox.Sandbox, call callDir, res sandbox.ExecResult, timeout time.Duration) Result {
+	awaitOutput(ctx, sb, call)
 	rec, ok := readBashExit(ctx, sb, call)
 	if !ok {
 		rec = bashExit{status: res.ExitCode, timedOut: res.TimedOut}
@@ -239,6 +257,27 @@ func awaitBash(ctx context.Context, sb sandbox.Sandbox, call callDir, timeout ti
 			tick.Stop()
 			return interruptedBash(ctx, sb, call, runUnfinished, timeout)
 		case <-tick.C:
+		}
+	}
+}
+
+// outputGrace bounds how long a result waits for the output records to be complete.
+const outputGrace = time.Second
+
+// awaitOutput waits, for at most outputGrace, for the dropped record that head and wc write
+// once the command's output is closed and on disk. It matters where the shell did not wait
+// for them itself: it was killed at the timeout, replaced, or its worker died. A background
+// process still holding the output outlasts the wait; the result then shows what is there.
+func awaitOutput(ctx context.Context, sb sandbox.Sandbox, call callDir) {
+	deadline := time.Now().Add(outputGrace)
+	for wait := pollMin; ; wait = min(2*wait, 100*time.Millisecond) {
+		if _, err := sb.ReadFile(ctx, call.file(recDropped)); err == nil || !errors.Is(err, sandbox.ErrNotExist) || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
 		}
 	}
 }
@@ -297,11 +336,11 @@ func readBashExit(ctx context.Context, sb sandbox.Sandbox, call callDir) (bashEx
 
 // recordedBash builds a call's result from its records, the same way every time.
 func recordedBash(ctx context.Context, sb sandbox.Sandbox, call callDir, rec bashExit, timeout time.Duration) Result {
-	out, truncated, err := readOutput(ctx, sb, call)
+	out, err := readOutput(ctx, sb, call)
 	if err != nil {
 		return sandboxError(wire.ToolNameBash, "", fmt.Errorf("read the command's recorded output: %w", err))
 	}
-	return bashResult(sandbox.ExecResult{ExitCode: rec.status, Output: out, Truncated: truncated, TimedOut: rec.timedOut}, timeout)
+	return bashResult(sandbox.ExecResult{ExitCode: rec.status, Output: out.head, Truncated: out.truncated(), TimedOut: rec.timedOut}, timeout, out)
 }
 
 // interruptedBash is the result of a run that ended, or was given up on, without an exit
@@ -316,37 +355,79 @@ func interruptedBash(ctx context.Context, sb sandbox.Sandbox, call callDir, stat
 		text += fmt.Sprintf(" It did not finish within its timeout of %s.", timeout)
 	}
 	// The output is only a help here; without it the result still says what matters.
-	out, truncated, _ := readOutput(ctx, sb, call)
-	if got := strings.TrimRight(string(out), "\n"); got != "" {
+	awaitOutput(ctx, sb, call)
+	out, _ := readOutput(ctx, sb, call)
+	res := Result{IsError: true}
+	if got := strings.TrimRight(string(out.head), "\n"); got != "" {
 		text += " Output recorded before the interruption:\n" + got
-		if truncated {
-			text += fmt.Sprintf("\n[output truncated: the command wrote more than %d bytes]", bashMaxOutput)
+		if out.truncated() {
+			text += "\n" + out.note()
+			res.cutAt = bashMaxOutput
 		}
 	}
-	return Result{Text: text, IsError: true}
+	res.Text = text
+	return res
 }
 
-// readOutput returns the first bashMaxOutput bytes of the call's output record and whether
-// there was more. It only reads: other attempts may be reading the record at the same time.
-func readOutput(ctx context.Context, sb sandbox.Sandbox, call callDir) ([]byte, bool, error) {
+// recordedOutput is what a call's output records say: the start of the output, how much of
+// it was stored, and how much more was counted and dropped (-1: not known, the command's
+// output was still open when its shell ended, or the run was killed).
+type recordedOutput struct {
+	head    []byte
+	stored  int
+	dropped int64
+	// more: the record holds more than head.
+	more bool
+}
+
+func (o recordedOutput) truncated() bool { return o.more || o.stored >= bashStoredOutput }
+
+// note says exactly how the output was cut, for the result.
+func (o recordedOutput) note() string {
+	if o.stored < bashStoredOutput {
+		return fmt.Sprintf("[output truncated: the command wrote more than %d bytes]", bashMaxOutput)
+	}
+	total := "more than " + strconv.Itoa(o.stored)
+	if o.dropped >= 0 {
+		total = strconv.FormatInt(int64(o.stored)+o.dropped, 10)
+	}
+	return fmt.Sprintf("[output truncated: the command wrote %s bytes; the first %d are shown, and only the first %d were kept, the rest was discarded]",
+		total, len(o.head), o.stored)
+}
+
+// readOutput returns the first bashMaxOutput bytes of the call's output records and what
+// they say about the rest. It only reads: other attempts may be reading the records at the
+// same time.
+func readOutput(ctx context.Context, sb sandbox.Sandbox, call callDir) (recordedOutput, error) {
 	path := call.file(recOutput)
+	out := recordedOutput{dropped: -1}
 	data, err := sb.ReadFile(ctx, path)
 	switch {
 	case err == nil:
 	case errors.Is(err, sandbox.ErrNotExist):
-		return nil, false, nil
+		return out, nil
 	case ctx.Err() != nil, errors.Is(err, sandbox.ErrGone), errors.Is(err, sandbox.ErrOutsideWorkspace):
-		return nil, false, err
+		return out, err
 	default:
-		// Most likely too large for ReadFile on this provider: let the sandbox cut it.
+		// Most likely too large for ReadFile on this provider: let the sandbox cut it. The
+		// record is then at least that large, more than bashMaxOutput.
 		if data, err = headOfFile(ctx, sb, path, bashMaxOutput+1); err != nil {
-			return nil, false, err
+			return out, err
 		}
 	}
-	if len(data) > bashMaxOutput {
-		return data[:bashMaxOutput], true, nil
+	out.stored = len(data)
+	out.head, out.more = data, len(data) > bashMaxOutput
+	if out.more {
+		out.head = data[:bashMaxOutput]
 	}
-	return data, false, nil
+	if out.stored >= bashStoredOutput {
+		if rec, err := sb.ReadFile(ctx, call.file(recDropped)); err == nil {
+			if n, err := strconv.ParseInt(strings.TrimSpace(string(rec)), 10, 64); err == nil && n >= 0 {
+				out.dropped = n
+			}
+		}
+	}
+	return out, nil
 }
 
 // headOfFile reads the first n bytes of a workspace file with a command.

@@ -344,7 +344,7 @@ func TestBashOnceReadsAnOversizedOutputRecordWithHead(t *testing.T) {
 // spillFileOf extracts the spill file a cut result names.
 func spillFileOf(t *testing.T, text string) string {
 	t.Helper()
-	_, after, ok := strings.Cut(text, "the full output is in ")
+	_, after, ok := strings.Cut(text, " is in ") // "the full output is in", or "the full text of this result is in" for a cut output
 	require.True(t, ok)
 	path, _, ok := strings.Cut(after, ";")
 	require.True(t, ok)
