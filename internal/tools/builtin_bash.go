@@ -17,10 +17,13 @@ const (
 	DefaultBashTimeout = 120 * time.Second
 	MaxBashTimeout     = 10 * time.Minute
 	bashMaxOutput      = 1 << 20
-	// bashStoredOutput caps the output a recorded call keeps on disk (its output record); the
-	// rest is counted and discarded. Four times what a result shows leaves the model a
+)
+
+const (
+	// MaxStoredOutput caps the output a recorded call (RunBuiltinOnce) keeps on disk, in its
+	// output record; the rest is counted and discarded. Four times what a result shows leaves the model a
 	// record to read further in, and bounds a call's disk use (a `yes` writes GBs a second).
-	bashStoredOutput = 4 << 20
+	MaxStoredOutput = 4 << 20
 )
 
 // bashCwdFile keeps the shell's working directory between calls. Each call is a fresh bash

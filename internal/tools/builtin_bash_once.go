@@ -49,7 +49,7 @@ const (
 // with O_EXCL), so of two runs of the same call only one gets past it. The record holds what a
 // retry needs to tell whether this run can still finish: the shell's pid, its start time (so
 // a reused pid is not mistaken for it) and its deadline. Then all output goes to the output
-// record through head, which keeps its first bashStoredOutput bytes, and then wc, which counts
+// record through head, which keeps its first MaxStoredOutput bytes, and then wc, which counts
 // and discards the rest: a command that prints without end fills no disk, and it is not
 // stopped for it, since what it does matters more than what it says (a verbose build still
 // builds). GNU head -c reads no byte past its count, so wc's count is exact; stdbuf makes
@@ -144,7 +144,7 @@ func bashOnceScript(call callDir, in bashInput, timeout time.Duration) string {
 	b.WriteString(`__ma_call="$PWD/"` + shellQuote(string(call)) + "\n")
 	b.WriteString(strings.NewReplacer(
 		"@TIMEOUT@", strconv.Itoa(int(math.Ceil(timeout.Seconds()))),
-		"@STORED@", strconv.Itoa(bashStoredOutput),
+		"@STORED@", strconv.Itoa(MaxStoredOutput),
 		"@BUSY@", bashBusy,
 		"@NORECORD@", bashNoRecord,
 	).Replace(bashOnceClaim))
@@ -380,11 +380,11 @@ type recordedOutput struct {
 	more bool
 }
 
-func (o recordedOutput) truncated() bool { return o.more || o.stored >= bashStoredOutput }
+func (o recordedOutput) truncated() bool { return o.more || o.stored >= MaxStoredOutput }
 
 // note says exactly how the output was cut, for the result.
 func (o recordedOutput) note() string {
-	if o.stored < bashStoredOutput {
+	if o.stored < MaxStoredOutput {
 		return fmt.Sprintf("[output truncated: the command wrote more than %d bytes]", bashMaxOutput)
 	}
 	total := "more than " + strconv.Itoa(o.stored)
@@ -420,7 +420,7 @@ func readOutput(ctx context.Context, sb sandbox.Sandbox, call callDir) (recorded
 	if out.more {
 		out.head = data[:bashMaxOutput]
 	}
-	if out.stored >= bashStoredOutput {
+	if out.stored >= MaxStoredOutput {
 		if rec, err := sb.ReadFile(ctx, call.file(recDropped)); err == nil {
 			if n, err := strconv.ParseInt(strings.TrimSpace(string(rec)), 10, 64); err == nil && n >= 0 {
 				out.dropped = n

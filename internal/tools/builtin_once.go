@@ -35,9 +35,9 @@ const (
 	// runs: "<pid> <process start time> <deadline in unix seconds>".
 	recStarted = "started"
 	// recOutput is the bash command's output, stdout and stderr interleaved as written, cut
-	// at bashStoredOutput bytes.
+	// at MaxStoredOutput bytes.
 	recOutput = "output"
-	// recDropped is how many bytes of output came after the first bashStoredOutput and were
+	// recDropped is how many bytes of output came after the first MaxStoredOutput and were
 	// counted but not kept, written once the command's output is closed.
 	recDropped = "dropped"
 	// recExit is bash's outcome, "exit <status>" or "timeout <status>", written last.
