@@ -21,9 +21,13 @@ const (
 
 const (
 	// MaxStoredOutput caps the output a recorded call (RunBuiltinOnce) keeps on disk, in its
-	// output record; the rest is counted and discarded. Four times what a result shows leaves the model a
-	// record to read further in, and bounds a call's disk use (a `yes` writes GBs a second).
+	// output record; the rest is counted and discarded, so a `yes`, which writes GBs a
+	// second, cannot fill the disk. It is past what a result shows (bashMaxOutput), so the
+	// result can tell a long output from one cut at the cap.
 	MaxStoredOutput = 4 << 20
+	// MaxStateOutput caps the output records and spill files a sandbox keeps in all (about
+	// sixteen calls at the cap); the oldest go first.
+	MaxStateOutput = 64 << 20
 )
 
 // bashCwdFile keeps the shell's working directory between calls. Each call is a fresh bash
@@ -143,7 +147,10 @@ func bashResult(res sandbox.ExecResult, timeout time.Duration, rec recordedOutpu
 	out := strings.TrimRight(string(res.Output), "\n")
 	cutAt := 0
 	if res.Truncated {
-		out += "\n" + rec.note()
+		if out != "" {
+			out += "\n"
+		}
+		out += rec.note()
 		cutAt = bashMaxOutput
 	}
 	if res.TimedOut {

@@ -57,7 +57,7 @@ const (
 // in their own session: a provider that kills the command's process group (at its timeout,
 // or when the shell ends) leaves them to write out what is still in the pipe, after which
 // they end, since every writer is gone. The dropped record, written last, says they are
-// done. Apart from them, builtins only.
+// done. Then they prune the sandbox's records (bashPrune). Apart from them, builtins only.
 const bashOnceClaim = `__ma_stat=
 { read -r __ma_stat < "/proc/$$/stat"; } 2>/dev/null
 set -f
@@ -76,7 +76,26 @@ unset __ma_stat __ma_now __ma_deadline
 if ! { : >"$__ma_call/` + recOutput + `"; } 2>/dev/null; then
 	printf '%s%s\n' '@NORECORD@' "$__ma_call/` + recOutput + ` is not writable"; exit 1
 fi
-exec > >(exec setsid bash -c 'stdbuf -o0 head -c "$1" >>"$2/` + recOutput + `"; { wc -c >|"$2/` + recDropped + `"; } 2>/dev/null' _ @STORED@ "$__ma_call") 2>&1
+exec > >(exec setsid bash -c 'stdbuf -o0 head -c "$1" >>"$2/` + recOutput + `"; { wc -c >|"$2/` + recDropped + `"; } 2>/dev/null; eval "$3"' _ @STORED@ "$__ma_call" @PRUNE@) 2>&1
+`
+
+// bashPrune keeps the output records and spill files under StateDir to MaxStateOutput bytes
+// in all: newest first, whatever is past the budget goes. A finished call's output record is
+// emptied and a pruned record says how large it was, so its replay says its output was
+// deleted rather than that it had none; the command is never run again. A call without an
+// exit record is never touched: it may be running or being answered. Spill files are
+// deleted (the result that named them was given long ago). It runs after the dropped
+// record, off the result's path, in $2, the call's directory.
+const bashPrune = `cd "$2/../.." 2>/dev/null || exit 0
+{ find calls -mindepth 2 -maxdepth 2 -name ` + recOutput + ` -size +0 -printf '%T@ %s %p\n'; find outputs -maxdepth 1 -type f -printf '%T@ %s %p\n'; } 2>/dev/null |
+sort -rn | { __ma_total=0; while read -r _ size path; do
+	__ma_total=$((__ma_total + size))
+	[ "$__ma_total" -le @BUDGET@ ] && continue
+	case $path in
+	calls/*) [ -s "${path%/*}/` + recExit + `" ] && { printf '%s\n' "$size" >|"${path%/*}/` + recPruned + `" && : >|"$path"; } 2>/dev/null ;;
+	*) rm -f -- "$path" ;;
+	esac
+done; }
 `
 
 // bashOnceFinish records the exit status, after the working directory, however the command
@@ -145,6 +164,7 @@ func bashOnceScript(call callDir, in bashInput, timeout time.Duration) string {
 	b.WriteString(strings.NewReplacer(
 		"@TIMEOUT@", strconv.Itoa(int(math.Ceil(timeout.Seconds()))),
 		"@STORED@", strconv.Itoa(MaxStoredOutput),
+		"@PRUNE@", shellQuote(strings.ReplaceAll(bashPrune, "@BUDGET@", strconv.Itoa(MaxStateOutput))),
 		"@BUSY@", bashBusy,
 		"@NORECORD@", bashNoRecord,
 	).Replace(bashOnceClaim))
@@ -378,12 +398,19 @@ type recordedOutput struct {
 	dropped int64
 	// more: the record holds more than head.
 	more bool
+	// pruned is the size of the record bashPrune emptied (-1: it did not).
+	pruned int64
 }
 
-func (o recordedOutput) truncated() bool { return o.more || o.stored >= MaxStoredOutput }
+func (o recordedOutput) truncated() bool {
+	return o.more || o.stored >= MaxStoredOutput || o.pruned >= 0
+}
 
 // note says exactly how the output was cut, for the result.
 func (o recordedOutput) note() string {
+	if o.pruned >= 0 {
+		return fmt.Sprintf("[output deleted: the %d bytes of output recorded for this call were deleted later, to keep the sandbox's records under %d bytes]", o.pruned, MaxStateOutput)
+	}
 	if o.stored < MaxStoredOutput {
 		return fmt.Sprintf("[output truncated: the command wrote more than %d bytes]", bashMaxOutput)
 	}
@@ -400,7 +427,13 @@ func (o recordedOutput) note() string {
 // same time.
 func readOutput(ctx context.Context, sb sandbox.Sandbox, call callDir) (recordedOutput, error) {
 	path := call.file(recOutput)
-	out := recordedOutput{dropped: -1}
+	out := recordedOutput{dropped: -1, pruned: -1}
+	if rec, err := sb.ReadFile(ctx, call.file(recPruned)); err == nil {
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(rec)), 10, 64); err == nil {
+			out.pruned = n
+			return out, nil
+		}
+	}
 	data, err := sb.ReadFile(ctx, path)
 	switch {
 	case err == nil:

@@ -40,6 +40,8 @@ const (
 	// recDropped is how many bytes of output came after the first MaxStoredOutput and were
 	// counted but not kept, written once the command's output is closed.
 	recDropped = "dropped"
+	// recPruned replaces a finished call's output once bashPrune deleted it: its size.
+	recPruned = "pruned"
 	// recExit is bash's outcome, "exit <status>" or "timeout <status>", written last.
 	recExit = "exit"
 	// recIntent is the change an edit is about to write, before it writes it.

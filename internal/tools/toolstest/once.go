@@ -179,6 +179,33 @@ func runOnce(t *testing.T, newSandbox NewSandbox) {
 		}
 	})
 
+	// The records of many large calls stay within tools.MaxStateOutput: the oldest outputs
+	// are deleted, their replays say so, and nothing runs again.
+	t.Run("BashRecordsStayUnderTheSandboxBudget", func(t *testing.T) {
+		t.Parallel()
+		sb := newSandbox(t)
+		n := tools.MaxStateOutput/tools.MaxStoredOutput + 8
+		input := jsonObject("command", "echo x >> counter; yes | head -c "+strconv.Itoa(tools.MaxStoredOutput+1))
+		var first, last tools.Result
+		for i := range n {
+			res := toolOnce(t, sb, fmt.Sprintf("sevt_big%02d", i), "bash", input)
+			require.False(t, res.IsError, res.Text[:200])
+			if i == 0 {
+				first = res
+			}
+			last = res
+		}
+		total := sh(t, sb, "du -sk "+tools.StateDir+" | cut -f1")
+		require.LessOrEqual(t, atoi(t, strings.TrimSpace(total)), (tools.MaxStateOutput+2*tools.MaxStoredOutput)/1024,
+			"the records hold the budget and at most the latest call beyond it")
+		require.Contains(t, first.Text, "y\ny\n")
+		old := toolOnce(t, sb, "sevt_big00", "bash", input)
+		require.False(t, old.IsError, old.Text)
+		require.Contains(t, old.Text, fmt.Sprintf("bytes of output recorded for this call were deleted later, to keep the sandbox's records under %d bytes]", tools.MaxStateOutput))
+		require.True(t, last == toolOnce(t, sb, fmt.Sprintf("sevt_big%02d", n-1), "bash", input), "the latest call replays")
+		require.Equal(t, n, counter(t, sb), "no call ran again")
+	})
+
 	t.Run("WriteReplays", func(t *testing.T) {
 		t.Parallel()
 		sb := newSandbox(t)
