@@ -57,7 +57,10 @@ const (
 // in their own session: a provider that kills the command's process group (at its timeout,
 // or when the shell ends) leaves them to write out what is still in the pipe, after which
 // they end, since every writer is gone. The dropped record, written last, says they are
-// done. Then they prune the sandbox's records (bashPrune). Apart from them, builtins only.
+// done. Then they prune the sandbox's records (bashPrune). Until they are in their own
+// session they die with the group, so the command starts only once they say so (the capper
+// record), after a short spin and then, for up to a second, short sleeps. Apart from them,
+// builtins only.
 const bashOnceClaim = `__ma_stat=
 { read -r __ma_stat < "/proc/$$/stat"; } 2>/dev/null
 set -f
@@ -76,7 +79,13 @@ unset __ma_stat __ma_now __ma_deadline
 if ! { : >"$__ma_call/` + recOutput + `"; } 2>/dev/null; then
 	printf '%s%s\n' '@NORECORD@' "$__ma_call/` + recOutput + ` is not writable"; exit 1
 fi
-exec > >(exec setsid bash -c 'stdbuf -o0 head -c "$1" >>"$2/` + recOutput + `"; { wc -c >|"$2/` + recDropped + `"; } 2>/dev/null; eval "$3"' _ @STORED@ "$__ma_call" @PRUNE@) 2>&1
+exec > >(exec setsid bash -c ': >|"$2/` + recCapper + `"; stdbuf -o0 head -c "$1" >>"$2/` + recOutput + `"; { wc -c >|"$2/` + recDropped + `"; } 2>/dev/null; eval "$3"' _ @STORED@ "$__ma_call" @PRUNE@) 2>&1
+__ma_n=0
+until [ -e "$__ma_call/` + recCapper + `" ]; do
+	__ma_n=$((__ma_n + 1))
+	[ $__ma_n -gt 200 ] && sleep 0.005 2>/dev/null
+	[ $__ma_n -gt 400 ] && break
+done
 `
 
 // bashPrune keeps the output records and spill files under StateDir to MaxStateOutput bytes
@@ -398,18 +407,19 @@ type recordedOutput struct {
 	dropped int64
 	// more: the record holds more than head.
 	more bool
-	// pruned is the size of the record bashPrune emptied (-1: it did not).
-	pruned int64
+	// pruned says bashPrune emptied the record, which held prunedSize bytes.
+	pruned     bool
+	prunedSize int64
 }
 
 func (o recordedOutput) truncated() bool {
-	return o.more || o.stored >= MaxStoredOutput || o.pruned >= 0
+	return o.more || o.stored >= MaxStoredOutput || o.pruned
 }
 
 // note says exactly how the output was cut, for the result.
 func (o recordedOutput) note() string {
-	if o.pruned >= 0 {
-		return fmt.Sprintf("[output deleted: the %d bytes of output recorded for this call were deleted later, to keep the sandbox's records under %d bytes]", o.pruned, MaxStateOutput)
+	if o.pruned {
+		return fmt.Sprintf("[output deleted: the %d bytes of output recorded for this call were deleted later, to keep the sandbox's records under %d bytes]", o.prunedSize, MaxStateOutput)
 	}
 	if o.stored < MaxStoredOutput {
 		return fmt.Sprintf("[output truncated: the command wrote more than %d bytes]", bashMaxOutput)
@@ -427,10 +437,10 @@ func (o recordedOutput) note() string {
 // same time.
 func readOutput(ctx context.Context, sb sandbox.Sandbox, call callDir) (recordedOutput, error) {
 	path := call.file(recOutput)
-	out := recordedOutput{dropped: -1, pruned: -1}
+	out := recordedOutput{dropped: -1}
 	if rec, err := sb.ReadFile(ctx, call.file(recPruned)); err == nil {
 		if n, err := strconv.ParseInt(strings.TrimSpace(string(rec)), 10, 64); err == nil {
-			out.pruned = n
+			out.pruned, out.prunedSize = true, n
 			return out, nil
 		}
 	}

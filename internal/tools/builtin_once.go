@@ -40,6 +40,9 @@ const (
 	// recDropped is how many bytes of output came after the first MaxStoredOutput and were
 	// counted but not kept, written once the command's output is closed.
 	recDropped = "dropped"
+	// recCapper says the process keeping the output record has left the command's process
+	// group, so the command may start.
+	recCapper = "capper"
 	// recPruned replaces a finished call's output once bashPrune deleted it: its size.
 	recPruned = "pruned"
 	// recExit is bash's outcome, "exit <status>" or "timeout <status>", written last.
