@@ -100,8 +100,9 @@ type eventPageWriter struct {
 	last    *wire.Event
 	// err is the first write error: the client is gone, reading on is wasted.
 	err error
-	buf bytes.Buffer
-	enc *json.Encoder
+	// buf and esc are reused from event to event, so a page of large events costs one
+	// event's worth of them.
+	buf, esc bytes.Buffer
 }
 
 func (pw *eventPageWriter) start() {
@@ -109,7 +110,6 @@ func (pw *eventPageWriter) start() {
 		return
 	}
 	pw.started = true
-	pw.enc = json.NewEncoder(&pw.buf) // HTML escaping on, as json.Marshal
 	pw.w.Header().Set("Content-Type", "application/json")
 	pw.w.WriteHeader(http.StatusOK)
 	pw.write([]byte(`{"data":[`))
@@ -125,14 +125,32 @@ func (pw *eventPageWriter) add(e wire.Event) (bool, error) {
 	if pw.last != nil {
 		pw.buf.WriteByte(',')
 	}
-	if err := pw.enc.Encode(e); err != nil {
+	if err := pw.encode(&pw.buf, e); err != nil {
 		return false, fmt.Errorf("encode event %s: %w", e.ID, err)
 	}
-	// Encode ends each value with a newline json.Marshal does not write.
-	pw.write(bytes.TrimSuffix(pw.buf.Bytes(), []byte("\n")))
+	pw.write(pw.buf.Bytes())
 	e.Body = nil // the cursor needs the seq only; do not keep the body alive
 	pw.last = &e
 	return pw.written >= maxEventsPageBytes, nil
+}
+
+// encode appends v as json.Marshal writes it: compacted, and with <, >, &, U+2028 and U+2029
+// escaped. It does in place what Marshal does through its own buffers, and escapes (one
+// more copy) only when there is something to escape.
+func (pw *eventPageWriter) encode(dst *bytes.Buffer, v json.Marshaler) error {
+	raw, err := v.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	if !bytes.ContainsAny(raw, "<>&\u2028\u2029") {
+		return json.Compact(dst, raw)
+	}
+	pw.esc.Reset()
+	if err := json.Compact(&pw.esc, raw); err != nil {
+		return err
+	}
+	json.HTMLEscape(dst, pw.esc.Bytes())
+	return nil
 }
 
 func (pw *eventPageWriter) finish(next string) {
@@ -141,8 +159,8 @@ func (pw *eventPageWriter) finish(next string) {
 	pw.buf.WriteByte(']')
 	if next != "" {
 		pw.buf.WriteString(`,"next_page":`)
-		_ = pw.enc.Encode(next) // a string always encodes
-		pw.buf.Truncate(pw.buf.Len() - 1)
+		enc, _ := json.Marshal(next) // a string always encodes
+		pw.buf.Write(enc)
 	}
 	pw.buf.WriteByte('}')
 	pw.write(pw.buf.Bytes())

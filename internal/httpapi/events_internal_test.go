@@ -18,7 +18,7 @@ func TestEventPageWriterMatchesMarshal(t *testing.T) {
 	at := time.Date(2026, 4, 1, 12, 0, 0, 123456000, time.UTC)
 	// jsonb's text output spaces its separators; json.Marshal compacts and escapes <>&.
 	a := wire.Event{ID: "sevt_a", Type: wire.EventUserMessage, Seq: 1, CreatedAt: at, ProcessedAt: &at,
-		Body: json.RawMessage(`{"content": [{"text": "<b>&amp; \u2028 ünï", "type": "text"}]}`)}
+		Body: json.RawMessage(`{"content": [{"text": "<b>&amp; \u2028    ünï", "type": "text"}]}`)}
 	b := wire.Event{ID: "sevt_b", Type: wire.EventSessionStatusIdle, Seq: 2, CreatedAt: at, Body: json.RawMessage(`{}`)}
 	cases := []struct {
 		name string
@@ -28,6 +28,7 @@ func TestEventPageWriterMatchesMarshal(t *testing.T) {
 		{"empty", nil, ""},
 		{"one", []wire.Event{a}, ""},
 		{"two with next page", []wire.Event{a, b}, "page_<abc>=="},
+		{"nothing to escape", []wire.Event{b, b}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
