@@ -53,14 +53,18 @@ const (
 // and discards the rest: a command that prints without end fills no disk, and it is not
 // stopped for it, since what it does matters more than what it says (a verbose build still
 // builds). GNU head -c reads no byte past its count, so wc's count is exact; stdbuf makes
-// head write each read at once, so what a killed command printed is on disk. head and wc run
-// in their own session: a provider that kills the command's process group (at its timeout,
-// or when the shell ends) leaves them to write out what is still in the pipe, after which
-// they end, since every writer is gone. The dropped record, written last, says they are
-// done. Then they prune the sandbox's records (bashPrune). Until they are in their own
-// session they die with the group, so the command starts only once they say so (the capper
-// record), after a short spin and then, for up to a second, short sleeps. Apart from them,
-// builtins only.
+// head write each read at once, so what a killed command printed is on disk.
+//
+// head and wc (the keeper, a coprocess) run in their own session: a provider that kills the
+// command's process group (at its timeout, or when the shell ends) leaves them to write out
+// what is still in the pipe, after which they end, since every writer is gone. The dropped
+// record, written last, says they are done. Until the keeper is in its own session it dies
+// with the group, so the command starts only once it says "ready" on the coprocess pipe; at
+// the end it says "done" there (bashOnceFinish waits for it), then prunes the sandbox's
+// records (bashPrune) with its output closed. Waiting on the pipe costs no polling. A keeper
+// that does not start (no setsid or stdbuf in the sandbox) leaves the output uncapped, as
+// a plain append to the record, rather than the command without output. Apart from the
+// keeper, builtins only.
 const bashOnceClaim = `__ma_stat=
 { read -r __ma_stat < "/proc/$$/stat"; } 2>/dev/null
 set -f
@@ -79,13 +83,14 @@ unset __ma_stat __ma_now __ma_deadline
 if ! { : >"$__ma_call/` + recOutput + `"; } 2>/dev/null; then
 	printf '%s%s\n' '@NORECORD@' "$__ma_call/` + recOutput + ` is not writable"; exit 1
 fi
-exec > >(exec setsid bash -c ': >|"$2/` + recCapper + `"; stdbuf -o0 head -c "$1" >>"$2/` + recOutput + `"; { wc -c >|"$2/` + recDropped + `"; } 2>/dev/null; eval "$3"' _ @STORED@ "$__ma_call" @PRUNE@) 2>&1
-__ma_n=0
-until [ -e "$__ma_call/` + recCapper + `" ]; do
-	__ma_n=$((__ma_n + 1))
-	[ $__ma_n -gt 200 ] && sleep 0.005 2>/dev/null
-	[ $__ma_n -gt 400 ] && break
-done
+coproc __MA_KEEPER { exec setsid sh -c 'echo ready; stdbuf -o0 head -c "$1" >>"$2/` + recOutput + `"; wc -c >|"$2/` + recDropped + `"; read -r n <"$2/` + recDropped + `"; echo "done $n"; exec >/dev/null; if [ $(($$ % 16)) = 0 ] || [ "$(wc -c <"$2/` + recOutput + `")" -gt 65536 ]; then eval "$3"; fi' _ @STORED@ "$__ma_call" @PRUNE@ 2>/dev/null; }
+__ma_sync=${__MA_KEEPER[0]} __ma_keep=${__MA_KEEPER[1]}
+if read -r -t 10 -u "$__ma_sync" __ma_ready; then
+	exec >&"$__ma_keep" 2>&1 {__ma_keep}>&-
+else
+	exec >>"$__ma_call/` + recOutput + `" 2>&1
+fi
+unset __ma_ready __ma_keep
 `
 
 // bashPrune keeps the output records and spill files under StateDir to MaxStateOutput bytes
@@ -94,7 +99,10 @@ done
 // deleted rather than that it had none; the command is never run again. A call without an
 // exit record is never touched: it may be running or being answered. Spill files are
 // deleted (the result that named them was given long ago). It runs after the dropped
-// record, off the result's path, in $2, the call's directory.
+// record, off the result's path, in $2, the call's directory; and only after a call that
+// kept more than 64 KB or, by its pid, one call in sixteen, since a call that kept little
+// moves the total little and a find per call is not free: the budget is passed by about
+// sixteen small calls at most, on average.
 const bashPrune = `cd "$2/../.." 2>/dev/null || exit 0
 { find calls -mindepth 2 -maxdepth 2 -name ` + recOutput + ` -size +0 -printf '%T@ %s %p\n'; find outputs -maxdepth 1 -type f -printf '%T@ %s %p\n'; } 2>/dev/null |
 sort -rn | { __ma_total=0; while read -r _ size path; do
@@ -111,17 +119,19 @@ done; }
 // ends through the shell (also through exit). A command that replaces or kills the shell
 // skips it; the worker then records what Exec saw.
 //
-// Before that it closes its output and waits, for up to a second, for head and wc to write
-// out what is still in the pipe, so the exit record is not written before the output it
-// belongs to. A background process that keeps the output open outlasts the wait: the
-// dropped record is then missing and the result says "more than".
+// Before that it closes its output and waits, for up to a second, for the keeper to write
+// out what is still in the pipe and say "done", so the exit record is not written before the
+// output it belongs to. The keeper's count of dropped bytes goes into the exit record, so
+// every replay reports the same total. A background process that keeps the output open
+// outlasts the wait: the count is then missing and the result says "more than".
 const bashOnceFinish = `__ma_finish() {
 	__ma_status=$?
 	__ma_save_cwd
 	exec >&- 2>&-
-	__ma_n=0
-	while [ ! -e "$__ma_call/` + recDropped + `" ] && [ $__ma_n -lt 100 ]; do sleep 0.01; __ma_n=$((__ma_n + 1)); done
-	{ printf 'exit %d\n' "$__ma_status" >|"$__ma_call/` + recExit + `"; } 2>/dev/null
+	__ma_done= __ma_dropped=
+	read -r -t 1 -u "$__ma_sync" __ma_done __ma_dropped
+	case $__ma_done$__ma_dropped in done*[!0-9]* | done) __ma_dropped= ;; done*) ;; *) __ma_dropped= ;; esac
+	{ printf 'exit %d%s\n' "$__ma_status" "${__ma_dropped:+ $__ma_dropped}" >|"$__ma_call/` + recExit + `"; } 2>/dev/null
 }
 trap __ma_finish EXIT
 `
@@ -250,6 +260,7 @@ func settleBash(ctx context.Context, sb sandbox.Sandbox, call callDir, res sandb
 	rec, ok := readBashExit(ctx, sb, call)
 	if !ok {
 		rec = bashExit{status: res.ExitCode, timedOut: res.TimedOut}
+		rec.dropped, rec.counted = readDropped(ctx, sb, call)
 		// Unrecorded, a retry would report the call as interrupted: less exact, still once.
 		_ = sb.WriteFile(ctx, call.file(recExit), []byte(rec.String()))
 	}
@@ -333,12 +344,19 @@ func probeBash(ctx context.Context, sb sandbox.Sandbox, call callDir) (string, e
 type bashExit struct {
 	status   int
 	timedOut bool
+	// dropped is how many bytes of output past MaxStoredOutput were discarded, if counted:
+	// kept with the status so that every replay tells the same total.
+	dropped int64
+	counted bool
 }
 
 func (e bashExit) String() string {
 	kind := "exit"
 	if e.timedOut {
 		kind = "timeout"
+	}
+	if e.counted {
+		return fmt.Sprintf("%s %d %d\n", kind, e.status, e.dropped)
 	}
 	return fmt.Sprintf("%s %d\n", kind, e.status)
 }
@@ -355,12 +373,20 @@ func readBashExit(ctx context.Context, sb sandbox.Sandbox, call callDir) (bashEx
 	if !ok {
 		return bashExit{}, false
 	}
-	kind, num, ok := strings.Cut(line, " ")
+	kind, rest, ok := strings.Cut(line, " ")
+	num, count, counted := strings.Cut(rest, " ")
 	status, err := strconv.Atoi(num)
 	if !ok || err != nil || (kind != "exit" && kind != "timeout") {
 		return bashExit{}, false
 	}
-	return bashExit{status: status, timedOut: kind == "timeout"}, true
+	rec := bashExit{status: status, timedOut: kind == "timeout"}
+	if counted {
+		if rec.dropped, err = strconv.ParseInt(count, 10, 64); err != nil || rec.dropped < 0 {
+			return bashExit{}, false
+		}
+		rec.counted = true
+	}
+	return rec, true
 }
 
 // recordedBash builds a call's result from its records, the same way every time.
@@ -368,6 +394,9 @@ func recordedBash(ctx context.Context, sb sandbox.Sandbox, call callDir, rec bas
 	out, err := readOutput(ctx, sb, call)
 	if err != nil {
 		return sandboxError(wire.ToolNameBash, "", fmt.Errorf("read the command's recorded output: %w", err))
+	}
+	if rec.counted {
+		out.dropped = rec.dropped
 	}
 	return bashResult(sandbox.ExecResult{ExitCode: rec.status, Output: out.head, Truncated: out.truncated(), TimedOut: rec.timedOut}, timeout, out)
 }
@@ -399,8 +428,8 @@ func interruptedBash(ctx context.Context, sb sandbox.Sandbox, call callDir, stat
 }
 
 // recordedOutput is what a call's output records say: the start of the output, how much of
-// it was stored, and how much more was counted and dropped (-1: not known, the command's
-// output was still open when its shell ended, or the run was killed).
+// it was stored, and how much more was counted and dropped (-1: not known; the exit record
+// carries the count when there is one).
 type recordedOutput struct {
 	head    []byte
 	stored  int
@@ -463,14 +492,17 @@ func readOutput(ctx context.Context, sb sandbox.Sandbox, call callDir) (recorded
 	if out.more {
 		out.head = data[:bashMaxOutput]
 	}
-	if out.stored >= MaxStoredOutput {
-		if rec, err := sb.ReadFile(ctx, call.file(recDropped)); err == nil {
-			if n, err := strconv.ParseInt(strings.TrimSpace(string(rec)), 10, 64); err == nil && n >= 0 {
-				out.dropped = n
-			}
-		}
-	}
 	return out, nil
+}
+
+// readDropped returns the keeper's count of discarded output, if it has written one.
+func readDropped(ctx context.Context, sb sandbox.Sandbox, call callDir) (int64, bool) {
+	rec, err := sb.ReadFile(ctx, call.file(recDropped))
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(rec)), 10, 64)
+	return n, err == nil && n >= 0
 }
 
 // headOfFile reads the first n bytes of a workspace file with a command.

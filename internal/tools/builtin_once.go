@@ -40,12 +40,10 @@ const (
 	// recDropped is how many bytes of output came after the first MaxStoredOutput and were
 	// counted but not kept, written once the command's output is closed.
 	recDropped = "dropped"
-	// recCapper says the process keeping the output record has left the command's process
-	// group, so the command may start.
-	recCapper = "capper"
 	// recPruned replaces a finished call's output once bashPrune deleted it: its size.
 	recPruned = "pruned"
-	// recExit is bash's outcome, "exit <status>" or "timeout <status>", written last.
+	// recExit is bash's outcome, "exit <status>" or "timeout <status>", followed by the count
+	// of discarded output bytes when it is known, written last.
 	recExit = "exit"
 	// recIntent is the change an edit is about to write, before it writes it.
 	recIntent = "intent.json"
