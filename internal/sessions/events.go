@@ -458,10 +458,12 @@ func environmentConfig(env store.EnvironmentRecord) (wire.EnvironmentConfig, err
 	return c, nil
 }
 
-// ListEvents returns one page of a session's log.
-func (s *Service) ListEvents(ctx context.Context, workspaceID, sessionID string, p EventListParams) ([]wire.Event, bool, error) {
+// StreamEvents hands one page of a session's log to sink event by event as it is read,
+// for a caller that writes the page out without holding it (store.Queries.StreamEvents).
+// The session is checked first, so a missing one is an error before anything reaches sink.
+func (s *Service) StreamEvents(ctx context.Context, workspaceID, sessionID string, p EventListParams, sink func(wire.Event) (stop bool, err error)) (more bool, err error) {
 	if _, err := s.store.GetSession(ctx, workspaceID, sessionID, false); err != nil {
-		return nil, false, notFoundAs(err, "session %s not found", sessionID)
+		return false, notFoundAs(err, "session %s not found", sessionID)
 	}
-	return s.store.ListEvents(ctx, sessionID, p)
+	return s.store.StreamEvents(ctx, sessionID, p, sink)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -86,6 +87,9 @@ func (q *Queries) AppendEvents(ctx context.Context, sessionID string, evs []NewE
 type EventListParams struct {
 	Limit int
 	Desc  bool
+	// MaxBytes, when positive, is the caller's byte bound on a page; StreamEvents sizes its
+	// reads by it (the sink enforces it, since only the sink knows the encoded size).
+	MaxBytes int
 	// AfterSeq continues strictly after this seq in the list's order (0 = from the start).
 	AfterSeq int64
 	Types    []string
@@ -105,6 +109,92 @@ func scanEvent(row pgx.Row) (wire.Event, error) {
 
 // ListEvents returns one page of a session's log in log order.
 func (q *Queries) ListEvents(ctx context.Context, sessionID string, p EventListParams) ([]wire.Event, bool, error) {
+	var out []wire.Event
+	more, err := q.StreamEvents(ctx, sessionID, p, func(e wire.Event) (bool, error) {
+		out = append(out, e)
+		return false, nil
+	})
+	return out, more, err
+}
+
+// streamBatchMax caps the rows one query of StreamEvents asks for. A sink that stops in the
+// middle of a batch makes pgx drain the batch's remaining rows off the connection (a
+// result cannot be abandoned half read), so the cap bounds that waste; a few hundred rows
+// keep a page of small events to a handful of queries.
+const streamBatchMax = 128
+
+// StreamEvents reads one page of a session's log in log order and hands each event to
+// sink as soon as its row is read, so a page is never held in memory whole. The sink
+// returns stop=true to end the page after the event it was just given (the caller's byte
+// bound); the page also ends after p.Limit events. more says whether the log holds further
+// events matching p after the last one given to sink.
+//
+// Rows are read in keyset batches (seq after the last one read) rather than in one query
+// of p.Limit rows, and each batch is sized from the body sizes seen so far against
+// p.MaxBytes, so stopping early reads at most a batch past the stop. The first batch is a
+// single row: nothing is known about sizes yet, and a page of huge events then costs no
+// transfer beyond what it sends. Batches are separate statements; the log is append-only
+// with seqs committed in order, so a later batch sees a superset of what an earlier one
+// saw, never a gap.
+func (q *Queries) StreamEvents(ctx context.Context, sessionID string, p EventListParams, sink func(wire.Event) (stop bool, err error)) (bool, error) {
+	sent, last, bodyBytes := 0, p.AfterSeq, 0
+	batch := streamBatchMax
+	if p.MaxBytes > 0 {
+		batch = 1
+	}
+	for sent < p.Limit {
+		batch = min(batch, p.Limit-sent, streamBatchMax)
+		sql, args := eventsQuery(sessionID, p, last, batch)
+		rows, err := q.db.Query(ctx, sql, args...)
+		if err != nil {
+			return false, fmt.Errorf("list events: %w", err)
+		}
+		n, stop := 0, false
+		for rows.Next() {
+			e, err := scanEvent(rows)
+			if err != nil {
+				rows.Close()
+				return false, fmt.Errorf("list events: %w", err)
+			}
+			n, sent, last, bodyBytes = n+1, sent+1, e.Seq, bodyBytes+len(e.Body)
+			if stop, err = sink(e); err != nil {
+				rows.Close()
+				return false, err
+			}
+			if stop {
+				break
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return false, fmt.Errorf("list events: %w", err)
+		}
+		if stop {
+			break
+		}
+		if n < batch {
+			// The log ran out before the batch did.
+			return false, nil
+		}
+		batch = streamBatchMax
+		if p.MaxBytes > 0 {
+			// Enough rows of the average size seen to fill what is left of the bound, plus
+			// the one that crosses it.
+			avg := max(bodyBytes/sent, 1)
+			batch = max((p.MaxBytes-bodyBytes)/avg+1, 1)
+		}
+	}
+	// Whether anything follows, without reading a body.
+	sql, args := eventsQuery(sessionID, p, last, 1)
+	var more bool
+	if err := q.db.QueryRow(ctx, `SELECT EXISTS (`+strings.Replace(sql, eventColumns, "1", 1)+`)`, args...).Scan(&more); err != nil {
+		return false, fmt.Errorf("list events: probe for more: %w", err)
+	}
+	return more, nil
+}
+
+// eventsQuery selects up to limit events matching p strictly after seq after in p's order.
+func eventsQuery(sessionID string, p EventListParams, after int64, limit int) (string, []any) {
 	var b sqlBuilder
 	b.where("session_id = %s", sessionID)
 	if len(p.Types) > 0 {
@@ -122,11 +212,10 @@ func (q *Queries) ListEvents(ctx context.Context, sessionID string, p EventListP
 	if p.Desc {
 		dir, op = "DESC", "<"
 	}
-	if p.AfterSeq > 0 {
-		b.where("seq "+op+" %s", p.AfterSeq)
+	if after > 0 {
+		b.where("seq "+op+" %s", after)
 	}
-	sql := `SELECT ` + eventColumns + ` FROM events` + b.clause() + ` ORDER BY seq ` + dir + ` LIMIT ` + strconv.Itoa(p.Limit+1)
-	return q.collectEvents(ctx, sql, b.args, p.Limit)
+	return `SELECT ` + eventColumns + ` FROM events` + b.clause() + ` ORDER BY seq ` + dir + ` LIMIT ` + strconv.Itoa(limit), b.args
 }
 
 // EventsAfter returns up to limit events with seq > after, in log order: the read of a live

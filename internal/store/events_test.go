@@ -454,3 +454,48 @@ func TestDeleteSessionWithSandboxBindingIsReferenced(t *testing.T) {
 	require.NoError(t, f.st.DeleteSession(ctx, sid))
 	require.Zero(t, countEvents(t, f.st, sid))
 }
+
+// A sink that ends pages early (the API's byte bound) still walks the whole log: every
+// event once, in order, more true exactly while events remain, whatever the batch sizes
+// StreamEvents picks from MaxBytes.
+func TestStreamEventsSinkStops(t *testing.T) {
+	t.Parallel()
+	const n = 24
+	l := newEventLog(t, n)
+	cases := []struct {
+		name      string
+		p         EventListParams
+		stopAfter int // the sink stops after this many events of a page
+	}{
+		{"asc stop after 1", EventListParams{Limit: 10, MaxBytes: 1}, 1},
+		{"asc stop after 3 batched", EventListParams{Limit: 10, MaxBytes: 64}, 3},
+		{"asc stop after 7 no byte hint", EventListParams{Limit: 10}, 7},
+		{"desc stop after 2", EventListParams{Limit: 10, MaxBytes: 40, Desc: true}, 2},
+		{"types stop after 2", EventListParams{Limit: 10, MaxBytes: 40, Types: []string{"agent.message", "user.message"}}, 2},
+		{"limit before stop", EventListParams{Limit: 4, MaxBytes: 1 << 20}, 100},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := tc.p
+			want := l.expect(p)
+			var all []wire.Event
+			for {
+				var page []wire.Event
+				more, err := l.f.st.StreamEvents(t.Context(), l.sid, p, func(e wire.Event) (bool, error) {
+					page = append(page, e)
+					return len(page) >= tc.stopAfter, nil
+				})
+				require.NoError(t, err)
+				require.LessOrEqual(t, len(page), min(p.Limit, tc.stopAfter))
+				all = append(all, page...)
+				require.Equal(t, len(want) > len(all), more, "more says whether events remain after the page")
+				if !more {
+					break
+				}
+				p.AfterSeq = page[len(page)-1].Seq
+			}
+			requireSameEvents(t, want, all)
+		})
+	}
+}

@@ -22,6 +22,9 @@ import (
 type Result struct {
 	Text    string
 	IsError bool
+	// cutAt, when positive, says the text holds only the first cutAt bytes of a command's
+	// output, so a spill file of it must not claim to hold the whole output.
+	cutAt int
 }
 
 // MaxResultChars is the longest result text handed to the model; longer output is cut and the
@@ -91,7 +94,10 @@ func checkBuiltin(sb sandbox.Sandbox, name string) *Result {
 // wire.LogSafeJSON), with U+FFFD in their place, cut and spilled past MaxResultChars.
 func finish(ctx context.Context, sb sandbox.Sandbox, res Result) Result {
 	res.Text = strings.ToValidUTF8(strings.ReplaceAll(res.Text, "\x00", wire.Replacement), wire.Replacement)
-	return spill(ctx, sb, res)
+	res = spill(ctx, sb, res)
+	// cutAt only informs the spill note; callers compare results as the model sees them.
+	res.cutAt = 0
+	return res
 }
 
 func notImplemented(name string) builtinFunc {
@@ -154,6 +160,9 @@ func spill(ctx context.Context, sb sandbox.Sandbox, res Result) Result {
 		note = fmt.Sprintf("the full output could not be saved: %v", err)
 	} else {
 		note = fmt.Sprintf("the full output is in %s; read it in parts with the read tool's view_range or search it with grep", path)
+		if res.cutAt > 0 {
+			note = fmt.Sprintf("the full text of this result is in %s; it holds only the first %d bytes of the command's output (see the note at its end), not all of it; read it in parts with the read tool's view_range or search it with grep", path, res.cutAt)
+		}
 	}
 	marker := fmt.Sprintf("\n\n[output truncated: showing the first %%d of %d characters; %s]", total, note)
 	keep := MaxResultChars - utf8.RuneCountInString(fmt.Sprintf(marker, MaxResultChars))

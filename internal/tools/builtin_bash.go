@@ -21,6 +21,17 @@ const (
 	bashMaxOutput      = 1 << 20
 )
 
+const (
+	// MaxStoredOutput caps the output a recorded call (RunBuiltinOnce) keeps on disk, in its
+	// output record; the rest is counted and discarded, so a `yes`, which writes GBs a
+	// second, cannot fill the disk. It is past what a result shows (bashMaxOutput), so the
+	// result can tell a long output from one cut at the cap.
+	MaxStoredOutput = 4 << 20
+	// MaxStateOutput caps the output records and spill files a sandbox keeps in all (about
+	// sixteen calls at the cap); the oldest go first.
+	MaxStateOutput = 64 << 20
+)
+
 // bashCwdFile keeps the shell's working directory between calls. Each call is a fresh bash
 // process; the script below restores the directory at its start and saves it on exit.
 const bashCwdFile = StateDir + "/bash/cwd"
@@ -79,7 +90,7 @@ func runBash(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Resul
 	if err != nil {
 		return sandboxError(wire.ToolNameBash, "", err)
 	}
-	return bashResult(res, timeout)
+	return bashResult(res, timeout, recordedOutput{})
 }
 
 // parseBash decodes and checks a bash input; a non-nil Result says what is wrong with it. A
@@ -132,21 +143,28 @@ func bashTimeout(ms *int64) (time.Duration, string) {
 	return time.Duration(*ms) * time.Millisecond, ""
 }
 
-func bashResult(res sandbox.ExecResult, timeout time.Duration) Result {
+// bashResult builds the result of a finished command; rec is what its records say about a
+// recorded call's output (zero for an unrecorded one).
+func bashResult(res sandbox.ExecResult, timeout time.Duration, rec recordedOutput) Result {
 	output := res.Output
 	if res.Truncated {
 		output = cutPartialRune(output)
 	}
 	out := strings.TrimRight(outputText(output), "\n")
+	cutAt := 0
 	if res.Truncated {
-		out += fmt.Sprintf("\n[output truncated: the command wrote more than %d bytes]", bashMaxOutput)
+		if out != "" {
+			out += "\n"
+		}
+		out += rec.note()
+		cutAt = bashMaxOutput
 	}
 	if res.TimedOut {
 		text := fmt.Sprintf("The command timed out after %s and was killed, with every process it started.", timeout)
 		if out != "" {
 			text += " Output before the timeout:\n" + out
 		}
-		return Result{Text: text, IsError: true}
+		return Result{Text: text, IsError: true, cutAt: cutAt}
 	}
 	if res.ExitCode != 0 {
 		if out != "" {
@@ -157,7 +175,7 @@ func bashResult(res sandbox.ExecResult, timeout time.Duration) Result {
 	if out == "" {
 		out = "(no output)"
 	}
-	return Result{Text: out}
+	return Result{Text: out, cutAt: cutAt}
 }
 
 // outputText is a command's output as text. Output with NUL bytes (`find -print0`, `cat` of a

@@ -49,7 +49,22 @@ const (
 // with O_EXCL), so of two runs of the same call only one gets past it. The record holds what a
 // retry needs to tell whether this run can still finish: the shell's pid, its start time (so
 // a reused pid is not mistaken for it) and its deadline. Then all output goes to the output
-// record. Builtins only, apart from the unlikely failures: a call still costs one process.
+// record through head, which keeps its first MaxStoredOutput bytes, and then wc, which counts
+// and discards the rest: a command that prints without end fills no disk, and it is not
+// stopped for it, since what it does matters more than what it says (a verbose build still
+// builds). GNU head -c reads no byte past its count, so wc's count is exact; stdbuf makes
+// head write each read at once, so what a killed command printed is on disk.
+//
+// head and wc (the keeper, a coprocess) run in their own session: a provider that kills the
+// command's process group (at its timeout, or when the shell ends) leaves them to write out
+// what is still in the pipe, after which they end, since every writer is gone. The dropped
+// record, written last, says they are done. Until the keeper is in its own session it dies
+// with the group, so the command starts only once it says "ready" on the coprocess pipe; at
+// the end it says "done" there (bashOnceFinish waits for it), then prunes the sandbox's
+// records (bashPrune) with its output closed. Waiting on the pipe costs no polling. A keeper
+// that does not start (no setsid or stdbuf in the sandbox) leaves the output uncapped, as
+// a plain append to the record, rather than the command without output. Apart from the
+// keeper, builtins only.
 const bashOnceClaim = `__ma_stat=
 { read -r __ma_stat < "/proc/$$/stat"; } 2>/dev/null
 set -f
@@ -68,16 +83,55 @@ unset __ma_stat __ma_now __ma_deadline
 if ! { : >"$__ma_call/` + recOutput + `"; } 2>/dev/null; then
 	printf '%s%s\n' '@NORECORD@' "$__ma_call/` + recOutput + ` is not writable"; exit 1
 fi
-exec >>"$__ma_call/` + recOutput + `" 2>&1
+coproc __MA_KEEPER { exec setsid sh -c 'echo ready; stdbuf -o0 head -c "$1" >>"$2/` + recOutput + `"; wc -c >|"$2/` + recDropped + `"; read -r n <"$2/` + recDropped + `"; echo "done $n"; exec >/dev/null; if [ $(($$ % 16)) = 0 ] || [ "$(wc -c <"$2/` + recOutput + `")" -gt 65536 ]; then eval "$3"; fi' _ @STORED@ "$__ma_call" @PRUNE@ 2>/dev/null; }
+__ma_sync=${__MA_KEEPER[0]} __ma_keep=${__MA_KEEPER[1]}
+if read -r -t 10 -u "$__ma_sync" __ma_ready; then
+	exec >&"$__ma_keep" 2>&1 {__ma_keep}>&-
+else
+	exec >>"$__ma_call/` + recOutput + `" 2>&1
+fi
+unset __ma_ready __ma_keep
+`
+
+// bashPrune keeps the output records and spill files under StateDir to MaxStateOutput bytes
+// in all: newest first, whatever is past the budget goes. A finished call's output record is
+// emptied and a pruned record says how large it was, so its replay says its output was
+// deleted rather than that it had none; the command is never run again. A call without an
+// exit record is never touched: it may be running or being answered. Spill files are
+// deleted (the result that named them was given long ago). It runs after the dropped
+// record, off the result's path, in $2, the call's directory; and only after a call that
+// kept more than 64 KB or, by its pid, one call in sixteen, since a call that kept little
+// moves the total little and a find per call is not free: the budget is passed by about
+// sixteen small calls at most, on average.
+const bashPrune = `cd "$2/../.." 2>/dev/null || exit 0
+{ find calls -mindepth 2 -maxdepth 2 -name ` + recOutput + ` -size +0 -printf '%T@ %s %p\n'; find outputs -maxdepth 1 -type f -printf '%T@ %s %p\n'; } 2>/dev/null |
+sort -rn | { __ma_total=0; while read -r _ size path; do
+	__ma_total=$((__ma_total + size))
+	[ "$__ma_total" -le @BUDGET@ ] && continue
+	case $path in
+	calls/*) [ -s "${path%/*}/` + recExit + `" ] && { printf '%s\n' "$size" >|"${path%/*}/` + recPruned + `" && : >|"$path"; } 2>/dev/null ;;
+	*) rm -f -- "$path" ;;
+	esac
+done; }
 `
 
 // bashOnceFinish records the exit status, after the working directory, however the command
 // ends through the shell (also through exit). A command that replaces or kills the shell
 // skips it; the worker then records what Exec saw.
+//
+// Before that it closes its output and waits, for up to a second, for the keeper to write
+// out what is still in the pipe and say "done", so the exit record is not written before the
+// output it belongs to. The keeper's count of dropped bytes goes into the exit record, so
+// every replay reports the same total. A background process that keeps the output open
+// outlasts the wait: the count is then missing and the result says "more than".
 const bashOnceFinish = `__ma_finish() {
 	__ma_status=$?
 	__ma_save_cwd
-	{ printf 'exit %d\n' "$__ma_status" >|"$__ma_call/` + recExit + `"; } 2>/dev/null
+	exec >&- 2>&-
+	__ma_done= __ma_dropped=
+	read -r -t 1 -u "$__ma_sync" __ma_done __ma_dropped
+	case $__ma_done$__ma_dropped in done*[!0-9]* | done) __ma_dropped= ;; done*) ;; *) __ma_dropped= ;; esac
+	{ printf 'exit %d%s\n' "$__ma_status" "${__ma_dropped:+ $__ma_dropped}" >|"$__ma_call/` + recExit + `"; } 2>/dev/null
 }
 trap __ma_finish EXIT
 `
@@ -128,6 +182,8 @@ func bashOnceScript(call callDir, in bashInput, timeout time.Duration) string {
 	b.WriteString(`__ma_call="$PWD/"` + shellQuote(string(call)) + "\n")
 	b.WriteString(strings.NewReplacer(
 		"@TIMEOUT@", strconv.Itoa(int(math.Ceil(timeout.Seconds()))),
+		"@STORED@", strconv.Itoa(MaxStoredOutput),
+		"@PRUNE@", shellQuote(strings.ReplaceAll(bashPrune, "@BUDGET@", strconv.Itoa(MaxStateOutput))),
 		"@BUSY@", bashBusy,
 		"@NORECORD@", bashNoRecord,
 	).Replace(bashOnceClaim))
@@ -200,9 +256,11 @@ func afterExecFailure(ctx context.Context, sb sandbox.Sandbox, call callDir, tim
 // without recording its status — the provider killed it at the timeout, or the command
 // replaced or killed the shell — it records what Exec saw, so a retry answers the same.
 func settleBash(ctx context.Context, sb sandbox.Sandbox, call callDir, res sandbox.ExecResult, timeout time.Duration) Result {
+	awaitOutput(ctx, sb, call)
 	rec, ok := readBashExit(ctx, sb, call)
 	if !ok {
 		rec = bashExit{status: res.ExitCode, timedOut: res.TimedOut}
+		rec.dropped, rec.counted = readDropped(ctx, sb, call)
 		// Unrecorded, a retry would report the call as interrupted: less exact, still once.
 		_ = sb.WriteFile(ctx, call.file(recExit), []byte(rec.String()))
 	}
@@ -243,6 +301,27 @@ func awaitBash(ctx context.Context, sb sandbox.Sandbox, call callDir, timeout ti
 	}
 }
 
+// outputGrace bounds how long a result waits for the output records to be complete.
+const outputGrace = time.Second
+
+// awaitOutput waits, for at most outputGrace, for the dropped record that head and wc write
+// once the command's output is closed and on disk. It matters where the shell did not wait
+// for them itself: it was killed at the timeout, replaced, or its worker died. A background
+// process still holding the output outlasts the wait; the result then shows what is there.
+func awaitOutput(ctx context.Context, sb sandbox.Sandbox, call callDir) {
+	deadline := time.Now().Add(outputGrace)
+	for wait := pollMin; ; wait = min(2*wait, 100*time.Millisecond) {
+		if _, err := sb.ReadFile(ctx, call.file(recDropped)); err == nil || !errors.Is(err, sandbox.ErrNotExist) || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
 // probeBash runs bashProbe for the call.
 func probeBash(ctx context.Context, sb sandbox.Sandbox, call callDir) (string, error) {
 	script := strings.NewReplacer(
@@ -265,12 +344,19 @@ func probeBash(ctx context.Context, sb sandbox.Sandbox, call callDir) (string, e
 type bashExit struct {
 	status   int
 	timedOut bool
+	// dropped is how many bytes of output past MaxStoredOutput were discarded, if counted:
+	// kept with the status so that every replay tells the same total.
+	dropped int64
+	counted bool
 }
 
 func (e bashExit) String() string {
 	kind := "exit"
 	if e.timedOut {
 		kind = "timeout"
+	}
+	if e.counted {
+		return fmt.Sprintf("%s %d %d\n", kind, e.status, e.dropped)
 	}
 	return fmt.Sprintf("%s %d\n", kind, e.status)
 }
@@ -287,21 +373,32 @@ func readBashExit(ctx context.Context, sb sandbox.Sandbox, call callDir) (bashEx
 	if !ok {
 		return bashExit{}, false
 	}
-	kind, num, ok := strings.Cut(line, " ")
+	kind, rest, ok := strings.Cut(line, " ")
+	num, count, counted := strings.Cut(rest, " ")
 	status, err := strconv.Atoi(num)
 	if !ok || err != nil || (kind != "exit" && kind != "timeout") {
 		return bashExit{}, false
 	}
-	return bashExit{status: status, timedOut: kind == "timeout"}, true
+	rec := bashExit{status: status, timedOut: kind == "timeout"}
+	if counted {
+		if rec.dropped, err = strconv.ParseInt(count, 10, 64); err != nil || rec.dropped < 0 {
+			return bashExit{}, false
+		}
+		rec.counted = true
+	}
+	return rec, true
 }
 
 // recordedBash builds a call's result from its records, the same way every time.
 func recordedBash(ctx context.Context, sb sandbox.Sandbox, call callDir, rec bashExit, timeout time.Duration) Result {
-	out, truncated, err := readOutput(ctx, sb, call)
+	out, err := readOutput(ctx, sb, call)
 	if err != nil {
 		return sandboxError(wire.ToolNameBash, "", fmt.Errorf("read the command's recorded output: %w", err))
 	}
-	return bashResult(sandbox.ExecResult{ExitCode: rec.status, Output: out, Truncated: truncated, TimedOut: rec.timedOut}, timeout)
+	if rec.counted {
+		out.dropped = rec.dropped
+	}
+	return bashResult(sandbox.ExecResult{ExitCode: rec.status, Output: out.head, Truncated: out.truncated(), TimedOut: rec.timedOut}, timeout, out)
 }
 
 // interruptedBash is the result of a run that ended, or was given up on, without an exit
@@ -316,37 +413,96 @@ func interruptedBash(ctx context.Context, sb sandbox.Sandbox, call callDir, stat
 		text += fmt.Sprintf(" It did not finish within its timeout of %s.", timeout)
 	}
 	// The output is only a help here; without it the result still says what matters.
-	out, truncated, _ := readOutput(ctx, sb, call)
-	if got := strings.TrimRight(string(out), "\n"); got != "" {
+	awaitOutput(ctx, sb, call)
+	out, _ := readOutput(ctx, sb, call)
+	res := Result{IsError: true}
+	if got := strings.TrimRight(string(out.head), "\n"); got != "" {
 		text += " Output recorded before the interruption:\n" + got
-		if truncated {
-			text += fmt.Sprintf("\n[output truncated: the command wrote more than %d bytes]", bashMaxOutput)
+		if out.truncated() {
+			text += "\n" + out.note()
+			res.cutAt = bashMaxOutput
 		}
 	}
-	return Result{Text: text, IsError: true}
+	res.Text = text
+	return res
 }
 
-// readOutput returns the first bashMaxOutput bytes of the call's output record and whether
-// there was more. It only reads: other attempts may be reading the record at the same time.
-func readOutput(ctx context.Context, sb sandbox.Sandbox, call callDir) ([]byte, bool, error) {
+// recordedOutput is what a call's output records say: the start of the output, how much of
+// it was stored, and how much more was counted and dropped (-1: not known; the exit record
+// carries the count when there is one).
+type recordedOutput struct {
+	head    []byte
+	stored  int
+	dropped int64
+	// more: the record holds more than head.
+	more bool
+	// pruned says bashPrune emptied the record, which held prunedSize bytes.
+	pruned     bool
+	prunedSize int64
+}
+
+func (o recordedOutput) truncated() bool {
+	return o.more || o.stored >= MaxStoredOutput || o.pruned
+}
+
+// note says exactly how the output was cut, for the result.
+func (o recordedOutput) note() string {
+	if o.pruned {
+		return fmt.Sprintf("[output deleted: the %d bytes of output recorded for this call were deleted later, to keep the sandbox's records under %d bytes]", o.prunedSize, MaxStateOutput)
+	}
+	if o.stored < MaxStoredOutput {
+		return fmt.Sprintf("[output truncated: the command wrote more than %d bytes]", bashMaxOutput)
+	}
+	total := "more than " + strconv.Itoa(o.stored)
+	if o.dropped >= 0 {
+		total = strconv.FormatInt(int64(o.stored)+o.dropped, 10)
+	}
+	return fmt.Sprintf("[output truncated: the command wrote %s bytes; the first %d are shown, and only the first %d were kept, the rest was discarded]",
+		total, len(o.head), o.stored)
+}
+
+// readOutput returns the first bashMaxOutput bytes of the call's output records and what
+// they say about the rest. It only reads: other attempts may be reading the records at the
+// same time.
+func readOutput(ctx context.Context, sb sandbox.Sandbox, call callDir) (recordedOutput, error) {
 	path := call.file(recOutput)
+	out := recordedOutput{dropped: -1}
+	if rec, err := sb.ReadFile(ctx, call.file(recPruned)); err == nil {
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(rec)), 10, 64); err == nil {
+			out.pruned, out.prunedSize = true, n
+			return out, nil
+		}
+	}
 	data, err := sb.ReadFile(ctx, path)
 	switch {
 	case err == nil:
 	case errors.Is(err, sandbox.ErrNotExist):
-		return nil, false, nil
+		return out, nil
 	case ctx.Err() != nil, errors.Is(err, sandbox.ErrGone), errors.Is(err, sandbox.ErrOutsideWorkspace):
-		return nil, false, err
+		return out, err
 	default:
-		// Most likely too large for ReadFile on this provider: let the sandbox cut it.
+		// Most likely too large for ReadFile on this provider: let the sandbox cut it. The
+		// record is then at least that large, more than bashMaxOutput.
 		if data, err = headOfFile(ctx, sb, path, bashMaxOutput+1); err != nil {
-			return nil, false, err
+			return out, err
 		}
 	}
-	if len(data) > bashMaxOutput {
-		return data[:bashMaxOutput], true, nil
+	out.stored = len(data)
+	out.head, out.more = data, len(data) > bashMaxOutput
+	if out.more {
+		out.head = data[:bashMaxOutput]
 	}
-	return data, false, nil
+	return out, nil
+}
+
+// readDropped returns the keeper's count of discarded output, if it has written one.
+func readDropped(ctx context.Context, sb sandbox.Sandbox, call callDir) (int64, bool) {
+	rec, err := sb.ReadFile(ctx, call.file(recDropped))
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(rec)), 10, 64)
+	return n, err == nil && n >= 0
 }
 
 // headOfFile reads the first n bytes of a workspace file with a command.

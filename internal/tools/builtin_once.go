@@ -34,9 +34,16 @@ const (
 	// recStarted is bash's claim, created exclusively by the wrapper script before the command
 	// runs: "<pid> <process start time> <deadline in unix seconds>".
 	recStarted = "started"
-	// recOutput is the bash command's output, stdout and stderr interleaved as written.
+	// recOutput is the bash command's output, stdout and stderr interleaved as written, cut
+	// at MaxStoredOutput bytes.
 	recOutput = "output"
-	// recExit is bash's outcome, "exit <status>" or "timeout <status>", written last.
+	// recDropped is how many bytes of output came after the first MaxStoredOutput and were
+	// counted but not kept, written once the command's output is closed.
+	recDropped = "dropped"
+	// recPruned replaces a finished call's output once bashPrune deleted it: its size.
+	recPruned = "pruned"
+	// recExit is bash's outcome, "exit <status>" or "timeout <status>", followed by the count
+	// of discarded output bytes when it is known, written last.
 	recExit = "exit"
 	// recIntent is the change an edit is about to write, before it writes it.
 	recIntent = "intent.json"
@@ -109,14 +116,14 @@ func readResult(ctx context.Context, sb sandbox.Sandbox, call callDir) (Result, 
 	if !readJSON(ctx, sb, call.file(recResult), &rec) {
 		return Result{}, false
 	}
-	return Result(rec), true
+	return Result{Text: rec.Text, IsError: rec.IsError}, true
 }
 
 // recordResult saves a call's result. A failure is not reported: the change it describes is
 // already made, and a retry without the record redoes a write (same content) or recognises
 // an edit by its intent record.
 func recordResult(ctx context.Context, sb sandbox.Sandbox, call callDir, res Result) {
-	_ = writeJSON(ctx, sb, call.file(recResult), recordedResult(res))
+	_ = writeJSON(ctx, sb, call.file(recResult), recordedResult{Text: res.Text, IsError: res.IsError})
 }
 
 // readJSON decodes a record; false when it is missing, unreadable or incomplete (a write that

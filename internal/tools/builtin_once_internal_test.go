@@ -114,6 +114,10 @@ func TestReadBashExit(t *testing.T) {
 		{"exit 0\n", bashExit{status: 0}, true},
 		{"exit 3\n", bashExit{status: 3}, true},
 		{"timeout 137\n", bashExit{status: 137, timedOut: true}, true},
+		{"exit 0 1234\n", bashExit{status: 0, dropped: 1234, counted: true}, true},
+		{"timeout 137 0\n", bashExit{status: 137, timedOut: true, counted: true}, true},
+		{"exit 0 -1\n", bashExit{}, false},
+		{"exit 0 x\n", bashExit{}, false},
 		// Caught while being written, or not ours: not a record.
 		{"", bashExit{}, false},
 		{"exit 3", bashExit{}, false},
@@ -344,7 +348,7 @@ func TestBashOnceReadsAnOversizedOutputRecordWithHead(t *testing.T) {
 // spillFileOf extracts the spill file a cut result names.
 func spillFileOf(t *testing.T, text string) string {
 	t.Helper()
-	_, after, ok := strings.Cut(text, "the full output is in ")
+	_, after, ok := strings.Cut(text, " is in ") // "the full output is in", or "the full text of this result is in" for a cut output
 	require.True(t, ok)
 	path, _, ok := strings.Cut(after, ";")
 	require.True(t, ok)

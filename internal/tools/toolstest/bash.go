@@ -115,7 +115,7 @@ func runBash(t *testing.T, newSandbox NewSandbox) {
 // spillPath extracts the spill file a cut result names.
 func spillPath(t *testing.T, text string) string {
 	t.Helper()
-	_, after, ok := strings.Cut(text, "the full output is in ")
+	_, after, ok := strings.Cut(text, " is in ") // "the full output is in", or "the full text of this result is in" for a cut output
 	require.True(t, ok, "the result names no spill file: %s", text[max(0, len(text)-300):])
 	path, _, ok := strings.Cut(after, ";")
 	require.True(t, ok)

@@ -3,6 +3,7 @@ package toolstest
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -136,6 +137,76 @@ func runOnce(t *testing.T, newSandbox NewSandbox) {
 		require.Contains(t, toolOK(t, sb, "grep", `{"pattern":"needle"}`), "No matches")
 	})
 
+	// A command that prints without end leaves at most tools.MaxStoredOutput on disk, is
+	// not stopped for it, and its result says exactly how it was cut and what the spill
+	// file holds; the replay is the same result.
+	t.Run("BashOutputIsCappedOnDisk", func(t *testing.T) {
+		t.Parallel()
+		cases := []struct {
+			name, input string
+			timedOut    bool
+		}{
+			{"ends by itself", jsonObject("command", "echo x >> counter; timeout 1 yes; echo finished > end.txt"), false},
+			{"killed at its timeout", jsonObject("command", "echo x >> counter; echo finished > end.txt; yes", "timeout_ms", 1000), true},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				sb := newSandbox(t)
+				first := toolOnce(t, sb, "sevt_yes", "bash", tc.input)
+				require.Equal(t, tc.timedOut, first.IsError, first.Text[:200])
+				require.Equal(t, "finished\n", readFile(t, sb, "end.txt"), "the command ran on past the cap")
+				stored := sh(t, sb, "wc -c < "+tools.StateDir+"/calls/sevt_yes/output")
+				require.Equal(t, fmt.Sprint(tools.MaxStoredOutput), strings.TrimSpace(stored))
+				total := sh(t, sb, "du -sk "+tools.StateDir+" | cut -f1")
+				require.Less(t, atoi(t, strings.TrimSpace(total)), (tools.MaxStoredOutput+1<<20)/1024+512, "the sandbox's state holds the capped record and the 1 MB spill file, not the output")
+
+				// The spill file holds the result's text: the first 1 MB of output and the note.
+				path := spillPath(t, first.Text)
+				require.Contains(t, first.Text, "holds only the first 1048576 bytes of the command's output")
+				full := readFile(t, sb, path)
+				head, note, ok := strings.Cut(full, "\n[output truncated: the command wrote ")
+				require.True(t, ok, full[len(full)-300:])
+				require.Equal(t, strings.Repeat("y\n", 1<<19-1)+"y", head[len(head)-(1<<20-1):])
+				require.Contains(t, note, fmt.Sprintf(" bytes; the first 1048576 are shown, and only the first %d were kept, the rest was discarded]", tools.MaxStoredOutput))
+				written, _, _ := strings.Cut(note, " ")
+				if !tc.timedOut {
+					// The shell ended normally and waited for the count: the total is exact.
+					require.Greater(t, atoi(t, written), tools.MaxStoredOutput)
+				}
+				require.True(t, first == toolOnce(t, sb, "sevt_yes", "bash", tc.input), "the replay differs")
+				require.Equal(t, 1, counter(t, sb))
+			})
+		}
+	})
+
+	// The records of many large calls stay within tools.MaxStateOutput: the oldest outputs
+	// are deleted, their replays say so, and nothing runs again.
+	t.Run("BashRecordsStayUnderTheSandboxBudget", func(t *testing.T) {
+		t.Parallel()
+		sb := newSandbox(t)
+		n := tools.MaxStateOutput/tools.MaxStoredOutput + 8
+		input := jsonObject("command", "echo x >> counter; yes | head -c "+strconv.Itoa(tools.MaxStoredOutput+1))
+		var first, last tools.Result
+		for i := range n {
+			res := toolOnce(t, sb, fmt.Sprintf("sevt_big%02d", i), "bash", input)
+			require.False(t, res.IsError, res.Text[:200])
+			if i == 0 {
+				first = res
+			}
+			last = res
+		}
+		total := sh(t, sb, "du -sk "+tools.StateDir+" | cut -f1")
+		require.LessOrEqual(t, atoi(t, strings.TrimSpace(total)), (tools.MaxStateOutput+2*tools.MaxStoredOutput)/1024,
+			"the records hold the budget and at most the latest call beyond it")
+		require.Contains(t, first.Text, "y\ny\n")
+		old := toolOnce(t, sb, "sevt_big00", "bash", input)
+		require.False(t, old.IsError, old.Text)
+		require.Contains(t, old.Text, fmt.Sprintf("bytes of output recorded for this call were deleted later, to keep the sandbox's records under %d bytes]", tools.MaxStateOutput))
+		require.True(t, last == toolOnce(t, sb, fmt.Sprintf("sevt_big%02d", n-1), "bash", input), "the latest call replays")
+		require.Equal(t, n, counter(t, sb), "no call ran again")
+	})
+
 	t.Run("WriteReplays", func(t *testing.T) {
 		t.Parallel()
 		sb := newSandbox(t)
@@ -185,6 +256,13 @@ func runOnce(t *testing.T, newSandbox NewSandbox) {
 		}
 		require.Equal(t, "no\n", sh(t, sb, "test -e counter && echo yes || echo no"))
 	})
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err, s)
+	return n
 }
 
 // toolOnce runs a built-in tool under a call id.
