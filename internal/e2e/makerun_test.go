@@ -30,7 +30,7 @@ func TestMakeRunStopsCleanlyOnCtrlC(t *testing.T) {
 	addr := freeAddr(t)
 	cmd := exec.Command("make", "run")
 	cmd.Dir = "../.."
-	cmd.Env = append(os.Environ(), "MANAGED_AGENT_ADDR="+addr, "MANAGED_AGENT_DATA_DIR="+filepath.Join(t.TempDir(), "data"))
+	cmd.Env = append(os.Environ(), "MANAGED_AGENT_ADDR="+addr, "MANAGED_AGENT_DATA_DIR="+filepath.Join(reachableTempDir(t), "data"))
 	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// Its own process group, as a shell gives a foreground job; dies with the test.

@@ -45,7 +45,7 @@ func TestReadmeQuickstarts(t *testing.T) {
 		}
 	}
 	bin := managedAgentsBinary(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
+	dataDir := filepath.Join(reachableTempDir(t), "data")
 	addr := freeAddr(t)
 	startDev(t, bin, dataDir, addr)
 	key, err := os.ReadFile(filepath.Join(dataDir, "api-key"))

@@ -1,6 +1,8 @@
 package pgserver
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -178,4 +180,32 @@ func (u *serverUser) adoptCluster(dir string, logger *slog.Logger) error {
 		return fmt.Errorf("chown %s to %s: %w", dir, u.name, err)
 	}
 	return u.requireReachable(dir, nil, logger)
+}
+
+// relocatedHome holds the clusters of data directories the server user cannot reach; a
+// variable so tests can move it.
+var relocatedHome = "/var/lib/managed-agents/clusters"
+
+// relocatedClusterDir is where the cluster of dataDir lives when the server user cannot reach
+// dataDir: one directory per data directory (a hash of its absolute path), so a restart of the
+// same data directory finds its cluster again and two data directories never share one.
+func relocatedClusterDir(dataDir string) string {
+	sum := sha256.Sum256([]byte(dataDir))
+	return filepath.Join(relocatedHome, hex.EncodeToString(sum[:8]))
+}
+
+// blockedAncestor is the first existing ancestor of dir that the server user cannot pass
+// through, or "" if it can reach dir (ancestors still missing are created passable).
+func (u *serverUser) blockedAncestor(dir string) string {
+	if !u.switched {
+		return ""
+	}
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		if info, err := os.Stat(p); err == nil && !u.canSearch(info) {
+			return p
+		}
+		if p == filepath.Dir(p) {
+			return ""
+		}
+	}
 }

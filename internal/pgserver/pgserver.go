@@ -122,6 +122,15 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		defer cancel()
 	}
 
+	if blocked := u.blockedAncestor(dataDir); blocked != "" {
+		// Running as root below a directory the server user cannot pass (a clone under /root):
+		// the cluster gets a directory of its own instead of a chmod of one we did not make.
+		moved := relocatedClusterDir(dataDir)
+		logger.Info("the PostgreSQL server user cannot reach the data directory, so the cluster lives in a directory of its own",
+			"data_dir", dataDir, "private_parent", blocked, "server_user", u.name, "cluster_dir", moved)
+		dataDir = moved
+	}
+
 	begin := time.Now()
 	exists, err := hasCluster(dataDir)
 	if err != nil {

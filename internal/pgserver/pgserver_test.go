@@ -210,23 +210,33 @@ func TestPasswordRequired(t *testing.T) {
 	connect(t, s.URL())
 }
 
-// TestRefusesUnreachableAncestor: as root, a data directory below a directory the server user
-// cannot pass through (a clone under /root, say) is refused with what to do, and that
-// directory is left as it was; parents Start creates itself are made passable.
-func TestRefusesUnreachableAncestor(t *testing.T) {
+// TestUnreachableDataDirGetsAClusterOfItsOwn: as root, a data directory below a directory the
+// server user cannot pass through (a clone under /root, say) is not made passable: that
+// directory is left as it was, and the cluster lives in a directory of its own, found again on
+// the next start; parents Start creates itself are made passable.
+func TestUnreachableDataDirGetsAClusterOfItsOwn(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the server runs as another user only when we are root")
 	}
-	t.Parallel()
-	private := filepath.Join(reachableTempDir(t), "private")
+	home := relocatedHome
+	relocatedHome = filepath.Join(reachableTempDir(t), "clusters")
+	t.Cleanup(func() { relocatedHome = home })
+	private := filepath.Join(t.TempDir(), "private")
 	require.NoError(t, os.Mkdir(private, 0o700))
-	_, err := Start(t.Context(), Options{DataDir: filepath.Join(private, "pg"), Fast: true, Logger: testLogger(t)})
-	require.ErrorContains(t, err, "cannot pass through "+private)
-	require.ErrorContains(t, err, "chmod o+x "+private)
+	dataDir := filepath.Join(private, "pg")
+	s := startServer(t, Options{DataDir: dataDir, Fast: true})
+	connect(t, s.URL())
 	info, err := os.Stat(private)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o700), info.Mode().Perm(), "the directory is not changed")
+	ok, err := hasCluster(relocatedClusterDir(dataDir))
+	require.NoError(t, err)
+	require.True(t, ok, "the cluster is in its own directory")
+	first := s.URL()
+	require.NoError(t, s.Stop(t.Context()))
+	s = startServer(t, Options{DataDir: dataDir, Fast: true})
+	require.Equal(t, first, s.URL(), "the next start finds the same cluster")
 
-	s := startServer(t, Options{DataDir: filepath.Join(reachableTempDir(t), "new", "deeper", "pg"), Fast: true})
-	connect(t, s.URL())
+	s2 := startServer(t, Options{DataDir: filepath.Join(reachableTempDir(t), "new", "deeper", "pg"), Fast: true})
+	connect(t, s2.URL())
 }
