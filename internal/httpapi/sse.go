@@ -62,7 +62,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		return nil // the client is gone
 	}
 
-	filter := stream.NewPreviewFilter(deltas, st.Cursor(), st.Live())
+	// Without a hub no preview ever arrives, so no committed event may wait for one.
+	awaited := deltas
+	if previews == nil {
+		awaited = nil
+	}
+	filter := stream.NewPreviewFilter(awaited, st.Cursor(), st.Live())
 	heartbeat := time.NewTicker(s.heartbeat)
 	defer heartbeat.Stop()
 	var (

@@ -62,7 +62,8 @@ const (
 // with the group, so the command starts only once it says "ready" on the coprocess pipe; at
 // the end it says "done" there (bashOnceFinish waits for it), then prunes the sandbox's
 // records (bashPrune) with its output closed. Waiting on the pipe costs no polling. A keeper
-// that does not start (no setsid or stdbuf in the sandbox) leaves the output uncapped, as
+// that does not start (no setsid, stdbuf, head or wc in the sandbox: it checks before it says
+// "ready", so its pipe never swallows the output) leaves the output uncapped, as
 // a plain append to the record, rather than the command without output. Apart from the
 // keeper, builtins only.
 const bashOnceClaim = `__ma_stat=
@@ -83,7 +84,7 @@ unset __ma_stat __ma_now __ma_deadline
 if ! { : >"$__ma_call/` + recOutput + `"; } 2>/dev/null; then
 	printf '%s%s\n' '@NORECORD@' "$__ma_call/` + recOutput + ` is not writable"; exit 1
 fi
-coproc __MA_KEEPER { exec setsid sh -c 'echo ready; stdbuf -o0 head -c "$1" >>"$2/` + recOutput + `"; wc -c >|"$2/` + recDropped + `"; read -r n <"$2/` + recDropped + `"; echo "done $n"; exec >/dev/null; if [ $(($$ % 16)) = 0 ] || [ "$(wc -c <"$2/` + recOutput + `")" -gt 65536 ]; then eval "$3"; fi' _ @STORED@ "$__ma_call" @PRUNE@ 2>/dev/null; }
+coproc __MA_KEEPER { exec setsid sh -c 'command -v stdbuf >/dev/null && command -v head >/dev/null && command -v wc >/dev/null || exit 1; echo ready; stdbuf -o0 head -c "$1" >>"$2/` + recOutput + `"; wc -c >|"$2/` + recDropped + `"; read -r n <"$2/` + recDropped + `"; echo "done $n"; exec >/dev/null; if [ $(($$ % 16)) = 0 ] || [ "$(wc -c <"$2/` + recOutput + `")" -gt 65536 ]; then eval "$3"; fi' _ @STORED@ "$__ma_call" @PRUNE@ 2>/dev/null; }
 __ma_sync=${__MA_KEEPER[0]} __ma_keep=${__MA_KEEPER[1]}
 if read -r -t 10 -u "$__ma_sync" __ma_ready; then
 	exec >&"$__ma_keep" 2>&1 {__ma_keep}>&-
@@ -467,13 +468,22 @@ func (o recordedOutput) note() string {
 func readOutput(ctx context.Context, sb sandbox.Sandbox, call callDir) (recordedOutput, error) {
 	path := call.file(recOutput)
 	out := recordedOutput{dropped: -1}
-	if rec, err := sb.ReadFile(ctx, call.file(recPruned)); err == nil {
-		if n, err := strconv.ParseInt(strings.TrimSpace(string(rec)), 10, 64); err == nil {
-			out.pruned, out.prunedSize = true, n
-			return out, nil
+	// The output first, the pruned record second: a prune writes its record before it empties
+	// the output, so an output read while a prune ran is always followed by a record that says
+	// so, and every replay after the prune reports the same.
+	pruned := func() bool {
+		if rec, err := sb.ReadFile(ctx, call.file(recPruned)); err == nil {
+			if n, err := strconv.ParseInt(strings.TrimSpace(string(rec)), 10, 64); err == nil {
+				out = recordedOutput{dropped: -1, pruned: true, prunedSize: n}
+				return true
+			}
 		}
+		return false
 	}
 	data, err := sb.ReadFile(ctx, path)
+	if pruned() {
+		return out, nil
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, sandbox.ErrNotExist):
