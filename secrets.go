@@ -22,8 +22,9 @@ var secretVars = []string{
 // secretsFDVar names the descriptor on which a re-executed process finds its credentials.
 const secretsFDVar = "MANAGED_AGENT_INTERNAL_SECRETS_FD"
 
-// maxSecrets keeps the hand-over within a pipe's buffer, so writing it cannot block.
-const maxSecrets = 32 << 10
+// maxSecrets keeps the hand-over within a pipe's buffer, so writing it cannot block: 4 KiB,
+// the smallest buffer Linux gives a pipe (once a user passes pipe-user-pages-soft).
+const maxSecrets = 4 << 10
 
 // hideSecrets keeps credentials out of this process's environment. /proc/PID/environ shows
 // the environment a process was started with to every process of the same user — a command
@@ -37,13 +38,17 @@ func hideSecrets() map[string]string {
 		_ = os.Unsetenv(secretsFDVar)
 		fd, err := strconv.Atoi(fdText)
 		if err != nil {
-			return nil
+			// Running without the credentials it was started with would fail later and
+			// obscurely (no key, no database): stop now and say why.
+			fmt.Fprintf(os.Stderr, "error: %s=%q is not a descriptor; it is set only by managed-agents itself\n", secretsFDVar, fdText)
+			os.Exit(1)
 		}
 		f := os.NewFile(uintptr(fd), "secrets")
 		defer f.Close()
 		var secrets map[string]string
 		if err := json.NewDecoder(f).Decode(&secrets); err != nil {
-			fmt.Fprintln(os.Stderr, "warning: reading the credentials handed over at start failed:", err)
+			fmt.Fprintln(os.Stderr, "error: reading the credentials handed over at start failed:", err)
+			os.Exit(1)
 		}
 		return secrets
 	}
