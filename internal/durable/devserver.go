@@ -10,13 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/managed-agents/managed-agents/internal/childproc"
 	"go.temporal.io/sdk/client"
 )
 
@@ -183,24 +183,15 @@ func (s *DevServer) startProcess() (<-chan struct{}, error) {
 	// Its own process group, so a Ctrl-C at the terminal reaches only us and the server stays
 	// up while running steps drain; the parent-death signal ends it if we die without Stop.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGINT}
-	started := make(chan error, 1)
-	exited := make(chan struct{})
-	go func() {
-		// Pdeathsig fires when the thread that forked the child exits, not the process: a
-		// thread locked to this goroutine lives as long as the child does.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	if err := <-started; err != nil {
+	waited, err := childproc.Start(cmd)
+	if err != nil {
 		return nil, err
 	}
+	exited := make(chan struct{})
+	go func() {
+		<-waited
+		close(exited)
+	}()
 	s.process, s.exited = cmd.Process, exited
 	if s.pidFile != "" {
 		if err := os.WriteFile(s.pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600); err != nil {

@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/managed-agents/managed-agents/internal/childproc"
 )
 
 // DefaultDatabase is the database Start creates when Options.Database is empty.
@@ -336,27 +336,17 @@ func (s *Server) start(ctx context.Context, binDir string, u *serverUser, fast b
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = u.sysProcAttr()
 
-	started := make(chan error, 1)
+	waited, err := childproc.Start(cmd)
+	if err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
 	go func() {
-		// Pdeathsig fires when the thread that forked the child exits, not the process.
-		// Go may retire an idle thread; one locked to this goroutine lives as long as the
-		// server does.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		s.exitErr = cmd.Wait()
+		s.exitErr = <-waited
 		if !s.stopping.Load() {
 			s.logger.Error("PostgreSQL exited unexpectedly", "data_dir", s.dataDir, "err", s.exitErr, "log", s.logPath)
 		}
 		close(s.exited)
 	}()
-	if err := <-started; err != nil {
-		return fmt.Errorf("start postgres: %w", err)
-	}
 	s.process = cmd.Process
 
 	if err := s.waitReady(ctx); err != nil {
