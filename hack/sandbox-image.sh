@@ -97,6 +97,7 @@ rm -f "$root/etc/resolv.conf" "$root/etc/hostname" "$root/etc/machine-id"
 # Keep apt usable inside the sandbox (the environment's apt packages install from here).
 printf 'deb %s %s main\n' "$mirror" "$SUITE" >"$root/etc/apt/sources.list"
 
+previous=$(docker images --quiet "$IMAGE")
 log "importing as $IMAGE"
 tar --numeric-owner --sort=name -C "$root" -c . | docker import \
   --change 'USER 1000:1000' \
@@ -106,4 +107,8 @@ tar --numeric-owner --sort=name -C "$root" -c . | docker import \
   --change "LABEL $HASH_LABEL=$hash" \
   --message "hack/sandbox-image.sh $SUITE $hash" \
   - "$IMAGE" >/dev/null
+# The image this one replaces would linger untagged; containers still using it keep it.
+if [ -n "$previous" ] && [ "$previous" != "$(docker images --quiet "$IMAGE")" ]; then
+  docker rmi "$previous" >/dev/null 2>&1 || true
+fi
 log "built $IMAGE in $((SECONDS - start))s, $(docker image inspect --format '{{.Size}}' "$IMAGE" | numfmt --to=iec) (input hash $hash)"
