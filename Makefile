@@ -11,6 +11,8 @@ LDFLAGS := -X main.version=$(VERSION)
 
 # The image `docker-build` tags.
 IMG ?= managed-agents:dev
+# The default sandbox image `sandbox-image` tags (the docker provider's default image).
+SANDBOX_IMG ?= managed-agents-sandbox:dev
 # go test's own default (10m per package binary) is too short for the integration suites.
 TEST_TIMEOUT ?= 30m
 # How long each fuzz target runs under `make fuzz` (`make test` runs each for 10s).
@@ -95,6 +97,10 @@ docker-build: ## Build a static binary and the container image (IMG, default man
 	chmod 1777 $(IMAGE_ROOTFS)/tmp
 	cp $(CA_BUNDLE) $(IMAGE_ROOTFS)/etc/ssl/certs/ca-certificates.crt
 	docker build -t $(IMG) .
+
+.PHONY: sandbox-image
+sandbox-image: ## Build the default sandbox image (SANDBOX_IMG) from Debian packages with debootstrap, as root, no registry; a no-op when current.
+	hack/sandbox-image.sh $(SANDBOX_IMG)
 
 ##@ Tools
 
