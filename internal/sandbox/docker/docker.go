@@ -281,7 +281,11 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 	if _, err := p.engine.ContainerCreate(ctx, opts); err != nil {
 		switch {
 		case cerrdefs.IsConflict(err):
-			// A concurrent Create of the same name won; adopt its container.
+			// A concurrent Create of the same name won; adopt its container once the engine
+			// shows it (it reserves the name before the container can be inspected).
+			if err := p.awaitContainer(ctx, opts.Name); err != nil {
+				return sandbox.Ref{}, err
+			}
 		case cerrdefs.IsNotFound(err):
 			return sandbox.Ref{}, fmt.Errorf("create docker sandbox %s: image %s not found (run make sandbox-image, or set MANAGED_AGENT_DOCKER_IMAGE): %w", opts.Name, opts.Config.Image, err)
 		default:
@@ -289,6 +293,26 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 		}
 	}
 	return ref, p.ensureRunning(ctx, opts.Name)
+}
+
+// awaitContainer waits until a container another Create is making can be inspected.
+func (p *Provider) awaitContainer(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		_, err := p.engine.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+		if err == nil {
+			return nil
+		}
+		if !cerrdefs.IsNotFound(err) {
+			return p.engineError("inspect", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("create docker sandbox %s: a concurrent create holds the name but made no container: %w", name, ctx.Err())
+		case <-time.After(delay):
+		}
+	}
 }
 
 // ensureRunning starts a created or stopped container; one already running is left as is.

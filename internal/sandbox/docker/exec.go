@@ -50,7 +50,7 @@ case $d in /workspace|/workspace/*) ;; *) echo "err outside"; exit 1 ;; esac
 cd -- "$d" || { echo "err notdir"; exit 1; }
 read -r line < /proc/$$/stat; set -- "$2" ${line##*) }; g=$4
 echo "ok $g"
-bash -c "$1" </dev/null
+bash -c "$1" </dev/null 2>&1
 s=$?
 [ "$g" = $$ ] && for round in 1 2 3; do
 	found=
