@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,11 +21,17 @@ import (
 // and the exit inspection around `true`.
 func BenchmarkExecTrue(b *testing.B) {
 	_, sb := newSandbox(b, newProvider(b, docker.Config{}))
+	var took []time.Duration
 	for b.Loop() {
+		start := time.Now()
 		res, err := sb.Exec(b.Context(), sandbox.ExecRequest{Command: "true"})
+		took = append(took, time.Since(start))
 		require.NoError(b, err)
 		require.Zero(b, res.ExitCode)
 	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
 }
 
 // BenchmarkFileWriteRead1MB writes and reads back 1 MB.

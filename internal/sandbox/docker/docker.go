@@ -32,7 +32,6 @@ import (
 	"maps"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -139,7 +138,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv) // negotiates the API version on first use
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
@@ -386,13 +385,4 @@ func (p *Provider) Destroy(ctx context.Context, ref sandbox.Ref) error {
 		return fmt.Errorf("destroy workspace volume of %s: %w", ref.ExternalID, err)
 	}
 	return nil
-}
-
-// ParseCPUs reads a CPU count such as 1, 0.5 or 2.
-func ParseCPUs(s string) (float64, error) {
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0.01 {
-		return 0, fmt.Errorf("%q is not a CPU count of at least 0.01 (such as 1 or 0.5)", s)
-	}
-	return v, nil
 }

@@ -32,7 +32,7 @@ func image() string { return cmp.Or(os.Getenv("MANAGED_AGENT_DOCKER_IMAGE"), doc
 // the sandbox image is missing, since every test here needs it.
 func engine(t testing.TB) *client.Client {
 	t.Helper()
-	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
 	_, err = cli.ImageInspect(t.Context(), image())
