@@ -10,12 +10,16 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
+	units "github.com/docker/go-units"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/managed-agents/managed-agents/internal/durable"
+	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
 )
 
 // Config is the process configuration. Every field has a MANAGED_AGENT_* variable; flags
@@ -65,6 +69,13 @@ type Config struct {
 	Sandbox string
 	// SandboxDir is where the local provider puts work directories (MANAGED_AGENT_SANDBOX_DIR).
 	SandboxDir string
+	// Docker* configure the docker provider: the image (MANAGED_AGENT_DOCKER_IMAGE), the
+	// limits of a sandbox (MANAGED_AGENT_DOCKER_CPUS, a count such as 1 or 0.5;
+	// MANAGED_AGENT_DOCKER_MEMORY, bytes such as 1g or 512m; MANAGED_AGENT_DOCKER_PIDS), the OCI
+	// runtime (MANAGED_AGENT_DOCKER_RUNTIME, e.g. runsc) and the deployment label value
+	// (MANAGED_AGENT_DOCKER_DEPLOYMENT). Empty values are the provider's defaults; dockerConfig
+	// parses them.
+	DockerImage, DockerCPUs, DockerMemory, DockerPids, DockerRuntime, DockerDeployment string
 	// AllowUnsafeLocalSandbox lets a real model drive the local sandbox
 	// (MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX, a boolean).
 	AllowUnsafeLocalSandbox bool
@@ -94,6 +105,8 @@ func (c Config) Validate() error {
 	sandboxErr := c.validateSandbox()
 	check(modelErr)
 	check(sandboxErr)
+	_, err := c.dockerConfig()
+	check(err)
 	check(c.parsed("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"))
 	if c.FakeWordDelay < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%s: must not be negative", c.FakeWordDelay))
@@ -102,7 +115,7 @@ func (c Config) Validate() error {
 	if c.WorkerStopTimeout < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_WORKER_STOP_TIMEOUT=%s: must not be negative", c.WorkerStopTimeout))
 	}
-	_, err := c.logLevel()
+	_, err = c.logLevel()
 	check(err)
 	_, err = c.logFormat()
 	check(err)
@@ -158,7 +171,7 @@ func (c Config) validateSandbox() error {
 	for i, p := range sandboxProviders {
 		names[i] = p.name
 	}
-	return fmt.Errorf("MANAGED_AGENT_SANDBOX=%q: must be one of %s (docker and kubernetes arrive with their issues)", c.Sandbox, strings.Join(names, ", "))
+	return fmt.Errorf("MANAGED_AGENT_SANDBOX=%q: must be one of %s (kubernetes arrives with its issue)", c.Sandbox, strings.Join(names, ", "))
 }
 
 // validateHostPort accepts an empty value (the role's default applies) or host:port.
@@ -222,6 +235,12 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.AnthropicAuthToken, "MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN")
 	set(&c.Sandbox, "MANAGED_AGENT_SANDBOX")
 	set(&c.SandboxDir, "MANAGED_AGENT_SANDBOX_DIR")
+	set(&c.DockerImage, "MANAGED_AGENT_DOCKER_IMAGE")
+	set(&c.DockerCPUs, "MANAGED_AGENT_DOCKER_CPUS")
+	set(&c.DockerMemory, "MANAGED_AGENT_DOCKER_MEMORY")
+	set(&c.DockerPids, "MANAGED_AGENT_DOCKER_PIDS")
+	set(&c.DockerRuntime, "MANAGED_AGENT_DOCKER_RUNTIME")
+	set(&c.DockerDeployment, "MANAGED_AGENT_DOCKER_DEPLOYMENT")
 	c.envDuration(&c.FakeWordDelay, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", get("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"), "20ms")
 	c.envDuration(&c.WorkerStopTimeout, "MANAGED_AGENT_WORKER_STOP_TIMEOUT", get("MANAGED_AGENT_WORKER_STOP_TIMEOUT"), "25s")
 	c.envBool(&c.TemporalTLS, "MANAGED_AGENT_TEMPORAL_TLS", get("MANAGED_AGENT_TEMPORAL_TLS"))
@@ -285,3 +304,36 @@ func orDefault(v, def string) string {
 	}
 	return v
 }
+
+// dockerConfig parses the MANAGED_AGENT_DOCKER_* values; every problem names its variable.
+func (c Config) dockerConfig() (docker.Config, error) {
+	cfg := docker.Config{Image: c.DockerImage, Runtime: c.DockerRuntime, Deployment: c.DockerDeployment}
+	var errs []error
+	if c.DockerCPUs != "" {
+		v, err := strconv.ParseFloat(c.DockerCPUs, 64)
+		if err != nil || v < 0.01 || v > 1024 {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_DOCKER_CPUS=%q: must be a CPU count from 0.01 to 1024, such as 1 or 0.5", c.DockerCPUs))
+		}
+		cfg.CPUs = v
+	}
+	if c.DockerMemory != "" {
+		v, err := units.RAMInBytes(c.DockerMemory)
+		if err != nil || v < 6<<20 {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_DOCKER_MEMORY=%q: must be a size of at least 6m, such as 1g or 512m", c.DockerMemory))
+		}
+		cfg.MemoryBytes = v
+	}
+	if c.DockerPids != "" {
+		v, err := strconv.ParseInt(c.DockerPids, 10, 64)
+		if err != nil || v < 8 {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_DOCKER_PIDS=%q: must be a whole number of at least 8, such as 256", c.DockerPids))
+		}
+		cfg.Pids = v
+	}
+	if c.DockerDeployment != "" && !labelValue.MatchString(c.DockerDeployment) {
+		errs = append(errs, fmt.Errorf("MANAGED_AGENT_DOCKER_DEPLOYMENT=%q: must be letters, digits, '.', '_' or '-' (at most 63)", c.DockerDeployment))
+	}
+	return cfg, errors.Join(errs...)
+}
+
+var labelValue = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
 )
 
 func TestCheckSandboxGuard(t *testing.T) {
@@ -123,6 +125,13 @@ func TestValidate(t *testing.T) {
 			wantErr: []string{"MANAGED_AGENT_DATABASE_URL"}, notErr: []string{"secret"}},
 		{name: "the guard, when model and sandbox are valid", cfg: Config{Model: "anthropic", AnthropicAPIKey: "k"},
 			wantErr: []string{"not a security boundary", "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX=1"}},
+		{name: "a real model with the docker sandbox needs no override", cfg: Config{Model: "anthropic", AnthropicAPIKey: "k", Sandbox: "docker",
+			DockerImage: "img:1", DockerCPUs: "0.5", DockerMemory: "512m", DockerPids: "128", DockerRuntime: "runsc", DockerDeployment: "prod-eu"}},
+		{name: "docker settings name their variables",
+			cfg:     Config{Sandbox: "docker", DockerCPUs: "lots", DockerMemory: "1 banana", DockerPids: "3", DockerDeployment: "a b"},
+			wantErr: []string{`MANAGED_AGENT_DOCKER_CPUS="lots"`, `MANAGED_AGENT_DOCKER_MEMORY="1 banana"`, `MANAGED_AGENT_DOCKER_PIDS="3"`, `MANAGED_AGENT_DOCKER_DEPLOYMENT="a b"`}},
+		{name: "docker limits too small", cfg: Config{DockerCPUs: "0", DockerMemory: "1m"},
+			wantErr: []string{"MANAGED_AGENT_DOCKER_CPUS", "MANAGED_AGENT_DOCKER_MEMORY", "at least 6m"}},
 		{name: "every problem at once, in order", cfg: Config{Model: "bogus", LogLevel: "loud", Addr: "x"},
 			wantErr: []string{"MANAGED_AGENT_MODEL", "MANAGED_AGENT_LOG_LEVEL", "MANAGED_AGENT_ADDR"}},
 	}
@@ -197,4 +206,23 @@ func TestRunDevValidatesFirst(t *testing.T) {
 			require.NoDirExists(t, dataDir)
 		})
 	}
+}
+
+func TestDockerFromEnv(t *testing.T) {
+	t.Setenv("MANAGED_AGENT_SANDBOX", "docker")
+	t.Setenv("MANAGED_AGENT_DOCKER_IMAGE", "img:2")
+	t.Setenv("MANAGED_AGENT_DOCKER_CPUS", "2")
+	t.Setenv("MANAGED_AGENT_DOCKER_MEMORY", "256m")
+	t.Setenv("MANAGED_AGENT_DOCKER_PIDS", "64")
+	t.Setenv("MANAGED_AGENT_DOCKER_RUNTIME", "runsc")
+	t.Setenv("MANAGED_AGENT_DOCKER_DEPLOYMENT", "staging")
+	c := FromEnv(Config{})
+	require.NoError(t, c.Validate())
+	cfg, err := c.dockerConfig()
+	require.NoError(t, err)
+	require.Equal(t, docker.Config{Image: "img:2", CPUs: 2, MemoryBytes: 256 << 20, Pids: 64, Runtime: "runsc", Deployment: "staging"}, cfg)
+	p, err := NewSandboxProvider(c)
+	require.NoError(t, err)
+	require.Equal(t, "docker", p.Name())
+	require.NoError(t, p.(*docker.Provider).Close())
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/model/anthropic"
 	"github.com/managed-agents/managed-agents/internal/model/fake"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
 	"github.com/managed-agents/managed-agents/internal/startstop"
 	"github.com/managed-agents/managed-agents/internal/store"
@@ -82,6 +83,13 @@ var sandboxProviders = []sandboxProvider{
 		}
 		return local.New(dir), nil
 	}},
+	{name: "docker", isolating: true, new: func(c Config) (sandbox.Provider, error) {
+		cfg, err := c.dockerConfig()
+		if err != nil {
+			return nil, err
+		}
+		return docker.New(cfg)
+	}},
 }
 
 // defaultSandbox is the provider an empty MANAGED_AGENT_SANDBOX means.
@@ -117,7 +125,7 @@ func CheckSandboxGuard(c Config) error {
 	if realModel && known && !p.isolating && !c.AllowUnsafeLocalSandbox {
 		return errors.New("refusing to start: MANAGED_AGENT_MODEL=" + c.Model + " with the local sandbox would let a real model run " +
 			"commands on this machine as this user (the local sandbox is not a security boundary). Use an isolating sandbox " +
-			"(MANAGED_AGENT_SANDBOX=docker, when available), or set MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX=1 to accept the risk")
+			"(MANAGED_AGENT_SANDBOX=docker), or set MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX=1 to accept the risk")
 	}
 	return nil
 }

@@ -1,0 +1,388 @@
+// Package docker is the isolating sandbox provider: one container per session on a Docker
+// Engine (the standard DOCKER_HOST, through the official client github.com/moby/moby/client),
+// with the session's workspace on a named volume at /workspace.
+//
+// Every container runs the configured image as a non-root user (1000:1000) with a read-only
+// root filesystem (tmpfs for /tmp and /run), all capabilities dropped, no-new-privileges, CPU,
+// memory and pids limits, no network (network mode none) and, optionally, another OCI runtime
+// such as gVisor's runsc. The workspace volume is its only mount. Containers share the host
+// kernel: that is the limit of this boundary (gVisor narrows it).
+//
+// Commands and file operations run through the exec API. A command runs as the leader of
+// its own session, so a timeout or a cancellation kills its whole process group inside the
+// container, and whatever it leaves in its group is killed when it ends; file reads and
+// writes resolve their path inside the container and refuse one that leaves /workspace
+// (`..`, absolute paths elsewhere, symlinks), with the errors of the local provider.
+//
+// Create is idempotent on the spec's name: the container and volume names derive from it,
+// so a retried create adopts what an earlier attempt made. The optional FileSearcher
+// capability is not offered: glob and grep fall back to find and ReadFile.
+//
+// The package imports only the sandbox interfaces and the Docker client; it must never
+// import agent, store, httpapi, durable, Temporal or Kubernetes packages.
+package docker
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+)
+
+// Name is the provider name stored in sandbox refs.
+const Name = "docker"
+
+// DefaultImage is the image `make sandbox-image` builds.
+const DefaultImage = "managed-agents-sandbox:dev"
+
+// Defaults of the configuration.
+const (
+	DefaultCPUs        = 1.0
+	DefaultMemoryBytes = 1 << 30
+	DefaultPids        = 256
+	DefaultDeployment  = "default"
+	DefaultTimeout     = 120 * time.Second
+	DefaultMaxOutput   = 1 << 20
+)
+
+// Workspace is the workspace directory inside every container (as hosted).
+const Workspace = "/workspace"
+
+// User is the uid:gid commands run as; the image's /workspace belongs to it, and a fresh
+// volume copies that ownership.
+const User = "1000:1000"
+
+// Labels on every container and volume, so a sweep can find what a deployment made.
+const (
+	LabelSandbox    = "managed-agents.sandbox"
+	LabelSession    = "managed-agents.session"
+	LabelSpecHash   = "managed-agents.spec-hash"
+	LabelDeployment = "managed-agents.deployment"
+)
+
+// tmpfsSize bounds each writable tmpfs; tmpfs pages count against the memory limit anyway.
+const tmpfsOptions = "rw,nosuid,nodev,size=256m"
+
+// containerPath is the PATH of commands: the image is imported without a configuration of
+// its own, so the container cannot inherit one.
+const containerPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Config is the deployment's docker sandbox settings (MANAGED_AGENT_DOCKER_*).
+type Config struct {
+	// Image every sandbox starts from (default DefaultImage).
+	Image string
+	// CPUs, MemoryBytes and Pids are the limits of a sandbox whose spec asks for none.
+	CPUs        float64
+	MemoryBytes int64
+	Pids        int64
+	// Runtime is the OCI runtime ("" is the engine's default, e.g. runsc for gVisor).
+	Runtime string
+	// Deployment is the value of LabelDeployment on what this provider makes.
+	Deployment string
+	// Timeout and MaxOutput apply to commands whose request has none.
+	Timeout   time.Duration
+	MaxOutput int
+}
+
+func (c Config) withDefaults() Config {
+	c.Image = cmp.Or(c.Image, DefaultImage)
+	c.CPUs = cmp.Or(c.CPUs, DefaultCPUs)
+	c.MemoryBytes = cmp.Or(c.MemoryBytes, DefaultMemoryBytes)
+	c.Pids = cmp.Or(c.Pids, DefaultPids)
+	c.Deployment = cmp.Or(c.Deployment, DefaultDeployment)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.MaxOutput = cmp.Or(c.MaxOutput, DefaultMaxOutput)
+	return c
+}
+
+// engine is what the provider uses of the Docker client.
+type engine interface {
+	ContainerCreate(context.Context, client.ContainerCreateOptions) (client.ContainerCreateResult, error)
+	ContainerStart(context.Context, string, client.ContainerStartOptions) (client.ContainerStartResult, error)
+	ContainerInspect(context.Context, string, client.ContainerInspectOptions) (client.ContainerInspectResult, error)
+	ContainerRemove(context.Context, string, client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
+	VolumeCreate(context.Context, client.VolumeCreateOptions) (client.VolumeCreateResult, error)
+	VolumeRemove(context.Context, string, client.VolumeRemoveOptions) (client.VolumeRemoveResult, error)
+	ExecCreate(context.Context, string, client.ExecCreateOptions) (client.ExecCreateResult, error)
+	ExecAttach(context.Context, string, client.ExecAttachOptions) (client.ExecAttachResult, error)
+	ExecInspect(context.Context, string, client.ExecInspectOptions) (client.ExecInspectResult, error)
+}
+
+var _ sandbox.Provider = (*Provider)(nil)
+
+// Provider creates, attaches and destroys docker sandboxes on one engine.
+type Provider struct {
+	cli    *client.Client
+	engine engine
+	cfg    Config
+}
+
+// New returns a provider on the engine DOCKER_HOST names (the local socket by default). It
+// does not contact the engine; the first operation does.
+func New(cfg Config) (*Provider, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	cli, err := client.New(client.FromEnv) // negotiates the API version on first use
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return &Provider{cli: cli, engine: cli, cfg: cfg}, nil
+}
+
+func (c Config) check() error {
+	switch {
+	case c.CPUs < 0.01:
+		return fmt.Errorf("docker sandbox: %g CPUs is too few (at least 0.01)", c.CPUs)
+	case c.MemoryBytes < 6<<20:
+		return fmt.Errorf("docker sandbox: %d bytes of memory is too little (the engine needs at least 6 MiB)", c.MemoryBytes)
+	case c.Pids < 8:
+		return fmt.Errorf("docker sandbox: a pids limit of %d is too low (at least 8)", c.Pids)
+	}
+	return nil
+}
+
+// Close releases the client's connections.
+func (p *Provider) Close() error { return p.cli.Close() }
+
+// Name implements sandbox.Provider.
+func (p *Provider) Name() string { return Name }
+
+// idPattern is the shape of every container name this provider makes: refs are checked
+// against it before the engine is asked anything.
+var idPattern = regexp.MustCompile(`^ma-[0-9a-f]{32}$`)
+
+// ContainerName is the container of a sandbox name: the name itself when it already has the
+// shape sandbox.NameFor gives, otherwise a hash of it, so any name maps to one valid,
+// recognisable container name.
+func ContainerName(name string) string {
+	if idPattern.MatchString(name) {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "ma-" + hex.EncodeToString(sum[:16])
+}
+
+// volumeName is the workspace volume of a container: derived from the name, so Destroy
+// finds it even when the container is already gone.
+func volumeName(containerName string) string { return containerName + "-workspace" }
+
+// CreateOptions is the container a spec becomes (exported for tests that check settings
+// an engine here cannot run, such as another OCI runtime).
+func (p *Provider) CreateOptions(spec sandbox.Spec) client.ContainerCreateOptions {
+	name := ContainerName(spec.Name)
+	nanoCPUs := int64(p.cfg.CPUs * 1e9)
+	if spec.Resources.MilliCPU > 0 {
+		nanoCPUs = spec.Resources.MilliCPU * 1e6
+	}
+	memory := cmp.Or(spec.Resources.MemoryBytes, p.cfg.MemoryBytes)
+	pids := p.cfg.Pids
+	return client.ContainerCreateOptions{
+		Name: name,
+		Config: &container.Config{
+			Image:      cmp.Or(spec.Image, p.cfg.Image),
+			User:       User,
+			WorkingDir: Workspace,
+			Env:        environ(spec.Env),
+			Labels:     p.labels(spec),
+		},
+		HostConfig: &container.HostConfig{
+			NetworkMode:    "none",
+			ReadonlyRootfs: true,
+			Tmpfs:          map[string]string{"/tmp": tmpfsOptions + ",mode=1777", "/run": tmpfsOptions + ",mode=755"},
+			Mounts:         []mount.Mount{{Type: mount.TypeVolume, Source: volumeName(name), Target: Workspace}},
+			CapDrop:        []string{"ALL"},
+			SecurityOpt:    []string{"no-new-privileges"},
+			Runtime:        p.cfg.Runtime,
+			// Command output is returned by exec, never logged: nothing grows on the host's disk.
+			LogConfig: container.LogConfig{Type: "none"},
+			Resources: container.Resources{
+				NanoCPUs:   nanoCPUs,
+				Memory:     memory,
+				MemorySwap: memory, // no swap beyond the memory limit
+				PidsLimit:  &pids,
+			},
+		},
+	}
+}
+
+func (p *Provider) labels(spec sandbox.Spec) map[string]string {
+	return map[string]string{
+		LabelSandbox:    spec.Name,
+		LabelSession:    spec.SessionID,
+		LabelSpecHash:   spec.Hash(),
+		LabelDeployment: p.cfg.Deployment,
+	}
+}
+
+// environ is the container's environment: PATH, HOME (the workspace, so `cd ~` goes there)
+// and LANG, then the spec's variables, which may override them. Every exec inherits it, so it
+// survives a worker restart with the container.
+func environ(declared map[string]string) []string {
+	vars := map[string]string{"PATH": containerPath, "HOME": Workspace, "LANG": "C.UTF-8"}
+	maps.Copy(vars, declared)
+	env := make([]string, 0, len(vars))
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		env = append(env, k+"="+vars[k])
+	}
+	return env
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func checkEnv(env map[string]string) error {
+	for k, v := range env {
+		if !envName.MatchString(k) {
+			return fmt.Errorf("invalid environment variable name %q", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("environment variable %s contains a NUL byte", k)
+		}
+	}
+	return nil
+}
+
+// Create makes and starts the container of spec.Name with an empty workspace volume, or
+// adopts (and starts, if stopped) the one an earlier Create of that name made.
+func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, error) {
+	if spec.Name == "" {
+		return sandbox.Ref{}, errors.New("create docker sandbox: the spec has no name")
+	}
+	if err := checkEnv(spec.Env); err != nil {
+		return sandbox.Ref{}, fmt.Errorf("create docker sandbox: %w", err)
+	}
+	opts := p.CreateOptions(spec)
+	ref := sandbox.Ref{Provider: Name, ExternalID: opts.Name}
+	if _, err := p.engine.ContainerInspect(ctx, opts.Name, client.ContainerInspectOptions{}); err == nil {
+		return ref, p.ensureRunning(ctx, opts.Name)
+	} else if !cerrdefs.IsNotFound(err) {
+		return sandbox.Ref{}, fmt.Errorf("create docker sandbox %s: %w", opts.Name, err)
+	}
+	// Creating a volume that exists returns it, so concurrent and retried creates agree.
+	if _, err := p.engine.VolumeCreate(ctx, client.VolumeCreateOptions{Name: volumeName(opts.Name), Labels: opts.Config.Labels}); err != nil {
+		return sandbox.Ref{}, fmt.Errorf("create workspace volume of %s: %w", opts.Name, err)
+	}
+	if _, err := p.engine.ContainerCreate(ctx, opts); err != nil {
+		switch {
+		case cerrdefs.IsConflict(err):
+			// A concurrent Create of the same name won; adopt its container once the engine
+			// shows it (it reserves the name before the container can be inspected).
+			if err := p.awaitContainer(ctx, opts.Name); err != nil {
+				return sandbox.Ref{}, err
+			}
+		case cerrdefs.IsNotFound(err):
+			return sandbox.Ref{}, fmt.Errorf("create docker sandbox %s: image %s not found (run make sandbox-image, or set MANAGED_AGENT_DOCKER_IMAGE): %w", opts.Name, opts.Config.Image, err)
+		default:
+			return sandbox.Ref{}, fmt.Errorf("create docker sandbox %s: %w", opts.Name, err)
+		}
+	}
+	return ref, p.ensureRunning(ctx, opts.Name)
+}
+
+// awaitContainer waits until a container another Create is making can be inspected.
+func (p *Provider) awaitContainer(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		_, err := p.engine.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+		if err == nil {
+			return nil
+		}
+		if !cerrdefs.IsNotFound(err) {
+			return p.engineError("inspect", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("create docker sandbox %s: a concurrent create holds the name but made no container: %w", name, ctx.Err())
+		case <-time.After(delay):
+		}
+	}
+}
+
+// ensureRunning starts a created or stopped container; one already running is left as is.
+func (p *Provider) ensureRunning(ctx context.Context, name string) error {
+	info, err := p.engine.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if err != nil {
+		return p.engineError("inspect", name, err)
+	}
+	if info.Container.State != nil && info.Container.State.Running {
+		return nil
+	}
+	if _, err := p.engine.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
+		// A concurrent start may have won; only a container that is still not running fails.
+		if again, ierr := p.engine.ContainerInspect(ctx, name, client.ContainerInspectOptions{}); ierr == nil && again.Container.State != nil && again.Container.State.Running {
+			return nil
+		}
+		return p.engineError("start", name, err)
+	}
+	return nil
+}
+
+// engineError wraps an engine error, marking a missing container ErrGone.
+func (p *Provider) engineError(op, name string, err error) error {
+	if cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("%s docker sandbox %s: %w", op, name, sandbox.ErrGone)
+	}
+	return fmt.Errorf("%s docker sandbox %s: %w", op, name, err)
+}
+
+// checkRef refuses references of other providers and ids this provider never makes, before
+// the engine is asked: a tampered id must not name some other container.
+func checkRef(ref sandbox.Ref) error {
+	if ref.Provider != "" && ref.Provider != Name {
+		return fmt.Errorf("sandbox ref of provider %q given to the %s provider: %w", ref.Provider, Name, sandbox.ErrForeignRef)
+	}
+	if !idPattern.MatchString(ref.ExternalID) {
+		return fmt.Errorf("docker sandbox id %q: %w", ref.ExternalID, sandbox.ErrInvalidRef)
+	}
+	return nil
+}
+
+// Attach returns the sandbox of an existing container, starting it if it was stopped (its
+// workspace is kept); sandbox.ErrGone if it was removed. It never creates one.
+func (p *Provider) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Sandbox, error) {
+	if err := checkRef(ref); err != nil {
+		return nil, err
+	}
+	info, err := p.engine.ContainerInspect(ctx, ref.ExternalID, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, p.engineError("attach", ref.ExternalID, err)
+	}
+	if info.Container.Config == nil || info.Container.Config.Labels[LabelSandbox] == "" {
+		return nil, fmt.Errorf("docker container %s is not a managed-agents sandbox: %w", ref.ExternalID, sandbox.ErrInvalidRef)
+	}
+	if err := p.ensureRunning(ctx, ref.ExternalID); err != nil {
+		return nil, err
+	}
+	return &box{engine: p.engine, id: ref.ExternalID, timeout: p.cfg.Timeout, maxOutput: p.cfg.MaxOutput}, nil
+}
+
+// Destroy force-removes the container and its workspace volume. Either being gone already
+// is not an error.
+func (p *Provider) Destroy(ctx context.Context, ref sandbox.Ref) error {
+	if err := checkRef(ref); err != nil {
+		return err
+	}
+	if _, err := p.engine.ContainerRemove(ctx, ref.ExternalID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("destroy docker sandbox %s: %w", ref.ExternalID, err)
+	}
+	if _, err := p.engine.VolumeRemove(ctx, volumeName(ref.ExternalID), client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("destroy workspace volume of %s: %w", ref.ExternalID, err)
+	}
+	return nil
+}
