@@ -62,6 +62,7 @@ fi
 
 root=$(mktemp -d "${TMPDIR:-/tmp}/sandbox-rootfs.XXXXXX")
 cleanup() {
+  rm -f "$root.log"
   # debootstrap mounts /proc, /sys (and on some hosts binds /dev) inside the target; a failed
   # run can leave them mounted, and removing through them would reach the host's.
   local m
@@ -79,8 +80,7 @@ trap cleanup EXIT
 start=$SECONDS
 log "debootstrap $SUITE from $mirror into $root (packages: $packages)"
 debootstrap --variant=minbase --keyring="$KEYRING" --include="$packages" \
-  "$SUITE" "$root" "$mirror" >"$root.log" 2>&1 || { tail -n 50 "$root.log" >&2; rm -f "$root.log"; die "debootstrap failed"; }
-rm -f "$root.log"
+  "$SUITE" "$root" "$mirror" >"$root.log" 2>&1 || { tail -n 50 "$root.log" >&2; die "debootstrap failed"; }
 
 chroot "$root" groupadd --gid 1000 agent
 chroot "$root" useradd --uid 1000 --gid 1000 --create-home --home-dir /home/agent --shell /bin/bash agent
