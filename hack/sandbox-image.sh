@@ -3,7 +3,7 @@
 # `debootstrap --variant=minbase` root filesystem with the packages of
 # build/sandbox/packages.txt, a user `agent` (uid/gid 1000) and /workspace, imported with
 # `docker import`. The image carries a hash of this script and the package list as a label;
-# when an image with that label exists already the build is skipped (a tag is all it costs).
+# when the image is tagged already with that label, the build is skipped.
 #
 # Usage: hack/sandbox-image.sh [IMAGE]   (default managed-agents-sandbox:dev)
 # Environment: SANDBOX_MIRROR overrides the Debian mirror, which is otherwise the one apt on
@@ -39,9 +39,11 @@ mkdir -p dist
 exec 9>dist/.sandbox-image.lock
 flock 9
 
-existing=$(docker images --quiet --filter "label=$HASH_LABEL=$hash" | head -n1)
-if [ -n "$existing" ] && [ "${SANDBOX_FORCE:-}" != 1 ]; then
-  docker tag "$existing" "$IMAGE"
+# Current means: IMAGE is this script's own import (one layer) with this input hash. Images
+# built FROM it inherit the label, so the label alone does not say that.
+current=$(docker image inspect --format "{{index .Config.Labels \"$HASH_LABEL\"}} {{len .RootFS.Layers}}" \
+  "$IMAGE" 2>/dev/null || true)
+if [ "$current" = "$hash 1" ] && [ "${SANDBOX_FORCE:-}" != 1 ]; then
   log "$IMAGE is current (input hash $hash); nothing to build"
   exit 0
 fi
@@ -60,6 +62,7 @@ fi
 
 root=$(mktemp -d "${TMPDIR:-/tmp}/sandbox-rootfs.XXXXXX")
 cleanup() {
+  rm -f "$root.log"
   # debootstrap mounts /proc, /sys (and on some hosts binds /dev) inside the target; a failed
   # run can leave them mounted, and removing through them would reach the host's.
   local m
@@ -77,8 +80,7 @@ trap cleanup EXIT
 start=$SECONDS
 log "debootstrap $SUITE from $mirror into $root (packages: $packages)"
 debootstrap --variant=minbase --keyring="$KEYRING" --include="$packages" \
-  "$SUITE" "$root" "$mirror" >"$root.log" 2>&1 || { tail -n 50 "$root.log" >&2; rm -f "$root.log"; die "debootstrap failed"; }
-rm -f "$root.log"
+  "$SUITE" "$root" "$mirror" >"$root.log" 2>&1 || { tail -n 50 "$root.log" >&2; die "debootstrap failed"; }
 
 chroot "$root" groupadd --gid 1000 agent
 chroot "$root" useradd --uid 1000 --gid 1000 --create-home --home-dir /home/agent --shell /bin/bash agent

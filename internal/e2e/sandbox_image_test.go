@@ -22,17 +22,25 @@ func TestSandboxImage(t *testing.T) {
 	if _, err := exec.LookPath("docker"); err != nil {
 		t.Skip("no docker CLI on this machine")
 	}
-	build := exec.Command("make", "--no-print-directory", "sandbox-image", "SANDBOX_IMG="+sandboxImage)
-	build.Dir = "../.."
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "make sandbox-image:\n%s", out)
-
+	makeImage := func() string {
+		t.Helper()
+		build := exec.Command("make", "--no-print-directory", "sandbox-image", "SANDBOX_IMG="+sandboxImage)
+		build.Dir = "../.."
+		out, err := build.CombinedOutput()
+		require.NoError(t, err, "make sandbox-image:\n%s", out)
+		return string(out)
+	}
 	docker := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command("docker", args...).CombinedOutput()
 		require.NoError(t, err, "docker %s:\n%s", strings.Join(args, " "), out)
 		return strings.TrimSpace(string(out))
 	}
+	makeImage()
+	built := docker("image", "inspect", "--format", "{{.Id}}", sandboxImage)
+	// Unchanged inputs: the second make keeps the image it finds.
+	require.Contains(t, makeImage(), "nothing to build")
+	require.Equal(t, built, docker("image", "inspect", "--format", "{{.Id}}", sandboxImage))
 	// The way the docker sandbox runs it: no network, no capabilities, no privilege gain.
 	id := docker("run", "-d", "--network", "none", "--cap-drop", "ALL",
 		"--security-opt", "no-new-privileges", sandboxImage)
