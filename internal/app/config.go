@@ -76,6 +76,12 @@ type Config struct {
 	// (MANAGED_AGENT_DOCKER_DEPLOYMENT). Empty values are the provider's defaults; dockerConfig
 	// parses them.
 	DockerImage, DockerCPUs, DockerMemory, DockerPids, DockerRuntime, DockerDeployment string
+	// SandboxIdleStop stops a sandbox (workspace kept, started again on the next acquisition)
+	// whose session has not used it for that long (MANAGED_AGENT_SANDBOX_IDLE_STOP, a
+	// duration; zero, the default, never stops one). SandboxRetention destroys one idle that
+	// long, after which the session's next tool call fails (MANAGED_AGENT_SANDBOX_RETENTION;
+	// zero, the default, keeps it forever; the hosted service keeps sandbox state 30 days).
+	SandboxIdleStop, SandboxRetention time.Duration
 	// AllowUnsafeLocalSandbox lets a real model drive the local sandbox
 	// (MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX, a boolean).
 	AllowUnsafeLocalSandbox bool
@@ -111,6 +117,7 @@ func (c Config) Validate() error {
 	if c.FakeWordDelay < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%s: must not be negative", c.FakeWordDelay))
 	}
+	check(c.validateIdle())
 	check(c.parsed("MANAGED_AGENT_WORKER_STOP_TIMEOUT"))
 	if c.WorkerStopTimeout < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_WORKER_STOP_TIMEOUT=%s: must not be negative", c.WorkerStopTimeout))
@@ -172,6 +179,30 @@ func (c Config) validateSandbox() error {
 		names[i] = p.name
 	}
 	return fmt.Errorf("MANAGED_AGENT_SANDBOX=%q: must be one of %s (kubernetes arrives with its issue)", c.Sandbox, strings.Join(names, ", "))
+}
+
+// minIdle is the shortest idle clock: the sweep runs about once a minute, so a shorter one
+// would only promise what it cannot keep.
+const minIdle = time.Minute
+
+func (c Config) validateIdle() error {
+	var errs []error
+	for _, v := range []struct {
+		name string
+		d    time.Duration
+	}{{"MANAGED_AGENT_SANDBOX_IDLE_STOP", c.SandboxIdleStop}, {"MANAGED_AGENT_SANDBOX_RETENTION", c.SandboxRetention}} {
+		if err := c.parsed(v.name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if v.d != 0 && v.d < minIdle {
+			errs = append(errs, fmt.Errorf("%s=%s: must be 0 (off) or at least %s", v.name, v.d, minIdle))
+		}
+	}
+	if len(errs) == 0 && c.SandboxIdleStop > 0 && c.SandboxRetention > 0 && c.SandboxRetention <= c.SandboxIdleStop {
+		errs = append(errs, fmt.Errorf("MANAGED_AGENT_SANDBOX_RETENTION=%s: must be longer than MANAGED_AGENT_SANDBOX_IDLE_STOP=%s (or 0)", c.SandboxRetention, c.SandboxIdleStop))
+	}
+	return errors.Join(errs...)
 }
 
 // validateHostPort accepts an empty value (the role's default applies) or host:port.
@@ -242,6 +273,8 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.DockerRuntime, "MANAGED_AGENT_DOCKER_RUNTIME")
 	set(&c.DockerDeployment, "MANAGED_AGENT_DOCKER_DEPLOYMENT")
 	c.envDuration(&c.FakeWordDelay, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", get("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"), "20ms")
+	c.envDuration(&c.SandboxIdleStop, "MANAGED_AGENT_SANDBOX_IDLE_STOP", get("MANAGED_AGENT_SANDBOX_IDLE_STOP"), "30m")
+	c.envDuration(&c.SandboxRetention, "MANAGED_AGENT_SANDBOX_RETENTION", get("MANAGED_AGENT_SANDBOX_RETENTION"), "720h")
 	c.envDuration(&c.WorkerStopTimeout, "MANAGED_AGENT_WORKER_STOP_TIMEOUT", get("MANAGED_AGENT_WORKER_STOP_TIMEOUT"), "25s")
 	c.envBool(&c.TemporalTLS, "MANAGED_AGENT_TEMPORAL_TLS", get("MANAGED_AGENT_TEMPORAL_TLS"))
 	c.envBool(&c.AllowUnsafeLocalSandbox, "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX", get("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"))

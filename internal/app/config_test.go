@@ -77,8 +77,10 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 	_, err := FromEnv(Config{}).Logger()
 	require.ErrorContains(t, err, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY")
 	t.Setenv("MANAGED_AGENT_WORKER_STOP_TIMEOUT", "later")
+	t.Setenv("MANAGED_AGENT_SANDBOX_IDLE_STOP", "soon")
 	_, err = FromEnv(Config{}).Logger()
 	require.ErrorContains(t, err, "MANAGED_AGENT_WORKER_STOP_TIMEOUT")
+	require.ErrorContains(t, err, `MANAGED_AGENT_SANDBOX_IDLE_STOP="soon": must be a duration such as 30m`)
 
 	_, err = Config{LogLevel: "loud"}.Logger()
 	require.ErrorContains(t, err, "MANAGED_AGENT_LOG_LEVEL")
@@ -127,6 +129,11 @@ func TestValidate(t *testing.T) {
 			wantErr: []string{"not a security boundary", "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX=1"}},
 		{name: "a real model with the docker sandbox needs no override", cfg: Config{Model: "anthropic", AnthropicAPIKey: "k", Sandbox: "docker",
 			DockerImage: "img:1", DockerCPUs: "0.5", DockerMemory: "512m", DockerPids: "128", DockerRuntime: "runsc", DockerDeployment: "prod-eu"}},
+		{name: "idle clocks", cfg: Config{SandboxIdleStop: 30 * time.Minute, SandboxRetention: 720 * time.Hour}},
+		{name: "idle clocks below a minute", cfg: Config{SandboxIdleStop: time.Second, SandboxRetention: -time.Hour},
+			wantErr: []string{"MANAGED_AGENT_SANDBOX_IDLE_STOP=1s: must be 0 (off) or at least 1m0s", "MANAGED_AGENT_SANDBOX_RETENTION=-1h0m0s"}},
+		{name: "retention not after the idle stop", cfg: Config{SandboxIdleStop: time.Hour, SandboxRetention: time.Hour},
+			wantErr: []string{"MANAGED_AGENT_SANDBOX_RETENTION=1h0m0s: must be longer than MANAGED_AGENT_SANDBOX_IDLE_STOP"}},
 		{name: "docker settings name their variables",
 			cfg:     Config{Sandbox: "docker", DockerCPUs: "lots", DockerMemory: "1 banana", DockerPids: "3", DockerDeployment: "a b"},
 			wantErr: []string{`MANAGED_AGENT_DOCKER_CPUS="lots"`, `MANAGED_AGENT_DOCKER_MEMORY="1 banana"`, `MANAGED_AGENT_DOCKER_PIDS="3"`, `MANAGED_AGENT_DOCKER_DEPLOYMENT="a b"`}},

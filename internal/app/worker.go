@@ -156,7 +156,8 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	acts := &durable.Activities{
 		Turns:     engine,
 		Core:      agent.NewCore(m, agent.WithLogger(logger)),
-		Sandboxes: sandbox.NewManager(registry, engine.Sandboxes(), engine.Sandboxes(), sandbox.WithLogger(logger)),
+		Sandboxes: sandbox.NewManager(registry, engine.Sandboxes(), engine.Sandboxes(), sandbox.WithLogger(logger),
+			sandbox.WithTouchInterval(c.touchInterval())),
 		Previews:  previews,
 		Logger:    logger,
 	}
@@ -164,7 +165,71 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	return &Worker{services: startstop.Group{
 		&temporalWorker{w: durable.NewWorker(tc, durable.WorkerOptions{TaskQueue: c.TaskQueue, StopTimeout: c.WorkerStopTimeout}, acts)},
 		&Sweep{Engine: engine, Waker: runner, Interval: sweepInterval, Logger: logger},
+		&SandboxSweep{Store: st, Interval: sweepInterval, Logger: logger, Sweeper: &sandbox.Sweeper{
+			Registry: registry, Store: engine.Sandboxes(), IdleStop: c.SandboxIdleStop, Retention: c.SandboxRetention, Logger: logger,
+		}},
 	}}, nil
+}
+
+// touchInterval is how often a worker records a cached sandbox's use: at most a minute, and
+// well inside the idle-stop clock so the sweep never stops a sandbox a cached client uses.
+func (c Config) touchInterval() time.Duration {
+	if c.SandboxIdleStop > 0 {
+		return min(sandbox.DefaultTouchInterval, c.SandboxIdleStop/2)
+	}
+	return sandbox.DefaultTouchInterval
+}
+
+// sandboxSweepLock is the advisory lock that lets one worker at a time sweep sandboxes.
+const sandboxSweepLock = "managed_agents.sandbox_sweep"
+
+// SandboxSweep stops and destroys idle sandboxes and removes orphaned ones (sandbox.Sweeper),
+// at start and then every Interval, in one worker of the deployment at a time: the others
+// find the advisory lock taken and skip that round.
+type SandboxSweep struct {
+	Store    *store.Store
+	Sweeper  *sandbox.Sweeper
+	Interval time.Duration
+	Logger   *slog.Logger
+	loop     startstop.Loop
+}
+
+// Start starts sweeping.
+func (s *SandboxSweep) Start(ctx context.Context) error {
+	s.loop.Start(ctx, s.run)
+	return nil
+}
+
+// Stop stops sweeping and waits for a sweep in progress; it may be called more than once.
+func (s *SandboxSweep) Stop() { s.loop.Stop() }
+
+// Once runs one sweep unless another worker is sweeping; ran says whether it did.
+func (s *SandboxSweep) Once(ctx context.Context) (res sandbox.SweepResult, ran bool, err error) {
+	ran, err = s.Store.WithTryLock(ctx, sandboxSweepLock, func(ctx context.Context) error {
+		var err error
+		res, err = s.Sweeper.Sweep(ctx)
+		return err
+	})
+	return res, ran, err
+}
+
+func (s *SandboxSweep) run(ctx context.Context) {
+	t := time.NewTicker(s.Interval)
+	defer t.Stop()
+	for {
+		res, _, err := s.Once(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.Logger.WarnContext(ctx, "sandbox sweep failed", "error", err)
+		}
+		if res != (sandbox.SweepResult{}) {
+			s.Logger.InfoContext(ctx, "swept sandboxes", "stopped", res.Stopped, "destroyed", res.Destroyed, "orphans", res.Orphans)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Start starts polling the task queue, then the sweep.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 )
 
 // ErrNoBinding means the session has no sandbox yet (or its acquisition has not finished).
@@ -15,9 +16,12 @@ var ErrNoBinding = errors.New("session has no sandbox")
 
 // Binding states: a binding is written pending, before Create, and made ready with the
 // external id Create returned.
+// The retention sweep marks a binding expired when it destroys the sandbox: the session's
+// next acquisition fails with ErrGone, as for a sandbox that vanished.
 const (
 	BindingPending = "pending"
 	BindingReady   = "ready"
+	BindingExpired = "expired"
 )
 
 // Binding is what the database remembers of a session's sandbox.
@@ -44,6 +48,18 @@ type BindingStore interface {
 	DeleteBinding(ctx context.Context, sessionID string) error
 }
 
+// ActivityStore is the optional capability of a BindingStore that records when a session
+// last used its sandbox, the clock of the idle sweeps.
+type ActivityStore interface {
+	// TouchBinding records use now and clears the idle sweep's stopped mark; it returns the
+	// binding's state and whether the sweep had stopped the sandbox (a cached client of it
+	// is stale), or an error wrapping ErrNoBinding.
+	TouchBinding(ctx context.Context, sessionID string) (state string, wasStopped bool, err error)
+}
+
+// DefaultTouchInterval is how often, at most, a Manager records a session's sandbox use.
+const DefaultTouchInterval = time.Minute
+
 // SpecSource returns the spec of a session's sandbox (SpecFor its environment).
 type SpecSource interface {
 	SandboxSpec(ctx context.Context, sessionID string) (Spec, error)
@@ -62,6 +78,8 @@ type Manager struct {
 	bindings BindingStore
 	specs    SpecSource
 	logger   *slog.Logger
+	activity ActivityStore // nil if the binding store records no activity
+	every    time.Duration
 
 	mu      sync.Mutex
 	size    int
@@ -72,6 +90,7 @@ type Manager struct {
 type cached struct {
 	sessionID string
 	sb        Sandbox
+	touched   time.Time // guarded by Manager.mu
 }
 
 // ManagerOption configures a Manager.
@@ -80,6 +99,11 @@ type ManagerOption func(*Manager)
 // WithCacheSize bounds the live clients kept (default DefaultCacheSize).
 func WithCacheSize(n int) ManagerOption { return func(m *Manager) { m.size = n } }
 
+// WithTouchInterval sets how often, at most, a session's use is recorded while its client
+// is cached (default DefaultTouchInterval). It must be shorter than the idle-stop duration:
+// a client used without a touch must not be one the sweep may have stopped.
+func WithTouchInterval(d time.Duration) ManagerOption { return func(m *Manager) { m.every = d } }
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) ManagerOption { return func(m *Manager) { m.logger = l } }
 
@@ -87,7 +111,8 @@ func WithLogger(l *slog.Logger) ManagerOption { return func(m *Manager) { m.logg
 // bindings in bindings.
 func NewManager(registry *Registry, bindings BindingStore, specs SpecSource, opts ...ManagerOption) *Manager {
 	m := &Manager{registry: registry, bindings: bindings, specs: specs, logger: slog.Default(),
-		size: DefaultCacheSize, order: list.New(), clients: map[string]*list.Element{}}
+		size: DefaultCacheSize, order: list.New(), clients: map[string]*list.Element{}, every: DefaultTouchInterval}
+	m.activity, _ = bindings.(ActivityStore)
 	for _, o := range opts {
 		o(m)
 	}
@@ -109,7 +134,8 @@ func (m *Manager) Bound(ctx context.Context, sessionID string) (bool, error) {
 	case err != nil:
 		return false, fmt.Errorf("look up sandbox binding: %w", err)
 	}
-	return b.State == BindingReady, nil
+	// An expired binding is bound to a sandbox that is gone: the tool call finds that out.
+	return b.State == BindingReady || b.State == BindingExpired, nil
 }
 
 // Acquire returns the session's sandbox, making it first if the session has none: a pending
@@ -117,8 +143,8 @@ func (m *Manager) Bound(ctx context.Context, sessionID string) (bool, error) {
 // that times out or crashes is adopted by the retry (Create is idempotent on the name)
 // instead of leaking a sandbox per attempt.
 func (m *Manager) Acquire(ctx context.Context, sessionID string) (Sandbox, error) {
-	if sb := m.cachedClient(sessionID); sb != nil {
-		return sb, nil
+	if sb, err := m.fresh(ctx, sessionID); sb != nil || err != nil {
+		return sb, err
 	}
 	b, err := m.bindings.Binding(ctx, sessionID)
 	if errors.Is(err, ErrNoBinding) {
@@ -126,6 +152,9 @@ func (m *Manager) Acquire(ctx context.Context, sessionID string) (Sandbox, error
 	}
 	if err != nil {
 		return nil, fmt.Errorf("acquire sandbox: %w", err)
+	}
+	if b.State == BindingExpired {
+		return nil, expiredError(b)
 	}
 	if b.State != BindingReady {
 		if b, err = m.create(ctx, b); err != nil {
@@ -137,12 +166,15 @@ func (m *Manager) Acquire(ctx context.Context, sessionID string) (Sandbox, error
 
 // Sandbox returns the session's existing sandbox (ErrNoBinding if it has none ready).
 func (m *Manager) Sandbox(ctx context.Context, sessionID string) (Sandbox, error) {
-	if sb := m.cachedClient(sessionID); sb != nil {
-		return sb, nil
+	if sb, err := m.fresh(ctx, sessionID); sb != nil || err != nil {
+		return sb, err
 	}
 	b, err := m.bindings.Binding(ctx, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("look up sandbox binding: %w", err)
+	}
+	if b.State == BindingExpired {
+		return nil, expiredError(b)
 	}
 	if b.State != BindingReady {
 		return nil, fmt.Errorf("the session's sandbox is still being created: %w", ErrNoBinding)
@@ -189,7 +221,52 @@ func (m *Manager) create(ctx context.Context, b Binding) (Binding, error) {
 	return b, nil
 }
 
+func expiredError(b Binding) error {
+	return fmt.Errorf("the session's sandbox %s (%s) was destroyed after being idle longer than the retention: %w", b.Ref.ExternalID, b.Ref.Provider, ErrGone)
+}
+
+// fresh returns the session's cached client, recording its use at most once per touch
+// interval; nil (and no error) when the client must be attached again: none is cached, the
+// idle sweep stopped its sandbox (Attach starts it) or the retention sweep destroyed it.
+func (m *Manager) fresh(ctx context.Context, sessionID string) (Sandbox, error) {
+	c := m.cachedEntry(sessionID)
+	if c == nil {
+		return nil, nil
+	}
+	if m.activity == nil || !m.due(c) {
+		return c.sb, nil
+	}
+	state, stopped, err := m.activity.TouchBinding(ctx, sessionID)
+	switch {
+	case errors.Is(err, ErrNoBinding):
+		m.forget(sessionID, c)
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("record sandbox activity: %w", err)
+	case stopped || state != BindingReady:
+		m.forget(sessionID, c)
+		return nil, nil
+	}
+	m.mu.Lock()
+	c.touched = time.Now()
+	m.mu.Unlock()
+	return c.sb, nil
+}
+
+func (m *Manager) due(c *cached) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return time.Since(c.touched) >= m.every
+}
+
 func (m *Manager) attach(ctx context.Context, b Binding) (Sandbox, error) {
+	// The touch comes first: it waits for an idle sweep stopping the sandbox right now, and
+	// once it has run no sweep takes the sandbox for idle.
+	if m.activity != nil {
+		if _, _, err := m.activity.TouchBinding(ctx, b.SessionID); err != nil {
+			return nil, fmt.Errorf("record sandbox activity: %w", err)
+		}
+	}
 	sb, err := m.registry.Attach(ctx, b.Ref)
 	if err != nil {
 		if errors.Is(err, ErrGone) {
@@ -218,6 +295,13 @@ func (m *Manager) Teardown(ctx context.Context, sessionID string) error {
 		return fmt.Errorf("tear down the sandbox of session %s: %w", sessionID, err)
 	}
 	ref := b.Ref
+	if b.State == BindingExpired {
+		// The retention sweep destroyed the sandbox already.
+		if err := m.bindings.DeleteBinding(ctx, sessionID); err != nil {
+			return fmt.Errorf("remove sandbox binding: %w", err)
+		}
+		return nil
+	}
 	if b.State != BindingReady {
 		// The session's own spec, so a provider that needs an image or template accepts it;
 		// a bare spec only if the environment cannot be read any more.
@@ -242,11 +326,18 @@ func (m *Manager) Teardown(ctx context.Context, sessionID string) error {
 }
 
 func (m *Manager) cachedClient(sessionID string) Sandbox {
+	if c := m.cachedEntry(sessionID); c != nil {
+		return c.sb
+	}
+	return nil
+}
+
+func (m *Manager) cachedEntry(sessionID string) *cached {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.clients[sessionID]; ok {
 		m.order.MoveToFront(e)
-		return e.Value.(*cached).sb
+		return e.Value.(*cached)
 	}
 	return nil
 }
@@ -255,7 +346,7 @@ func (m *Manager) cachedClient(sessionID string) Sandbox {
 // bound, and returns the client callers use: it drops itself from the cache when the
 // sandbox reports it is gone or unreachable.
 func (m *Manager) remember(sessionID string, sb Sandbox) Sandbox {
-	c := &cached{sessionID: sessionID}
+	c := &cached{sessionID: sessionID, touched: time.Now()}
 	c.sb = track(sb, func(err error) {
 		if evicts(err) {
 			m.forget(sessionID, c)

@@ -69,3 +69,14 @@ func (r *Registry) Destroy(ctx context.Context, ref Ref) error {
 	}
 	return p.Destroy(ctx, ref)
 }
+
+// Providers returns the deployment's providers, the default first.
+func (r *Registry) Providers() []Provider {
+	out := []Provider{r.def}
+	for _, name := range slices.Sorted(maps.Keys(r.providers)) {
+		if name != r.def.Name() {
+			out = append(out, r.providers[name])
+		}
+	}
+	return out
+}

@@ -3,6 +3,7 @@
 package store
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -38,4 +39,24 @@ func TestBindingLifecycle(t *testing.T) {
 	require.NoError(t, f.st.DeleteBinding(ctx, sid), "deleting twice is fine")
 	_, err = f.st.GetBinding(ctx, sid)
 	require.ErrorIs(t, err, ErrNotFound)
+}
+
+func TestWithTryLockRunsOneAtATime(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	ran, err := f.st.WithTryLock(ctx, "test.sweep", func(ctx context.Context) error {
+		again, err := f.st.WithTryLock(ctx, "test.sweep", func(context.Context) error {
+			t.Error("ran while the lock was held")
+			return nil
+		})
+		require.NoError(t, err)
+		require.False(t, again, "a second holder skips the round")
+		return nil
+	})
+	require.NoError(t, err)
+	require.True(t, ran)
+	ran, err = f.st.WithTryLock(ctx, "test.sweep", func(context.Context) error { return nil })
+	require.NoError(t, err)
+	require.True(t, ran, "released after the first")
 }

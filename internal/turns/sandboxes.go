@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/store"
@@ -96,4 +97,70 @@ func (b Sandboxes) Environment(ctx context.Context, sessionID string) (wire.Envi
 		return wire.EnvironmentConfig{}, fmt.Errorf("decode the config of environment %s: %w", rec.ID, err)
 	}
 	return cfg, nil
+}
+
+var (
+	_ sandbox.ActivityStore = Sandboxes{}
+	_ sandbox.SweepStore    = Sandboxes{}
+)
+
+// TouchBinding implements sandbox.ActivityStore.
+func (b Sandboxes) TouchBinding(ctx context.Context, sessionID string) (string, bool, error) {
+	state, stopped, err := b.store.TouchBinding(ctx, sessionID)
+	if err != nil {
+		return "", false, notFoundAsNoBinding(err)
+	}
+	return state, stopped, nil
+}
+
+// idleBatch bounds one idle sweep; a larger backlog is picked up by the next sweep.
+const idleBatch = 500
+
+// SweepIdle implements sandbox.SweepStore: each binding in its own transaction that holds
+// the row while fn stops or destroys the sandbox, so a session acquiring it meanwhile waits
+// and then starts it again (or finds it expired).
+func (b Sandboxes) SweepIdle(ctx context.Context, idle time.Duration, expire bool, fn func(context.Context, sandbox.Binding) error) (int, error) {
+	ids, err := b.store.IdleBindings(ctx, idle, expire, idleBatch)
+	if err != nil {
+		return 0, err
+	}
+	done := 0
+	var errs []error
+	for _, id := range ids {
+		err := b.store.InTx(ctx, func(q *store.Queries) error {
+			rec, ok, err := q.LockIdleBinding(ctx, id, idle, expire)
+			if err != nil || !ok {
+				return err
+			}
+			if err := fn(ctx, bindingOf(rec)); err != nil {
+				return err
+			}
+			mark := q.MarkBindingStopped
+			if expire {
+				mark = q.MarkBindingExpired
+			}
+			if err := mark(ctx, id); err != nil {
+				return err
+			}
+			done++
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sweep the idle sandbox of session %s: %w", id, err))
+		}
+	}
+	return done, errors.Join(errs...)
+}
+
+// BindingsOf implements sandbox.SweepStore.
+func (b Sandboxes) BindingsOf(ctx context.Context, sessionIDs []string) (map[string]sandbox.AgedBinding, error) {
+	recs, err := b.store.BindingsOf(ctx, sessionIDs)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]sandbox.AgedBinding, len(recs))
+	for id, r := range recs {
+		out[id] = sandbox.AgedBinding{Binding: bindingOf(r.Binding), Since: r.Since}
+	}
+	return out, nil
 }
