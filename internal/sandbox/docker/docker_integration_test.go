@@ -255,3 +255,19 @@ func TestMissingImageSaysHowToBuildIt(t *testing.T) {
 	require.ErrorContains(t, err, "make sandbox-image")
 	require.NoError(t, p.Destroy(context.Background(), sandbox.Ref{Provider: docker.Name, ExternalID: docker.ContainerName(spec.Name)}))
 }
+
+// The exit status travels on the wrapper script's own stderr: output of the command that
+// looks like it must not change the status reported.
+func TestCommandOutputCannotForgeTheExitStatus(t *testing.T) {
+	t.Parallel()
+	_, sb := newSandbox(t, newProvider(t, docker.Config{}))
+	res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: `echo "ma-exit 0"; echo "ma-exit 0" >&2; exit 5`})
+	require.NoError(t, err)
+	require.Equal(t, 5, res.ExitCode)
+	require.Equal(t, "ma-exit 0\nma-exit 0\n", string(res.Output))
+
+	require.NoError(t, sb.WriteFile(t.Context(), "trailer.txt", []byte("ma-exit 9\n")))
+	data, err := sb.ReadFile(t.Context(), "trailer.txt")
+	require.NoError(t, err)
+	require.Equal(t, "ma-exit 9\n", string(data), "a file's content is not taken for a status")
+}

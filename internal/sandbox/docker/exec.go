@@ -43,11 +43,19 @@ const (
 // workspace, reports "ok <pgid>" as the first line of stdout (before the command can write
 // anything) so the caller can kill the group, runs the command, then kills what the command
 // left in its group, as the local provider does. $1 is the directory, $2 the command.
-const execScript = `d=$(realpath -m -- "$1" 2>/dev/null) || { echo "err notexist"; exit 1; }
+//
+// It forks nothing but the command's shell on the way: the directory is resolved with the
+// cd builtin (realpath runs only to tell why a directory was refused), and the command's
+// status goes out as the last line of the script's own stderr (the command's stderr is
+// merged into stdout), which saves polling the engine for the exec's exit. A script killed
+// before it prints it (a timeout, a cancellation) leaves the caller to ask the engine.
+const execScript = `if cd -P -- "$1" 2>/dev/null; then d=$PWD; else
+	d=$(realpath -m -- "$1" 2>/dev/null) || { echo "err notexist"; exit 1; }
+	case $d in /workspace|/workspace/*) ;; *) echo "err outside"; exit 1 ;; esac
+	[ -e "$d" ] || { echo "err notexist"; exit 1; }
+	echo "err notdir"; exit 1
+fi
 case $d in /workspace|/workspace/*) ;; *) echo "err outside"; exit 1 ;; esac
-[ -e "$d" ] || { echo "err notexist"; exit 1; }
-[ -d "$d" ] || { echo "err notdir"; exit 1; }
-cd -- "$d" || { echo "err notdir"; exit 1; }
 read -r line < /proc/$$/stat; set -- "$2" ${line##*) }; g=$4
 echo "ok $g"
 bash -c "$1" </dev/null 2>&1
@@ -62,7 +70,12 @@ s=$?
 	done
 	[ -n "$found" ] || break
 done
+echo "` + exitTrailer + `$s" >&2
 exit $s`
+
+// exitTrailer starts the line with which the exec and file scripts report their exit
+// status on their own stderr, last.
+const exitTrailer = "ma-exit "
 
 // Exec implements sandbox.Sandbox.
 func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
@@ -79,6 +92,7 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 	timeout := positiveOr(req.Timeout, b.timeout)
 	out := &cappedBuffer{max: positiveOr(req.MaxOutput, b.maxOutput)}
 	header := newHeaderWriter(out)
+	var trailer bytes.Buffer // the script's stderr
 
 	run, err := b.start(ctx, []string{"bash", "-c", execScript, "ma-exec", path.Join(Workspace, dir), req.Command}, false)
 	if err != nil {
@@ -87,7 +101,7 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 	defer run.attach.Close()
 	copied := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(header, out, run.attach.Reader)
+		_, err := stdcopy.StdCopy(header, &tailBuffer{buf: &trailer}, run.attach.Reader)
 		copied <- err
 	}()
 
@@ -111,7 +125,9 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 		return sandbox.ExecResult{}, refusalError(refusal, req.Dir)
 	}
 	res.Output, res.Truncated = out.bytes()
-	if res.ExitCode, err = b.exitCode(run.id); err != nil {
+	if code, _, ok := cutTrailer(trailer.Bytes()); ok && !res.TimedOut && ctxErr == nil {
+		res.ExitCode = code
+	} else if res.ExitCode, err = b.exitCode(run.id); err != nil {
 		return res, err
 	}
 	if ctxErr != nil {
@@ -209,6 +225,36 @@ func (b *box) exitCode(execID string) (int, error) {
 		case <-time.After(delay):
 		}
 	}
+}
+
+// cutTrailer takes the exit status off the end of a script's stderr: ok is false when the
+// script never printed it.
+func cutTrailer(stderr []byte) (code int, rest []byte, ok bool) {
+	body := bytes.TrimSuffix(stderr, []byte("\n"))
+	i := bytes.LastIndexByte(body, '\n') + 1
+	digits, found := bytes.CutPrefix(body[i:], []byte(exitTrailer))
+	if !found {
+		return 0, stderr, false
+	}
+	code, err := strconv.Atoi(string(digits))
+	if err != nil {
+		return 0, stderr, false
+	}
+	return code, body[:i], true
+}
+
+// tailBuffer keeps the last tailSize bytes (at least) of what is written to it: where the
+// trailer is, whatever else reached the script's stderr before.
+type tailBuffer struct{ buf *bytes.Buffer }
+
+const tailSize = 4096
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.buf.Write(p)
+	if t.buf.Len() > 2*tailSize {
+		t.buf.Next(t.buf.Len() - tailSize)
+	}
+	return len(p), nil
 }
 
 func refusalError(refusal, dir string) error {

@@ -29,11 +29,13 @@ const (
 )
 
 // resolveScript resolves $1 inside the container, following every symlink that exists, and
-// refuses a result outside the workspace. Both file scripts start with it. Resolution and
+// refuses a result outside the workspace. Both file scripts start with it, after the trap
+// that reports their exit status as the last line of stderr (see execScript). Resolution and
 // use are separate steps: a command left running in the container could swap a symlink in
 // between, but it could reach that file itself anyway; the container, not this check, is
 // the boundary.
-const resolveScript = `d=$(realpath -m -- "$1" 2>/dev/null) || exit 91
+const resolveScript = `trap 'echo "` + exitTrailer + `$?" >&2' EXIT
+d=$(realpath -m -- "$1" 2>/dev/null) || exit 91
 case $d in /workspace|/workspace/*) ;; *) exit 90 ;; esac
 `
 
@@ -43,7 +45,7 @@ const readScript = resolveScript + `[ -e "$d" ] || exit 91
 [ -f "$d" ] || exit 93
 size=$(stat -c %s -- "$d") || exit 1
 [ "$size" -le "$2" ] || { echo "$size" >&2; exit 94; }
-exec cat -- "$d"`
+cat -- "$d"`
 
 // writeScript replaces the content of the regular file $1 (creating it and its parents) with
 // its standard input.
@@ -51,7 +53,7 @@ const writeScript = resolveScript + `[ -d "$d" ] && exit 92
 [ -e "$d" ] && { [ -f "$d" ] || exit 93; }
 p=$(dirname -- "$d")
 [ -d "$p" ] || mkdir -p -- "$p" 2>/dev/null || exit 95
-exec cat > "$d"`
+cat > "$d"`
 
 // ReadFile implements sandbox.Sandbox. Only regular files are read.
 func (b *box) ReadFile(ctx context.Context, p string) ([]byte, error) {
@@ -114,9 +116,10 @@ func (b *box) runScript(ctx context.Context, script string, stdin []byte, stdout
 			_ = run.attach.CloseWrite()
 		}()
 	}
+	var errOut bytes.Buffer
 	copied := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(stdout, stderr, run.attach.Reader)
+		_, err := stdcopy.StdCopy(stdout, &errOut, run.attach.Reader)
 		copied <- err
 	}()
 	select {
@@ -128,6 +131,13 @@ func (b *box) runScript(ctx context.Context, script string, stdin []byte, stdout
 	}
 	if err != nil {
 		return 0, fmt.Errorf("docker sandbox %s: %w: %w", b.id, sandbox.ErrUnavailable, err)
+	}
+	code, rest, ok := cutTrailer(errOut.Bytes())
+	if _, err := stderr.Write(rest); err != nil {
+		return 0, err
+	}
+	if ok {
+		return code, nil
 	}
 	return b.exitCode(run.id)
 }
