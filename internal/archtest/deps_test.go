@@ -120,6 +120,11 @@ func rules() []rule {
 			forbidden: prefixes([]string{internal("internal/httpapi"), internal("internal/sessions")}, temporal),
 		},
 		{
+			name:      "durable drives the log through turns, never store directly",
+			subject:   func(p string) bool { return under(p, internal("internal/durable")) },
+			forbidden: []string{internal("internal/store")},
+		},
+		{
 			name: "nothing imports durable but app",
 			subject: func(p string) bool {
 				return under(p, module) && !under(p, internal("internal/durable")) && p != internal("internal/app")

@@ -13,7 +13,6 @@ import (
 	"github.com/managed-agents/managed-agents/internal/agent"
 	"github.com/managed-agents/managed-agents/internal/model"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
-	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/stream"
 	"github.com/managed-agents/managed-agents/internal/tools"
 	"github.com/managed-agents/managed-agents/internal/turns"
@@ -334,7 +333,7 @@ const (
 	errorPermanent
 )
 
-// classifyError sorts a step's error. Permanent: database errors store.Permanent names
+// classifyError sorts a step's error. Permanent: database errors turns.Permanent names
 // (invalid data such as a NUL in jsonb, constraint violations, statement errors) and JSON
 // that does not decode (a body in the log, a model's tool input); they would fail the same way
 // on every attempt. Everything else (connection errors, timeouts, context cancellation,
@@ -353,7 +352,7 @@ func classifyError(err error) errorClass {
 		return errorTransient
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return errorTransient
-	case store.Permanent(err),
+	case turns.Permanent(err),
 		errors.As(err, &syntaxErr), errors.As(err, &typeErr), errors.As(err, &invalid),
 		errors.As(err, &unsup), errors.As(err, &unsupType):
 		return errorPermanent

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
@@ -116,4 +118,32 @@ func sortedSet(list []string) []string {
 		return nil
 	}
 	return slices.Compact(slices.Sorted(slices.Values(list)))
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// CheckEnv refuses environment variables no process can be given: a name that is not a shell
+// identifier, or a value with a NUL byte. Providers call it before they create anything.
+func (s Spec) CheckEnv() error {
+	for k, v := range s.Env {
+		if !envName.MatchString(k) {
+			return fmt.Errorf("invalid environment variable name %q", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("environment variable %s contains a NUL byte", k)
+		}
+	}
+	return nil
+}
+
+// Environ is a command environment built from scratch: base (the provider's PATH, HOME, LANG)
+// overridden by the spec's variables, sorted by name so it is the same on every call.
+func (s Spec) Environ(base map[string]string) []string {
+	vars := maps.Clone(base)
+	maps.Copy(vars, s.Env)
+	env := make([]string, 0, len(vars))
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		env = append(env, k+"="+vars[k])
+	}
+	return env
 }

@@ -78,3 +78,34 @@ func TestSpecHash(t *testing.T) {
 		seen[s.Hash()] = name
 	}
 }
+
+func TestSpecEnviron(t *testing.T) {
+	t.Parallel()
+	spec := sandbox.Spec{Env: map[string]string{"LANG": "de_DE.UTF-8", "TOKEN": "x"}}
+	require.Equal(t, []string{"HOME=/w", "LANG=de_DE.UTF-8", "PATH=/bin", "TOKEN=x"},
+		spec.Environ(map[string]string{"PATH": "/bin", "HOME": "/w", "LANG": "C.UTF-8"}), "sorted; the spec overrides the base")
+	base := map[string]string{"PATH": "/bin"}
+	spec.Environ(base)
+	require.Equal(t, map[string]string{"PATH": "/bin"}, base, "the base is not changed")
+}
+
+func TestSpecCheckEnv(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		env     map[string]string
+		wantErr string
+	}{
+		{env: map[string]string{"OK_1": "v", "_x": ""}},
+		{env: map[string]string{"1BAD": "v"}, wantErr: `invalid environment variable name "1BAD"`},
+		{env: map[string]string{"A-B": "v"}, wantErr: `invalid environment variable name "A-B"`},
+		{env: map[string]string{"A": "x\x00y"}, wantErr: "environment variable A contains a NUL byte"},
+	}
+	for _, tc := range cases {
+		err := sandbox.Spec{Env: tc.env}.CheckEnv()
+		if tc.wantErr == "" {
+			require.NoError(t, err)
+			continue
+		}
+		require.EqualError(t, err, tc.wantErr)
+	}
+}

@@ -28,3 +28,8 @@ func New(st *store.Store, logger *slog.Logger) *Service {
 		return time.Now().UTC().Truncate(time.Microsecond)
 	}}
 }
+
+// Permanent reports whether err, from one of the engine's calls, can never heal by retrying
+// (invalid data, a constraint, …: the store's classification), so the durable runner ends the
+// turn instead of retrying the step.
+func Permanent(err error) bool { return store.Permanent(err) }

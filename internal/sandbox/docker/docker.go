@@ -29,10 +29,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"regexp"
-	"slices"
-	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -200,7 +197,7 @@ func (p *Provider) CreateOptions(spec sandbox.Spec) client.ContainerCreateOption
 			Image:      cmp.Or(spec.Image, p.cfg.Image),
 			User:       User,
 			WorkingDir: Workspace,
-			Env:        environ(spec.Env),
+			Env:        spec.Environ(containerEnv()),
 			Labels:     p.labels(spec),
 		},
 		HostConfig: &container.HostConfig{
@@ -232,31 +229,11 @@ func (p *Provider) labels(spec sandbox.Spec) map[string]string {
 	}
 }
 
-// environ is the container's environment: PATH, HOME (the workspace, so `cd ~` goes there)
-// and LANG, then the spec's variables, which may override them. Every exec inherits it, so it
+// containerEnv is the container's base environment: PATH, HOME (the workspace, so `cd ~` goes
+// there) and LANG, which the spec's variables may override. Every exec inherits it, so it
 // survives a worker restart with the container.
-func environ(declared map[string]string) []string {
-	vars := map[string]string{"PATH": containerPath, "HOME": Workspace, "LANG": "C.UTF-8"}
-	maps.Copy(vars, declared)
-	env := make([]string, 0, len(vars))
-	for _, k := range slices.Sorted(maps.Keys(vars)) {
-		env = append(env, k+"="+vars[k])
-	}
-	return env
-}
-
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-func checkEnv(env map[string]string) error {
-	for k, v := range env {
-		if !envName.MatchString(k) {
-			return fmt.Errorf("invalid environment variable name %q", k)
-		}
-		if strings.IndexByte(v, 0) >= 0 {
-			return fmt.Errorf("environment variable %s contains a NUL byte", k)
-		}
-	}
-	return nil
+func containerEnv() map[string]string {
+	return map[string]string{"PATH": containerPath, "HOME": Workspace, "LANG": "C.UTF-8"}
 }
 
 // Create makes and starts the container of spec.Name with an empty workspace volume, or
@@ -265,7 +242,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 	if spec.Name == "" {
 		return sandbox.Ref{}, errors.New("create docker sandbox: the spec has no name")
 	}
-	if err := checkEnv(spec.Env); err != nil {
+	if err := spec.CheckEnv(); err != nil {
 		return sandbox.Ref{}, fmt.Errorf("create docker sandbox: %w", err)
 	}
 	opts := p.CreateOptions(spec)

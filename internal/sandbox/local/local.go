@@ -26,11 +26,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -128,7 +126,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 	if spec.Name == "" {
 		return sandbox.Ref{}, errors.New("create local sandbox: the spec has no name")
 	}
-	if err := checkEnv(spec.Env); err != nil {
+	if err := spec.CheckEnv(); err != nil {
 		return sandbox.Ref{}, err
 	}
 	ref := sandbox.Ref{Provider: Name, ExternalID: dirName(spec.Name)}
@@ -210,7 +208,7 @@ func (p *Provider) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Sandbox
 	return &workspace{
 		dir:       work,
 		realDir:   real,
-		env:       p.environ(work, spec.Env),
+		env:       sandbox.Spec{Env: spec.Env}.Environ(map[string]string{"PATH": p.path, "HOME": work, "LANG": p.lang}),
 		timeout:   p.timeout,
 		maxOutput: p.maxOutput,
 	}, nil
@@ -304,32 +302,6 @@ func (p *Provider) sessionDir(ref sandbox.Ref) (string, error) {
 		return "", fmt.Errorf("local sandbox id %q: %w", id, sandbox.ErrInvalidRef)
 	}
 	return filepath.Join(p.root, id), nil
-}
-
-// environ builds a command environment from scratch: PATH, HOME (the workspace) and LANG,
-// then the environment's declared variables, which may override them.
-func (p *Provider) environ(work string, declared map[string]string) []string {
-	vars := map[string]string{"PATH": p.path, "HOME": work, "LANG": p.lang}
-	maps.Copy(vars, declared)
-	env := make([]string, 0, len(vars))
-	for _, k := range slices.Sorted(maps.Keys(vars)) {
-		env = append(env, k+"="+vars[k])
-	}
-	return env
-}
-
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-func checkEnv(env map[string]string) error {
-	for k, v := range env {
-		if !envName.MatchString(k) {
-			return fmt.Errorf("invalid environment variable name %q", k)
-		}
-		if strings.IndexByte(v, 0) >= 0 {
-			return fmt.Errorf("environment variable %s contains a NUL byte", k)
-		}
-	}
-	return nil
 }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
