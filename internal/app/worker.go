@@ -154,12 +154,12 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	}
 	engine := turns.New(st, logger)
 	acts := &durable.Activities{
-		Turns:     engine,
-		Core:      agent.NewCore(m, agent.WithLogger(logger)),
+		Turns: engine,
+		Core:  agent.NewCore(m, agent.WithLogger(logger)),
 		Sandboxes: sandbox.NewManager(registry, engine.Sandboxes(), engine.Sandboxes(), sandbox.WithLogger(logger),
 			sandbox.WithTouchInterval(c.touchInterval())),
-		Previews:  previews,
-		Logger:    logger,
+		Previews: previews,
+		Logger:   logger,
 	}
 	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger}
 	return &Worker{services: startstop.Group{
