@@ -4,6 +4,8 @@
 # (DESIGN.md §2); staticcheck v0.8.x is the line that supports Go 1.26.
 TEMPORAL_VERSION    ?= v1.5.1
 STATICCHECK_VERSION ?= v0.8.2
+# controller-gen writes the CRDs, the RBAC role and the deepcopy functions of api/ (DESIGN.md §8).
+CONTROLLER_GEN_VERSION ?= v0.23.0
 
 # The version every build stamps into the binary (`managed-agents version`, `--version`, logs).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -24,6 +26,7 @@ CA_BUNDLE := /etc/ssl/certs/ca-certificates.crt
 IMAGE_ROOTFS := dist/image/rootfs
 TEMPORAL := $(LOCALBIN)/temporal
 STATICCHECK := $(LOCALBIN)/staticcheck
+CONTROLLER_GEN := $(LOCALBIN)/controller-gen
 
 # Tests and `dev` look for the Temporal CLI on PATH: ./bin comes first.
 export PATH := $(LOCALBIN):$(PATH)
@@ -51,7 +54,7 @@ run: build ## Run everything a laptop needs in one process (managed-agents dev);
 	@exec $(LOCALBIN)/managed-agents dev
 
 .PHONY: test
-test: $(STATICCHECK) sandbox-image ## Run what CI runs (builds the sandbox image first, a no-op when current): go vet, staticcheck, 10 s of each fuzz target, then all tests with -race, including the integration ones (PostgreSQL, Temporal, ...) and the dependency rules.
+test: $(STATICCHECK) sandbox-image verify-generated ## Run what CI runs (builds the sandbox image first, a no-op when current; fails on stale generated files): go vet, staticcheck, 10 s of each fuzz target, then all tests with -race, including the integration ones (PostgreSQL, Temporal, ...) and the dependency rules.
 	go vet -tags integration ./...
 	$(STATICCHECK) -tags integration ./...
 	$(STATICCHECK) ./...
@@ -86,6 +89,26 @@ lint: $(STATICCHECK) ## Run go vet and staticcheck (over the integration tests t
 clean: ## Remove build outputs (keeps the tools in bin/, which take minutes to build).
 	rm -rf $(LOCALBIN)/managed-agents dist/
 
+##@ Generated code
+
+# What controller-gen reads: the API types and the reconcilers' RBAC markers.
+GEN_PATHS := ./api/...;./controllers/...
+# What it writes; verify-generated fails when any of it is stale.
+GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Write the CRDs (config/crd/bases) and the controller's ClusterRole (config/rbac/role.yaml) from the markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="$(GEN_PATHS)" output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Write the deepcopy functions of api/ (zz_generated.deepcopy.go).
+	$(CONTROLLER_GEN) object paths="./api/..."
+
+.PHONY: verify-generated
+verify-generated: manifests generate ## Regenerate and fail when a generated file differs from the one committed (CI runs it).
+	@git add -N $(GENERATED) 2>/dev/null || true
+	@git diff --exit-code --stat -- $(GENERATED) || { echo "generated files are stale: run 'make manifests generate' and commit the result" >&2; exit 1; }
+
 ##@ Build
 
 .PHONY: docker-build
@@ -106,11 +129,11 @@ sandbox-image: ## Build the default sandbox image (SANDBOX_IMG) from Debian pack
 ##@ Tools
 
 .PHONY: tools
-tools: $(TEMPORAL) $(STATICCHECK) ## Install the pinned tools into bin/ (the Temporal CLI takes a few minutes to compile).
+tools: $(TEMPORAL) $(STATICCHECK) $(CONTROLLER_GEN) ## Install the pinned tools into bin/ (the Temporal CLI takes a few minutes to compile).
 
 # bin/<tool>-<version> is built once per version; bin/<tool> is relinked every time (phony)
 # so that it always points at the pinned version, also after a downgrade.
-.PHONY: $(TEMPORAL) $(STATICCHECK)
+.PHONY: $(TEMPORAL) $(STATICCHECK) $(CONTROLLER_GEN)
 $(TEMPORAL): $(TEMPORAL)-$(TEMPORAL_VERSION)
 	@ln -sf $(notdir $<) $@
 $(TEMPORAL)-$(TEMPORAL_VERSION):
@@ -120,6 +143,11 @@ $(STATICCHECK): $(STATICCHECK)-$(STATICCHECK_VERSION)
 	@ln -sf $(notdir $<) $@
 $(STATICCHECK)-$(STATICCHECK_VERSION):
 	$(call go-install,$@,honnef.co/go/tools/cmd/staticcheck,$(STATICCHECK_VERSION))
+
+$(CONTROLLER_GEN): $(CONTROLLER_GEN)-$(CONTROLLER_GEN_VERSION)
+	@ln -sf $(notdir $<) $@
+$(CONTROLLER_GEN)-$(CONTROLLER_GEN_VERSION):
+	$(call go-install,$@,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_GEN_VERSION))
 
 # go-install installs package $(2) at version $(3) as the file $(1). It builds in a
 # temporary GOBIN so that a failed or interrupted build leaves nothing behind in bin/.

@@ -1,0 +1,28 @@
+// Package v1alpha1 holds the API types of the agents.managed-agents.io group: Session,
+// Agent, Environment and SandboxBinding. They are the Kubernetes face of the Managed Agents
+// REST API: an Agent or Environment resource owns the API object of the same kind, a Session
+// resource owns one API session, and the controllers keep the API in step with the spec
+// and the status in step with the API.
+//
+// This package depends on nothing of this module (internal/archtest checks it), so clients
+// can import it without the server.
+//
+// +kubebuilder:object:generate=true
+// +groupName=agents.managed-agents.io
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is the group and version of every kind here.
+	GroupVersion = schema.GroupVersion{Group: "agents.managed-agents.io", Version: "v1alpha1"}
+
+	// SchemeBuilder registers the kinds with a scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the kinds of this group version to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
