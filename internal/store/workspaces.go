@@ -67,3 +67,34 @@ func (s *Store) EnsureAPIKey(ctx context.Context, key, name string) (string, err
 	})
 	return ws, err
 }
+
+// EnsureWorkspace returns the id of the oldest workspace named name, creating it when there
+// is none. The controller maps each Kubernetes namespace to the workspace named after it;
+// the advisory lock makes concurrent first uses of one name agree on a single workspace.
+func (s *Store) EnsureWorkspace(ctx context.Context, name string) (string, error) {
+	var ws string
+	err := s.InTx(ctx, func(q *Queries) error {
+		if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('managed_agents.ensure_workspace'), hashtext($1))`, name); err != nil {
+			return fmt.Errorf("lock workspace name: %w", err)
+		}
+		err := q.db.QueryRow(ctx, `SELECT id FROM workspaces WHERE name = $1 ORDER BY created_at, id LIMIT 1`, name).Scan(&ws)
+		if err == nil {
+			return nil
+		}
+		if err = classify(err); !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("look up workspace %q: %w", name, err)
+		}
+		ws, err = q.CreateWorkspace(ctx, name)
+		return err
+	})
+	return ws, err
+}
+
+// WorkspaceExists reports whether a workspace with the id exists.
+func (s *Store) WorkspaceExists(ctx context.Context, id string) (bool, error) {
+	var ok bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM workspaces WHERE id = $1)`, id).Scan(&ok); err != nil {
+		return false, fmt.Errorf("look up workspace: %w", classify(err))
+	}
+	return ok, nil
+}
