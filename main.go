@@ -42,8 +42,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), devCmd(), workerCmd(), migrateCmd(), versionCmd(),
-		notYet("controller", "Kubernetes controller for Session and SandboxBinding", "the Kubernetes operator"),
+	root.AddCommand(serveCmd(), devCmd(), workerCmd(), migrateCmd(), versionCmd(), controllerCmd(),
 		notYet("sandboxd", "daemon inside a sandbox pod", "Kubernetes sandboxes"),
 	)
 	return root
@@ -78,13 +77,28 @@ func devCmd() *cobra.Command {
 		Use:   "dev",
 		Short: "Run everything a laptop needs in one process, on embedded defaults",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c := app.FromLookup(app.Config{Addr: "127.0.0.1:8080", LogFormat: "text", DataDir: "./.data"}, lookup)
+			c := app.FromLookup(app.Config{Addr: "127.0.0.1:8080", LogFormat: "text", DataDir: "./.data", ControllerWorkspacePerNamespace: true}, lookup)
 			overrideFlags(cmd, &c)
 			return app.RunDev(cmd.Context(), c)
 		},
 	}
 	cmd.Flags().String("addr", "", "listen address (MANAGED_AGENT_ADDR, default 127.0.0.1:8080)")
 	cmd.Flags().String("data-dir", "", "where the private PostgreSQL and the generated API key live (MANAGED_AGENT_DATA_DIR, default ./.data)")
+	cmd.Flags().String("kubeconfig", "", "also run the Kubernetes controller against this cluster (default KUBECONFIG; none: no controller)")
+	return cmd
+}
+
+func controllerCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the Kubernetes controller for Agent, Environment and Session resources (leader-elected); needs a migrated database",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := app.FromLookup(app.Config{LogFormat: "json", ControllerLeaderElect: true, ControllerWorkspacePerNamespace: true}, lookup)
+			overrideFlags(cmd, &c)
+			return app.RunController(cmd.Context(), c, buildVersion())
+		},
+	}
+	cmd.Flags().String("kubeconfig", "", "kubeconfig of the cluster (default KUBECONFIG, else the pod's service account)")
 	return cmd
 }
 
@@ -139,5 +153,8 @@ func overrideFlags(cmd *cobra.Command, c *app.Config) {
 	}
 	if f := cmd.Flags().Lookup("data-dir"); f != nil && f.Changed {
 		c.DataDir = f.Value.String()
+	}
+	if f := cmd.Flags().Lookup("kubeconfig"); f != nil && f.Changed {
+		c.Kubeconfig = f.Value.String()
 	}
 }

@@ -91,6 +91,30 @@ type Config struct {
 	// durable.DefaultStopTimeout).
 	WorkerStopTimeout time.Duration
 
+	// Kubeconfig is the kubeconfig the controller uses (KUBECONFIG, a list of files as kubectl
+	// reads it, or --kubeconfig); empty means in-cluster for `controller`, and no controller at
+	// all for `dev`.
+	Kubeconfig string
+	// ControllerMetricsAddr is where the controller serves Prometheus metrics
+	// (MANAGED_AGENT_CONTROLLER_METRICS_ADDR, host:port, or 0 for none).
+	ControllerMetricsAddr string
+	// ControllerHealthAddr serves /healthz and /readyz (MANAGED_AGENT_CONTROLLER_HEALTH_ADDR,
+	// host:port, or 0 for none).
+	ControllerHealthAddr string
+	// ControllerLeaderElect makes controller replicas elect one active leader through a Lease
+	// (MANAGED_AGENT_CONTROLLER_LEADER_ELECT, a boolean; on for `controller`, off in `dev`).
+	ControllerLeaderElect bool
+	// ControllerLeaderElectionNamespace holds the Lease (MANAGED_AGENT_CONTROLLER_LEADER_ELECTION_NAMESPACE);
+	// in a pod it defaults to the pod's namespace, outside one it is required with leader election.
+	ControllerLeaderElectionNamespace string
+	// ControllerWorkspaces maps namespaces to workspace ids (MANAGED_AGENT_CONTROLLER_WORKSPACES,
+	// "ns=wrk_...,other=wrk_...").
+	ControllerWorkspaces string
+	// ControllerWorkspacePerNamespace gives every other namespace a workspace of its own,
+	// created on first use (MANAGED_AGENT_CONTROLLER_WORKSPACE_PER_NAMESPACE, a boolean,
+	// default on); off, resources in unmapped namespaces are not served.
+	ControllerWorkspacePerNamespace bool
+
 	// unparsed holds, by variable, the messages for values FromEnv could not parse (a
 	// duration, a boolean); Validate reports them in its order.
 	unparsed map[string]string
@@ -136,6 +160,12 @@ func (c Config) Validate() error {
 	check(validateHostPort("MANAGED_AGENT_TEMPORAL_ADDRESS", c.TemporalAddress))
 	check(c.parsed("MANAGED_AGENT_TEMPORAL_TLS"))
 	check(c.parsed("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"))
+	check(validateAddrOrOff("MANAGED_AGENT_CONTROLLER_METRICS_ADDR", c.ControllerMetricsAddr))
+	check(validateAddrOrOff("MANAGED_AGENT_CONTROLLER_HEALTH_ADDR", c.ControllerHealthAddr))
+	check(c.parsed("MANAGED_AGENT_CONTROLLER_LEADER_ELECT"))
+	check(c.parsed("MANAGED_AGENT_CONTROLLER_WORKSPACE_PER_NAMESPACE"))
+	_, err = c.controllerWorkspaces()
+	check(err)
 	// The guard reasons about a model and a sandbox; with either invalid, its message would
 	// hide the real mistake.
 	if modelErr == nil && sandboxErr == nil {
@@ -216,6 +246,44 @@ func validateHostPort(name, v string) error {
 	return nil
 }
 
+// validateAddrOrOff accepts empty (the default), 0 (off) or host:port.
+func validateAddrOrOff(name, v string) error {
+	if v == "0" {
+		return nil
+	}
+	if v == "" {
+		return nil
+	}
+	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+		return fmt.Errorf("%s=%q: must be host:port, such as :8081, or 0 for none", name, v)
+	}
+	return nil
+}
+
+// namespaceName is a Kubernetes namespace name (an RFC 1123 label).
+var namespaceName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// controllerWorkspaces parses MANAGED_AGENT_CONTROLLER_WORKSPACES: namespace=workspace
+// pairs separated by commas.
+func (c Config) controllerWorkspaces() (map[string]string, error) {
+	out := map[string]string{}
+	if strings.TrimSpace(c.ControllerWorkspaces) == "" {
+		return out, nil
+	}
+	for _, pair := range strings.Split(c.ControllerWorkspaces, ",") {
+		ns, ws, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		ns, ws = strings.TrimSpace(ns), strings.TrimSpace(ws)
+		if !ok || !namespaceName.MatchString(ns) || ws == "" {
+			return nil, fmt.Errorf("MANAGED_AGENT_CONTROLLER_WORKSPACES: %q must be namespace=workspace_id pairs separated by commas, such as default=wrk_0123", pair)
+		}
+		if _, dup := out[ns]; dup {
+			return nil, fmt.Errorf("MANAGED_AGENT_CONTROLLER_WORKSPACES: namespace %s is mapped twice", ns)
+		}
+		out[ns] = ws
+	}
+	return out, nil
+}
+
 func (c Config) logLevel() (slog.Level, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(orDefault(c.LogLevel, "info"))); err != nil {
@@ -272,6 +340,13 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.DockerPids, "MANAGED_AGENT_DOCKER_PIDS")
 	set(&c.DockerRuntime, "MANAGED_AGENT_DOCKER_RUNTIME")
 	set(&c.DockerDeployment, "MANAGED_AGENT_DOCKER_DEPLOYMENT")
+	set(&c.Kubeconfig, "KUBECONFIG")
+	set(&c.ControllerMetricsAddr, "MANAGED_AGENT_CONTROLLER_METRICS_ADDR")
+	set(&c.ControllerHealthAddr, "MANAGED_AGENT_CONTROLLER_HEALTH_ADDR")
+	set(&c.ControllerLeaderElectionNamespace, "MANAGED_AGENT_CONTROLLER_LEADER_ELECTION_NAMESPACE")
+	set(&c.ControllerWorkspaces, "MANAGED_AGENT_CONTROLLER_WORKSPACES")
+	c.envBool(&c.ControllerLeaderElect, "MANAGED_AGENT_CONTROLLER_LEADER_ELECT", get("MANAGED_AGENT_CONTROLLER_LEADER_ELECT"))
+	c.envBool(&c.ControllerWorkspacePerNamespace, "MANAGED_AGENT_CONTROLLER_WORKSPACE_PER_NAMESPACE", get("MANAGED_AGENT_CONTROLLER_WORKSPACE_PER_NAMESPACE"))
 	c.envDuration(&c.FakeWordDelay, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", get("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"), "20ms")
 	c.envDuration(&c.SandboxIdleStop, "MANAGED_AGENT_SANDBOX_IDLE_STOP", get("MANAGED_AGENT_SANDBOX_IDLE_STOP"), "30m")
 	c.envDuration(&c.SandboxRetention, "MANAGED_AGENT_SANDBOX_RETENTION", get("MANAGED_AGENT_SANDBOX_RETENTION"), "720h")

@@ -25,7 +25,7 @@ import (
 // server (unless MANAGED_AGENT_TEMPORAL_ADDRESS is set), the API and a worker that shares
 // the API's store and preview hub. It validates the configuration before it creates the data
 // dir, stops what it started when ctx ends, and data survives restarts.
-func RunDev(ctx context.Context, cfg Config) error {
+func RunDev(ctx context.Context, cfg Config) (err error) {
 	logger, err := start(cfg)
 	if err != nil {
 		return err
@@ -80,8 +80,20 @@ func RunDev(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if _, err := api.BindAPIKey(ctx, key); err != nil {
+	ws, err := api.BindAPIKey(ctx, key)
+	if err != nil {
 		return err
+	}
+	if cfg.Kubeconfig != "" {
+		// The controller runs beside the API against the developer's cluster; if it fails
+		// (cluster unreachable, CRDs missing), dev stops with its error rather than run half.
+		var stopController func() error
+		ctx, stopController = devController(ctx, cfg, api, ws, logger)
+		defer func() {
+			if cerr := stopController(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -143,4 +155,28 @@ func devAPIKey(cfg Config) (key string, generated bool, err error) {
 		return "", false, fmt.Errorf("write %s: %w", path, err)
 	}
 	return key, true, nil
+}
+
+// devController runs the controller manager in the background against cfg.Kubeconfig's
+// cluster, with namespace default mapped to the dev key's workspace ws, so `kubectl apply`
+// and the printed API key see the same sessions. The returned context ends when the
+// controller fails; stop waits for it and returns its error.
+func devController(ctx context.Context, cfg Config, api *API, ws string, logger *slog.Logger) (context.Context, func() error) {
+	cfg.ControllerMetricsAddr = orDefault(cfg.ControllerMetricsAddr, "0")
+	cfg.ControllerHealthAddr = orDefault(cfg.ControllerHealthAddr, "0")
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan error, 1)
+	go func() {
+		err := RunControllerManager(ctx, cfg, ControllerDeps{Store: api.Store, Service: api.Service, Workspaces: map[string]string{"default": ws}}, logger)
+		if err != nil {
+			logger.Error("controller stopped", "error", err)
+			err = fmt.Errorf("controller (--kubeconfig %s): %w", cfg.Kubeconfig, err)
+		}
+		done <- err
+		cancel(err)
+	}()
+	return ctx, func() error {
+		cancel(nil)
+		return <-done
+	}
 }

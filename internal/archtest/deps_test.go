@@ -144,6 +144,18 @@ func rules() []rule {
 			forbidden: []string{internal("internal/agent")},
 		},
 		{
+			name:      "api/v1alpha1 imports nothing of this module",
+			subject:   func(p string) bool { return under(p, module+"/api") },
+			forbidden: []string{module},
+		},
+		{
+			name:    "controllers reach sessions, store and wire, never turns, agent, durable, httpapi or Temporal",
+			subject: func(p string) bool { return under(p, module+"/controllers") },
+			reach:   true,
+			forbidden: prefixes([]string{internal("internal/turns"), internal("internal/agent"), internal("internal/durable"), internal("internal/httpapi")},
+				temporal),
+		},
+		{
 			name:      "wire imports nothing internal",
 			subject:   is("internal/wire"),
 			forbidden: []string{module},
@@ -244,6 +256,9 @@ func TestDependencyRulesCatchBreaks(t *testing.T) {
 		internal("internal/wire"):         {ImportPath: internal("internal/wire"), Imports: []string{internal("internal/ids")}},
 		internal("internal/sandbox/kube"): {ImportPath: internal("internal/sandbox/kube"), Deps: []string{internal("internal/agent")}},
 		internal("internal/stream"):       {ImportPath: internal("internal/stream"), Imports: []string{internal("internal/durable")}},
+		module + "/api/v1alpha1":          {ImportPath: module + "/api/v1alpha1", Imports: []string{internal("internal/wire")}},
+		module + "/controllers": {ImportPath: module + "/controllers", Imports: []string{internal("internal/sessions")},
+			Deps: []string{internal("internal/sessions"), internal("internal/durable")}},
 	}
 	want := map[string][]string{
 		"agent never reaches store, sessions, turns, httpapi, durable, Temporal, Kubernetes or net/http": {
@@ -252,6 +267,9 @@ func TestDependencyRulesCatchBreaks(t *testing.T) {
 		"wire imports nothing internal":                {"internal/wire imports internal/ids"},
 		"sandbox providers never reach agent":          {"internal/sandbox/kube imports internal/agent"},
 		"nothing imports durable but app":              {"internal/stream imports internal/durable"},
+		"api/v1alpha1 imports nothing of this module":  {"api/v1alpha1 imports internal/wire"},
+		"controllers reach sessions, store and wire, never turns, agent, durable, httpapi or Temporal": {
+			"controllers imports internal/durable"},
 	}
 	for _, r := range rules() {
 		var got []string
