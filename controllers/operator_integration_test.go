@@ -83,6 +83,9 @@ type stack struct {
 	ws     string
 	cfg    app.Config
 	logger *slog.Logger
+
+	kubectlOnce sync.Once
+	kubectlRun  func(args ...string) (stdout, stderr io.Reader, err error)
 }
 
 func newStack(t *testing.T) *stack {
@@ -121,6 +124,19 @@ func newStack(t *testing.T) *stack {
 	require.NoError(t, err)
 	return &stack{t: t, env: env, rest: restCfg, k8s: k8s, api: api, ws: ws, cfg: cfg, logger: logger,
 		sdk: anthropic.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey(key), option.WithMaxRetries(0))}
+}
+
+// kubectl runs the assets' kubectl as a cluster admin.
+func (s *stack) kubectl(args ...string) (stdout, stderr io.Reader, err error) {
+	s.t.Helper()
+	s.kubectlOnce.Do(func() {
+		user, err := s.env.ControlPlane.AddUser(envtest.User{Name: "operator-test-admin", Groups: []string{"system:masters"}}, nil)
+		require.NoError(s.t, err)
+		k, err := user.Kubectl()
+		require.NoError(s.t, err)
+		s.kubectlRun = k.Run
+	})
+	return s.kubectlRun(args...)
 }
 
 // controller is one running controller manager; stop ends it as a crash would end a pod
@@ -178,7 +194,7 @@ func TestOperator(t *testing.T) {
 	defer func() { ctrl.stop(t) }()
 
 	// As a user would: kubectl apply -f config/samples/ with the assets' kubectl.
-	stdout, stderr, err := s.env.ControlPlane.KubeCtl().Run("apply", "-n", "default", "-f", filepath.Join(repoRoot(t), "config", "samples"))
+	stdout, stderr, err := s.kubectl("apply", "-n", "default", "-f", filepath.Join(repoRoot(t), "config", "samples"))
 	require.NoError(t, err, "kubectl apply: %s", readAll(stderr))
 	require.Contains(t, readAll(stdout), "session.agents.managed-agents.io/hello created")
 
@@ -274,7 +290,7 @@ func TestOperator(t *testing.T) {
 
 	t.Run("another namespace is another workspace", func(t *testing.T) {
 		require.NoError(t, s.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}))
-		stdout, stderr, err := s.env.ControlPlane.KubeCtl().Run("apply", "-n", "team-a", "-f", filepath.Join(repoRoot(t), "config", "samples"))
+		stdout, stderr, err := s.kubectl("apply", "-n", "team-a", "-f", filepath.Join(repoRoot(t), "config", "samples"))
 		require.NoError(t, err, "kubectl apply: %s %s", readAll(stdout), readAll(stderr))
 		other := s.session("team-a", "hello", idleWith("echo: Hello! What can you do?"))
 		require.NotEqual(t, s.ws, other.Status.WorkspaceID)

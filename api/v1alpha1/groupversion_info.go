@@ -12,17 +12,28 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
+// GroupVersion is the group and version of every kind here.
+var GroupVersion = schema.GroupVersion{Group: "agents.managed-agents.io", Version: "v1alpha1"}
+
+// AddToScheme adds the kinds of this group version to a scheme. It uses apimachinery only,
+// so importing the types does not pull in controller-runtime.
 var (
-	// GroupVersion is the group and version of every kind here.
-	GroupVersion = schema.GroupVersion{Group: "agents.managed-agents.io", Version: "v1alpha1"}
-
-	// SchemeBuilder registers the kinds with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
-
-	// AddToScheme adds the kinds of this group version to a scheme.
-	AddToScheme = SchemeBuilder.AddToScheme
+	schemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+	AddToScheme   = schemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
+		&Session{}, &SessionList{},
+		&Agent{}, &AgentList{},
+		&Environment{}, &EnvironmentList{},
+		&SandboxBinding{}, &SandboxBindingList{},
+	)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

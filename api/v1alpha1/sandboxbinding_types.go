@@ -96,7 +96,3 @@ type SandboxBindingList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SandboxBinding `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SandboxBinding{}, &SandboxBindingList{})
-}
