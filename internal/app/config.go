@@ -274,7 +274,7 @@ func (c Config) controllerWorkspaces() (map[string]string, error) {
 		ns, ws, ok := strings.Cut(strings.TrimSpace(pair), "=")
 		ns, ws = strings.TrimSpace(ns), strings.TrimSpace(ws)
 		if !ok || !namespaceName.MatchString(ns) || ws == "" {
-			return nil, fmt.Errorf("MANAGED_AGENT_CONTROLLER_WORKSPACES: %q must be namespace=workspace_id pairs separated by commas, such as default=wrk_0123", pair)
+			return nil, fmt.Errorf("MANAGED_AGENT_CONTROLLER_WORKSPACES: %q must be namespace=workspace_id pairs separated by commas, such as default=wrkspc_0123", pair)
 		}
 		if _, dup := out[ns]; dup {
 			return nil, fmt.Errorf("MANAGED_AGENT_CONTROLLER_WORKSPACES: namespace %s is mapped twice", ns)
