@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -87,7 +88,7 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 func (r *SessionReconciler) sync(ctx context.Context, s *v1alpha1.Session) (ctrl.Result, error) {
 	ws, err := r.Workspaces.For(ctx, s.Namespace)
 	if err != nil {
-		if _, ok := err.(ErrNamespaceNotMapped); ok {
+		if errors.As(err, new(ErrNamespaceNotMapped)) {
 			return r.blocked(s, "NamespaceNotMapped", err.Error()), nil
 		}
 		return ctrl.Result{}, err
@@ -361,7 +362,7 @@ func (r *SessionReconciler) finalize(ctx context.Context, s *v1alpha1.Session) (
 	if ws == "" {
 		var err error
 		if ws, err = r.Workspaces.For(ctx, s.Namespace); err != nil {
-			if _, ok := err.(ErrNamespaceNotMapped); !ok {
+			if !errors.As(err, new(ErrNamespaceNotMapped)) {
 				return ctrl.Result{}, err
 			}
 		}
