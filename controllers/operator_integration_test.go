@@ -210,6 +210,13 @@ func TestOperator(t *testing.T) {
 	require.True(t, meta.IsStatusConditionFalse(hello.Status.Conditions, v1alpha1.ConditionRunning))
 	require.True(t, meta.IsStatusConditionFalse(hello.Status.Conditions, v1alpha1.ConditionFailed))
 
+	// kubectl get sessions shows the session id, status, stop reason and last message.
+	stdout, stderr, err = s.kubectl("get", "sessions", "-n", "default", "hello")
+	require.NoError(t, err, "kubectl get: %s", readAll(stderr))
+	table := readAll(stdout)
+	require.Regexp(t, `^NAME\s+SESSION ID\s+STATUS\s+STOP REASON\s+LAST MESSAGE\s+AGE\n`, table)
+	require.Regexp(t, `hello\s+`+hello.Status.SessionID+`\s+idle\s+end_turn\s+echo: Hello! What can you do\?`, table)
+
 	t.Run("the same session over the REST API", func(t *testing.T) {
 		got, err := s.sdk.Beta.Sessions.Get(ctx, hello.Status.SessionID, anthropic.BetaSessionGetParams{})
 		require.NoError(t, err)
