@@ -295,6 +295,38 @@ func TestOperator(t *testing.T) {
 		requireStatus(t, err, http.StatusNotFound)
 	})
 
+	t.Run("deleting a Session with a sandbox tears it down without blocking", func(t *testing.T) {
+		tooled := &v1alpha1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tooled"}, Spec: v1alpha1.SessionSpec{
+			AgentRef: &v1alpha1.LocalObjectReference{Name: "assistant"}, EnvironmentRef: &v1alpha1.LocalObjectReference{Name: "sandbox"},
+			InitialMessage: `/tool bash {"command":"echo from-the-sandbox"}`}}
+		require.NoError(t, s.k8s.Create(ctx, tooled))
+		done := s.session("default", "tooled", idleWith("bash: from-the-sandbox"))
+		_, err := s.api.Store.GetBinding(ctx, done.Status.SessionID)
+		require.NoError(t, err, "the session has a sandbox, so its delete goes through the worker's teardown")
+		require.NoError(t, s.k8s.Delete(ctx, done))
+		require.Eventually(t, func() bool {
+			return apierrors.IsNotFound(s.k8s.Get(ctx, client.ObjectKeyFromObject(done), &v1alpha1.Session{}))
+		}, wait, 50*time.Millisecond)
+		_, err = s.sdk.Beta.Sessions.Get(ctx, done.Status.SessionID, anthropic.BetaSessionGetParams{})
+		requireStatus(t, err, http.StatusNotFound)
+	})
+
+	t.Run("deleting a running Session interrupts it, then deletes it", func(t *testing.T) {
+		busy := &v1alpha1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "busy"}, Spec: v1alpha1.SessionSpec{
+			AgentRef: &v1alpha1.LocalObjectReference{Name: "assistant"}, EnvironmentRef: &v1alpha1.LocalObjectReference{Name: "sandbox"},
+			InitialMessage: "/sleep 60000"}}
+		require.NoError(t, s.k8s.Create(ctx, busy))
+		running := s.session("default", "busy", func(s *v1alpha1.Session) bool {
+			return s.Status.Status == "running" && meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionRunning)
+		})
+		require.NoError(t, s.k8s.Delete(ctx, running))
+		require.Eventually(t, func() bool {
+			return apierrors.IsNotFound(s.k8s.Get(ctx, client.ObjectKeyFromObject(running), &v1alpha1.Session{}))
+		}, wait, 50*time.Millisecond, "the 60 s turn is interrupted, not waited out")
+		_, err := s.sdk.Beta.Sessions.Get(ctx, running.Status.SessionID, anthropic.BetaSessionGetParams{})
+		requireStatus(t, err, http.StatusNotFound)
+	})
+
 	t.Run("another namespace is another workspace", func(t *testing.T) {
 		require.NoError(t, s.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}))
 		stdout, stderr, err := s.kubectl("apply", "-n", "team-a", "-f", filepath.Join(repoRoot(t), "config", "samples"))
@@ -343,6 +375,27 @@ func TestOperator(t *testing.T) {
 		require.Equal(t, 1, countSessions(t, s, title))
 		// The initial message went once: one answer in the log.
 		require.Equal(t, 1, countAgentMessages(t, s, got.Status.SessionID))
+	})
+
+	t.Run("deleting an Agent archives it; an Environment in use is archived", func(t *testing.T) {
+		var late v1alpha1.Agent
+		require.NoError(t, s.k8s.Get(ctx, types.NamespacedName{Namespace: "default", Name: "late"}, &late))
+		require.NoError(t, s.k8s.Delete(ctx, &late))
+		var env v1alpha1.Environment
+		require.NoError(t, s.k8s.Get(ctx, types.NamespacedName{Namespace: "default", Name: "sandbox"}, &env))
+		require.NoError(t, s.k8s.Delete(ctx, &env))
+		for _, o := range []client.Object{&late, &env} {
+			require.Eventually(t, func() bool {
+				return apierrors.IsNotFound(s.k8s.Get(ctx, client.ObjectKeyFromObject(o), o))
+			}, wait, 50*time.Millisecond)
+		}
+		agent, err := s.sdk.Beta.Agents.Get(ctx, late.Status.ID, anthropic.BetaAgentGetParams{})
+		require.NoError(t, err)
+		require.False(t, agent.ArchivedAt.IsZero(), "archived, not deleted")
+		// The orphan Session still uses the environment, so it is archived rather than deleted.
+		environment, err := s.sdk.Beta.Environments.Get(ctx, env.Status.ID, anthropic.BetaEnvironmentGetParams{})
+		require.NoError(t, err)
+		require.NotEmpty(t, environment.ArchivedAt)
 	})
 }
 
