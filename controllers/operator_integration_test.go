@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -144,18 +145,40 @@ func (s *stack) kubectl(args ...string) (stdout, stderr io.Reader, err error) {
 type controller struct {
 	cancel context.CancelFunc
 	done   chan error
+	// health and metrics are the manager's probe and metrics addresses.
+	health, metrics string
 }
 
 // startController runs a controller manager with namespace default mapped to the SDK key's
 // workspace, as dev does.
 func (s *stack) startController(afterCreate func(context.Context, string) error) *controller {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &controller{cancel: cancel, done: make(chan error, 1)}
+	c := &controller{cancel: cancel, done: make(chan error, 1), health: freeAddr(s.t), metrics: freeAddr(s.t)}
+	cfg := s.cfg
+	cfg.ControllerHealthAddr, cfg.ControllerMetricsAddr = c.health, c.metrics
 	go func() {
-		c.done <- app.RunControllerManager(ctx, s.cfg, app.ControllerDeps{Store: s.api.Store, Service: s.api.Service, REST: s.rest,
+		c.done <- app.RunControllerManager(ctx, cfg, app.ControllerDeps{Store: s.api.Store, Service: s.api.Service, REST: s.rest,
 			Workspaces: map[string]string{"default": s.ws}, AfterCreate: afterCreate}, s.logger)
 	}()
 	return c
+}
+
+func freeAddr(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// get answers the status and body of a GET, or 0 when nothing answers.
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 func (c *controller) stop(t *testing.T) {
@@ -216,6 +239,16 @@ func TestOperator(t *testing.T) {
 	table := readAll(stdout)
 	require.Regexp(t, `^NAME\s+SESSION ID\s+STATUS\s+STOP REASON\s+LAST MESSAGE\s+AGE\n`, table)
 	require.Regexp(t, `hello\s+`+hello.Status.SessionID+`\s+idle\s+end_turn\s+echo: Hello! What can you do\?`, table)
+
+	t.Run("the manager serves probes and metrics", func(t *testing.T) {
+		for _, path := range []string{"/healthz", "/readyz"} {
+			code, _ := get("http://" + ctrl.health + path)
+			require.Equal(t, http.StatusOK, code, path)
+		}
+		code, body := get("http://" + ctrl.metrics + "/metrics")
+		require.Equal(t, http.StatusOK, code)
+		require.Contains(t, body, `controller_runtime_reconcile_total{controller="session"`)
+	})
 
 	t.Run("the same session over the REST API", func(t *testing.T) {
 		got, err := s.sdk.Beta.Sessions.Get(ctx, hello.Status.SessionID, anthropic.BetaSessionGetParams{})
