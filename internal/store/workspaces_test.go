@@ -133,3 +133,38 @@ func countRows(t *testing.T, st *Store, table string) int {
 	require.NoError(t, st.Pool().QueryRow(t.Context(), `SELECT count(*) FROM `+table).Scan(&n))
 	return n
 }
+
+// The controller's per-namespace workspaces: concurrent first uses of one name agree on one
+// workspace, another name gets another, and WorkspaceExists tells them from unknown ids.
+func TestEnsureWorkspace(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := t.Context()
+	const n = 8
+	got := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ws, err := st.EnsureWorkspace(ctx, "kubernetes namespace a")
+			require.NoError(t, err)
+			got[i] = ws
+		})
+	}
+	wg.Wait()
+	for _, ws := range got {
+		require.Equal(t, got[0], ws)
+	}
+	other, err := st.EnsureWorkspace(ctx, "kubernetes namespace b")
+	require.NoError(t, err)
+	require.NotEqual(t, got[0], other)
+	again, err := st.EnsureWorkspace(ctx, "kubernetes namespace a")
+	require.NoError(t, err)
+	require.Equal(t, got[0], again)
+
+	ok, err := st.WorkspaceExists(ctx, other)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = st.WorkspaceExists(ctx, "wrkspc_unknown")
+	require.NoError(t, err)
+	require.False(t, ok)
+}
