@@ -317,6 +317,37 @@ func TestOperator(t *testing.T) {
 		s.session("default", "orphan", idleWith("echo: finally"))
 	})
 
+	t.Run("the apiserver enforces the spec's rules", func(t *testing.T) {
+		both := &v1alpha1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "both"}, Spec: v1alpha1.SessionSpec{
+			AgentRef: &v1alpha1.LocalObjectReference{Name: "assistant"}, AgentID: "agent_x", EnvironmentID: "env_x"}}
+		err := s.k8s.Create(ctx, both)
+		require.True(t, apierrors.IsInvalid(err), "%v", err)
+		require.ErrorContains(t, err, "set exactly one of agentRef and agentID")
+
+		var cur v1alpha1.Session
+		require.NoError(t, s.k8s.Get(ctx, types.NamespacedName{Namespace: "default", Name: "hello"}, &cur))
+		cur.Spec.InitialMessage = "something else"
+		err = s.k8s.Update(ctx, &cur)
+		require.True(t, apierrors.IsInvalid(err), "%v", err)
+		require.ErrorContains(t, err, "initialMessage cannot change")
+
+		require.NoError(t, s.k8s.Get(ctx, types.NamespacedName{Namespace: "default", Name: "hello"}, &cur))
+		cur.Spec.AgentRef = &v1alpha1.LocalObjectReference{Name: "late"}
+		err = s.k8s.Update(ctx, &cur)
+		require.ErrorContains(t, err, "the agent of a session cannot change")
+
+		// Title and metadata may change; the session follows.
+		require.NoError(t, s.k8s.Get(ctx, types.NamespacedName{Namespace: "default", Name: "hello"}, &cur))
+		cur.Spec.Title = "Renamed"
+		cur.Spec.Metadata = map[string]string{"owner": "docs"}
+		require.NoError(t, s.k8s.Update(ctx, &cur))
+		s.session("default", "hello", func(x *v1alpha1.Session) bool { return x.Status.ObservedGeneration == cur.Generation })
+		got, err := s.sdk.Beta.Sessions.Get(ctx, cur.Status.SessionID, anthropic.BetaSessionGetParams{})
+		require.NoError(t, err)
+		require.Equal(t, "Renamed", got.Title)
+		require.Equal(t, "docs", got.Metadata["owner"])
+	})
+
 	t.Run("deleting the Session deletes the session", func(t *testing.T) {
 		id := hello.Status.SessionID
 		require.NoError(t, s.k8s.Delete(ctx, hello))
