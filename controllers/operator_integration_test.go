@@ -250,6 +250,16 @@ func TestOperator(t *testing.T) {
 		require.Contains(t, body, `controller_runtime_reconcile_total{controller="session"`)
 	})
 
+	t.Run("config/default applies to a real apiserver", func(t *testing.T) {
+		stdout, stderr, err := s.kubectl("apply", "-k", filepath.Join(repoRoot(t), "config", "default"))
+		require.NoError(t, err, "kubectl apply -k config/default: %s", readAll(stderr))
+		out := readAll(stdout)
+		for _, want := range []string{"deployment.apps/managed-agents-controller-manager created", "clusterrole.rbac.authorization.k8s.io/managed-agents-manager-role created",
+			"role.rbac.authorization.k8s.io/managed-agents-leader-election-role created", "serviceaccount/managed-agents-controller-manager created"} {
+			require.Contains(t, out, want)
+		}
+	})
+
 	t.Run("the same session over the REST API", func(t *testing.T) {
 		got, err := s.sdk.Beta.Sessions.Get(ctx, hello.Status.SessionID, anthropic.BetaSessionGetParams{})
 		require.NoError(t, err)
@@ -263,9 +273,12 @@ func TestOperator(t *testing.T) {
 		require.Equal(t, string(agent.UID), rest.Metadata[v1alpha1.OwnerMetadataKey], "the agent carries its owner's mark")
 
 		// A follow-up over REST shows in the resource's status.
+		sent := time.Now()
 		_, err = s.sdk.Beta.Sessions.Events.Send(ctx, got.ID, anthropic.BetaSessionEventSendParams{Events: []anthropic.BetaManagedAgentsEventParamsUnion{userMessage("and then?")}})
 		require.NoError(t, err)
 		s.session("default", "hello", idleWith("echo: and then?"))
+		// Informational (the resync is 5 minutes, so only the wake-ups can bring it this soon).
+		t.Logf("REST send to the answer in the resource's status: %s", time.Since(sent))
 	})
 
 	t.Run("a spec change of the Agent makes version 2", func(t *testing.T) {
