@@ -211,7 +211,7 @@ func agentCreateParams(a *v1alpha1.Agent) (wire.AgentCreateParams, error) {
 	md[ownerKey] = string(a.UID)
 	model := modelParam(a.Spec.Model)
 	return wire.AgentCreateParams{Name: agentName(a), Model: &model, Description: optional(a.Spec.Description), System: optional(a.Spec.System),
-		Tools: tools, MCPServers: servers, Skills: skillParams(a.Spec.Skills), Metadata: md}, nil
+		Tools: tools, MCPServers: servers, Skills: skillParams(a.Spec.Skills), ExecutionIdentity: executionIdentity(a.Spec.ExecutionIdentity), Metadata: md}, nil
 }
 
 // agentUpdateParams makes the agent match the spec: every field is sent (an empty one
@@ -235,6 +235,11 @@ func agentUpdateParams(a *v1alpha1.Agent, cur wire.Agent) (wire.AgentUpdateParam
 		Skills:      wire.Nullable[[]wire.SkillParam]{Set: true, Value: skillParams(a.Spec.Skills)},
 		Metadata:    metadataPatch(cur.Metadata, a.Spec.Metadata, string(a.UID)),
 	}
+	if ei := executionIdentity(a.Spec.ExecutionIdentity); ei != nil {
+		p.ExecutionIdentity = wire.Nullable[wire.ExecutionIdentity]{Set: true, Value: *ei}
+	} else {
+		p.ExecutionIdentity = wire.Nullable[wire.ExecutionIdentity]{Set: true, Null: true}
+	}
 	return p, nil
 }
 
@@ -244,6 +249,13 @@ func modelParam(m v1alpha1.AgentModel) wire.ModelParam {
 		p.Effort = &wire.Effort{Type: m.Effort}
 	}
 	return p
+}
+
+func executionIdentity(in *v1alpha1.AgentExecutionIdentity) *wire.ExecutionIdentity {
+	if in == nil {
+		return nil
+	}
+	return &wire.ExecutionIdentity{Type: in.Type, RoleARN: in.RoleARN}
 }
 
 func skillParams(in []v1alpha1.AgentSkill) []wire.SkillParam {

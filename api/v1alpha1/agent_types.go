@@ -46,6 +46,21 @@ type AgentSkill struct {
 	Version *string `json:"version,omitempty"`
 }
 
+// AgentExecutionIdentity is the principal the agent's runs carry: the REST body's
+// `execution_identity`.
+//
+// +kubebuilder:validation:XValidation:rule="self.type == 'aws_role' || !has(self.roleARN)",message="roleARN is only allowed with type aws_role"
+type AgentExecutionIdentity struct {
+	// Type is service_account (the deployment's own identity) or aws_role (RoleARN).
+	// +kubebuilder:validation:Enum=service_account;aws_role
+	// +required
+	Type string `json:"type"`
+	// RoleARN is the IAM role (arn:aws:iam::<account>:role/<name>) of type aws_role
+	// (`role_arn`).
+	// +optional
+	RoleARN string `json:"roleARN,omitempty"`
+}
+
 // AgentSpec is the body of POST /v1/agents, field by field (camelCase here, snake_case in
 // the API). The controller creates the agent from it; every later change of the spec
 // (metadata.generation) is sent as an update that makes the agent match the spec, and the
@@ -95,6 +110,12 @@ type AgentSpec struct {
 	// +kubebuilder:validation:MaxItems=20
 	// +optional
 	Skills []AgentSkill `json:"skills,omitempty"`
+
+	// ExecutionIdentity is the principal the agent's runs carry (`execution_identity`);
+	// omitted means service_account. Removing it from the spec resets it to service_account
+	// on the next version.
+	// +optional
+	ExecutionIdentity *AgentExecutionIdentity `json:"executionIdentity,omitempty"`
 
 	// Metadata is the agent's metadata (`metadata`): at most 15 pairs here (the API allows
 	// 16 and the controller adds managed-agents.io/kubernetes-uid, its ownership mark), keys
