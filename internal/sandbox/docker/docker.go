@@ -29,6 +29,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 )
@@ -93,6 +95,16 @@ type Config struct {
 	// Timeout and MaxOutput apply to commands whose request has none.
 	Timeout   time.Duration
 	MaxOutput int
+
+	// PackageTimeout bounds the install of an environment's packages (packages.go; default
+	// DefaultPackageTimeout), and PackageNetwork is the network mode of the container that
+	// installs them (default "none").
+	PackageTimeout time.Duration
+	PackageNetwork string
+	// WarmPool is how many started containers the pool keeps per image and spec hash
+	// (pool.go; 0, the default, keeps none). Logger is where the pool reports.
+	WarmPool int
+	Logger   *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -103,6 +115,9 @@ func (c Config) withDefaults() Config {
 	c.Deployment = cmp.Or(c.Deployment, DefaultDeployment)
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.MaxOutput = cmp.Or(c.MaxOutput, DefaultMaxOutput)
+	c.PackageTimeout = cmp.Or(c.PackageTimeout, DefaultPackageTimeout)
+	c.PackageNetwork = cmp.Or(c.PackageNetwork, "none")
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 
@@ -119,6 +134,12 @@ type engine interface {
 	ExecCreate(context.Context, string, client.ExecCreateOptions) (client.ExecCreateResult, error)
 	ExecAttach(context.Context, string, client.ExecAttachOptions) (client.ExecAttachResult, error)
 	ExecInspect(context.Context, string, client.ExecInspectOptions) (client.ExecInspectResult, error)
+	// For packages.go and pool.go.
+	ImageInspect(context.Context, string, ...client.ImageInspectOption) (client.ImageInspectResult, error)
+	ContainerCommit(context.Context, string, client.ContainerCommitOptions) (client.ContainerCommitResult, error)
+	ContainerRename(context.Context, string, client.ContainerRenameOptions) (client.ContainerRenameResult, error)
+	VolumeInspect(context.Context, string, client.VolumeInspectOptions) (client.VolumeInspectResult, error)
+	VolumeList(context.Context, client.VolumeListOptions) (client.VolumeListResult, error)
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -128,6 +149,8 @@ type Provider struct {
 	cli    *client.Client
 	engine engine
 	cfg    Config
+	builds singleflight.Group // environment image builds by key
+	pool   *pool              // nil without a warm pool
 }
 
 // New returns a provider on the engine DOCKER_HOST names (the local socket by default). It
@@ -141,7 +164,11 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	return &Provider{cli: cli, engine: cli, cfg: cfg}, nil
+	p := &Provider{cli: cli, engine: cli, cfg: cfg}
+	if cfg.WarmPool > 0 {
+		p.pool = newPool(p, cfg.WarmPool, cfg.Logger)
+	}
+	return p, nil
 }
 
 func (c Config) check() error {
@@ -152,6 +179,8 @@ func (c Config) check() error {
 		return fmt.Errorf("docker sandbox: %d bytes of memory is too little (the engine needs at least 6 MiB)", c.MemoryBytes)
 	case c.Pids < 8:
 		return fmt.Errorf("docker sandbox: a pids limit of %d is too low (at least 8)", c.Pids)
+	case c.WarmPool < 0:
+		return fmt.Errorf("docker sandbox: a warm pool of %d containers is negative", c.WarmPool)
 	}
 	return nil
 }
@@ -247,10 +276,23 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 	}
 	opts := p.CreateOptions(spec)
 	ref := sandbox.Ref{Provider: Name, ExternalID: opts.Name}
-	if _, err := p.engine.ContainerInspect(ctx, opts.Name, client.ContainerInspectOptions{}); err == nil {
+	if info, err := p.engine.ContainerInspect(ctx, opts.Name, client.ContainerInspectOptions{}); err == nil {
+		if err := p.adoptClaim(ctx, spec, opts.Name, info); err != nil {
+			return sandbox.Ref{}, err
+		}
 		return ref, p.ensureRunning(ctx, opts.Name)
 	} else if !cerrdefs.IsNotFound(err) {
 		return sandbox.Ref{}, fmt.Errorf("create docker sandbox %s: %w", opts.Name, err)
+	}
+	image, err := p.sessionImage(ctx, spec)
+	if err != nil {
+		return sandbox.Ref{}, fmt.Errorf("create docker sandbox %s: %w", opts.Name, err)
+	}
+	opts.Config.Image = image
+	if p.pool != nil {
+		if claimed, err := p.pool.claim(ctx, spec, opts.Name); err != nil || claimed {
+			return ref, err
+		}
 	}
 	// Creating a volume that exists returns it, so concurrent and retried creates agree.
 	if _, err := p.engine.VolumeCreate(ctx, client.VolumeCreateOptions{Name: volumeName(opts.Name), Labels: opts.Config.Labels}); err != nil {
@@ -363,5 +405,5 @@ func (p *Provider) Destroy(ctx context.Context, ref sandbox.Ref) error {
 	if _, err := p.engine.VolumeRemove(ctx, volumeName(ref.ExternalID), client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("destroy workspace volume of %s: %w", ref.ExternalID, err)
 	}
-	return nil
+	return p.destroyClaim(ctx, ref.ExternalID)
 }
