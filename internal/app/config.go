@@ -76,6 +76,10 @@ type Config struct {
 	// (MANAGED_AGENT_DOCKER_DEPLOYMENT). Empty values are the provider's defaults; dockerConfig
 	// parses them.
 	DockerImage, DockerCPUs, DockerMemory, DockerPids, DockerRuntime, DockerDeployment string
+	// DockerWarmPool (MANAGED_AGENT_DOCKER_WARM_POOL, a count, default 0) and
+	// DockerPackageTimeout (MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT, a duration): see
+	// dockerPoolConfig.
+	DockerWarmPool, DockerPackageTimeout string
 	// SandboxIdleStop stops a sandbox (workspace kept, started again on the next acquisition)
 	// whose session has not used it for that long (MANAGED_AGENT_SANDBOX_IDLE_STOP, a
 	// duration; zero, the default, never stops one). SandboxRetention destroys one idle that
@@ -272,6 +276,8 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.DockerPids, "MANAGED_AGENT_DOCKER_PIDS")
 	set(&c.DockerRuntime, "MANAGED_AGENT_DOCKER_RUNTIME")
 	set(&c.DockerDeployment, "MANAGED_AGENT_DOCKER_DEPLOYMENT")
+	set(&c.DockerWarmPool, "MANAGED_AGENT_DOCKER_WARM_POOL")
+	set(&c.DockerPackageTimeout, "MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT")
 	c.envDuration(&c.FakeWordDelay, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", get("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"), "20ms")
 	c.envDuration(&c.SandboxIdleStop, "MANAGED_AGENT_SANDBOX_IDLE_STOP", get("MANAGED_AGENT_SANDBOX_IDLE_STOP"), "30m")
 	c.envDuration(&c.SandboxRetention, "MANAGED_AGENT_SANDBOX_RETENTION", get("MANAGED_AGENT_SANDBOX_RETENTION"), "720h")
@@ -366,6 +372,7 @@ func (c Config) dockerConfig() (docker.Config, error) {
 	if c.DockerDeployment != "" && !labelValue.MatchString(c.DockerDeployment) {
 		errs = append(errs, fmt.Errorf("MANAGED_AGENT_DOCKER_DEPLOYMENT=%q: must be letters, digits, '.', '_' or '-' (at most 63)", c.DockerDeployment))
 	}
+	errs = append(errs, c.dockerPoolConfig(&cfg))
 	return cfg, errors.Join(errs...)
 }
 

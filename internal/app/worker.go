@@ -163,12 +163,22 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	}
 	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger}
 	return &Worker{services: startstop.Group{
+		// First, so it stops last: no acquisition claims from a pool being emptied.
+		warmPool(registry),
 		&temporalWorker{w: durable.NewWorker(tc, durable.WorkerOptions{TaskQueue: c.TaskQueue, StopTimeout: c.WorkerStopTimeout}, acts)},
 		&Sweep{Engine: engine, Waker: runner, Interval: sweepInterval, Logger: logger},
 		&SandboxSweep{Store: st, Interval: sweepInterval, Logger: logger, Sweeper: &sandbox.Sweeper{
 			Registry: registry, Store: engine.Sandboxes(), IdleStop: c.SandboxIdleStop, Retention: c.SandboxRetention, Logger: logger,
 		}},
 	}}, nil
+}
+
+// warmPool is the default provider's warm pool (docker's, when it keeps one), or nothing.
+func warmPool(r *sandbox.Registry) startstop.Service {
+	if p, ok := r.Default().(interface{ WarmPool() startstop.Service }); ok {
+		return p.WarmPool()
+	}
+	return startstop.Group{}
 }
 
 // touchInterval is how often a worker records a cached sandbox's use: at most a minute, and

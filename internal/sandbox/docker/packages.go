@@ -99,7 +99,7 @@ func envKey(baseID string, packages map[string][]string) string {
 
 // ErrPackages marks a failed install of an environment's packages: permanent (retrying runs
 // the same installer on the same input), and its message carries the installer's output.
-var ErrPackages = errors.New("installing the environment's packages failed")
+var ErrPackages = fmt.Errorf("%w: installing the environment's packages failed", sandbox.ErrSetup)
 
 // sessionImage is the image a spec's sandbox starts from: the base image when the spec has no
 // packages, else its environment image, built first if this engine has none.
