@@ -1,6 +1,10 @@
 package docker
 
-import "github.com/managed-agents/managed-agents/internal/sandbox"
+import (
+	"context"
+
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+)
 
 // WarmSpec makes the pool keep spec warm, as a Create of it would.
 func WarmSpec(p *Provider, spec sandbox.Spec) { p.pool.seen(spec) }
@@ -11,3 +15,12 @@ func PoolReady(p *Provider, spec sandbox.Spec) int {
 	defer p.pool.mu.Unlock()
 	return len(p.pool.ready[p.pool.key(spec)])
 }
+
+// BuildContainer is the name of the container that builds the environment image of packages
+// on the base image of that id.
+func BuildContainer(baseID string, packages map[string][]string) string {
+	return buildName(envKey(baseID, packages))
+}
+
+// Reconcile runs one of the pool's reconciliations with the engine now.
+func Reconcile(p *Provider) { p.pool.reconcile(context.Background()) }

@@ -131,12 +131,16 @@ func createPackaged(t *testing.T, p *docker.Provider, spec sandbox.Spec) (sandbo
 	cli := engine(t)
 	ref, err := p.Create(t.Context(), spec)
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, p.Destroy(context.Background(), ref)) })
 	info, err := cli.ContainerInspect(t.Context(), ref.ExternalID, client.ContainerInspectOptions{})
 	require.NoError(t, err)
-	if img := info.Container.Config.Image; strings.HasPrefix(img, docker.EnvImageRepo+":") {
-		t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), img, client.ImageRemoveOptions{}) })
-	}
+	t.Cleanup(func() {
+		require.NoError(t, p.Destroy(context.Background(), ref))
+		// Fails while another session of the environment still uses the image: its
+		// cleanup removes it then.
+		if img := info.Container.Config.Image; strings.HasPrefix(img, docker.EnvImageRepo+":") {
+			_, _ = cli.ImageRemove(context.Background(), img, client.ImageRemoveOptions{})
+		}
+	})
 	sb, err := p.Attach(t.Context(), ref)
 	require.NoError(t, err)
 	return ref, sb
@@ -209,16 +213,39 @@ func TestConcurrentFirstSessionsBuildOnce(t *testing.T) {
 	pkgs := wire.Packages{Npm: []string{unique("left-pad@")}}
 	const n = 3
 	logs := make([]string, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		// One provider each: workers that share nothing but the engine.
 		p := newFakeProvider(t, docker.Config{})
+		spec := packagesSpec(pkgs)
 		wg.Go(func() {
-			_, sb := createPackaged(t, p, packagesSpec(pkgs))
-			logs[i], _ = sh(t, sb, "cat /var/lib/fake-managers/log")
+			ref, err := p.Create(t.Context(), spec)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			sb, err := p.Attach(t.Context(), ref)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "cat /var/lib/fake-managers/log"})
+			logs[i], errs[i] = string(res.Output), err
+		})
+		t.Cleanup(func() {
+			ref := sandbox.Ref{Provider: docker.Name, ExternalID: docker.ContainerName(spec.Name)}
+			info, err := engine(t).ContainerInspect(context.Background(), ref.ExternalID, client.ContainerInspectOptions{})
+			require.NoError(t, p.Destroy(context.Background(), ref))
+			if err == nil && i == 0 {
+				_, _ = engine(t).ImageRemove(context.Background(), info.Container.Config.Image, client.ImageRemoveOptions{})
+			}
 		})
 	}
 	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+	}
 	require.Equal(t, 1, strings.Count(logs[0], "\n"), logs[0])
 	for i := range n {
 		require.Equal(t, logs[0], logs[i], "one build served every first session")
@@ -239,11 +266,10 @@ func TestPackageFailureShowsTheInstallersOutput(t *testing.T) {
 	require.ErrorContains(t, err, "fake pip: giving up", "stderr too")
 	_, err = cli.ContainerInspect(t.Context(), docker.ContainerName(spec.Name), client.ContainerInspectOptions{})
 	require.True(t, cerrdefs.IsNotFound(err), "no session container made")
-	left, err := cli.ContainerList(t.Context(), client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", docker.LabelEnvBuild)})
+	base, err := cli.ImageInspect(t.Context(), fakeManagerImage(t))
 	require.NoError(t, err)
-	for _, c := range left.Items {
-		require.NotContains(t, c.Names, "/ma-build-", "the build container is removed")
-	}
+	_, err = cli.ContainerInspect(t.Context(), docker.BuildContainer(base.ID, spec.Packages), client.ContainerInspectOptions{})
+	require.True(t, cerrdefs.IsNotFound(err), "the build container is removed")
 	require.NoError(t, p.Destroy(t.Context(), sandbox.Ref{Provider: docker.Name, ExternalID: docker.ContainerName(spec.Name)}))
 }
 
