@@ -107,7 +107,7 @@ func TestWarmPoolClaim(t *testing.T) {
 
 	// A retried Create (its first response lost) adopts the claimed container; it does not
 	// claim the other one.
-	again, err := newPoolProvider2(t, p, spec)
+	again, err := p.Create(t.Context(), spec)
 	require.NoError(t, err)
 	require.Equal(t, ref, again)
 	after := poolContainers(t, deployment)
@@ -122,6 +122,7 @@ func TestWarmPoolClaim(t *testing.T) {
 	// not the unclaimed ones.
 	resources, err := p.List(t.Context())
 	require.NoError(t, err)
+	require.Len(t, resources, 1)
 	require.Equal(t, []sandbox.Resource{{Ref: ref, SessionID: spec.SessionID, Created: resources[0].Created}}, resources)
 
 	workspace := ""
@@ -138,12 +139,6 @@ func TestWarmPoolClaim(t *testing.T) {
 		_, err = cli.VolumeInspect(t.Context(), vol, client.VolumeInspectOptions{})
 		require.True(t, cerrdefs.IsNotFound(err), "destroy removes %s", vol)
 	}
-}
-
-// newPoolProvider2 is the retry of a Create: the same spec again on the same provider.
-func newPoolProvider2(t *testing.T, p *docker.Provider, spec sandbox.Spec) (sandbox.Ref, error) {
-	t.Helper()
-	return p.Create(t.Context(), spec)
 }
 
 func TestWarmPoolConcurrentCreatesGetTheirOwnContainers(t *testing.T) {
