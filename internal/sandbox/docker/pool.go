@@ -76,6 +76,8 @@ type pool struct {
 	mu    sync.Mutex
 	ready map[string][]string  // key → started, unclaimed containers (oldest first)
 	busy  map[string]int       // key → containers being made
+	// claiming are the containers being renamed right now: no longer ready, not yet claimed.
+	claiming map[string]bool
 	specs map[string]poolEntry // key → what to keep warm
 }
 
@@ -89,7 +91,7 @@ func newPool(p *Provider, size int, logger *slog.Logger) *pool {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	pl := &pool{p: p, size: size, owner: hex.EncodeToString(id[:]), logger: logger, wake: make(chan struct{}, 1),
-		ready: map[string][]string{}, busy: map[string]int{}, specs: map[string]poolEntry{}}
+		ready: map[string][]string{}, busy: map[string]int{}, claiming: map[string]bool{}, specs: map[string]poolEntry{}}
 	def := template(sandbox.SpecFor("", wire.EnvironmentConfig{Type: "cloud"}))
 	pl.specs[pl.key(def)] = poolEntry{spec: def, keepWarm: true}
 	return pl
@@ -246,7 +248,7 @@ func (pl *pool) make(ctx context.Context, spec sandbox.Spec) (string, error) {
 		return "", fmt.Errorf("create pool workspace volume: %w", err)
 	}
 	if _, err := pl.p.engine.ContainerCreate(ctx, opts); err != nil {
-		pl.remove(context.WithoutCancel(ctx), name)
+		_, _ = pl.p.engine.VolumeRemove(context.WithoutCancel(ctx), volumeName(name), client.VolumeRemoveOptions{Force: true})
 		return "", fmt.Errorf("create pool container: %w", err)
 	}
 	if _, err := pl.p.engine.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
@@ -256,10 +258,14 @@ func (pl *pool) make(ctx context.Context, spec sandbox.Spec) (string, error) {
 	return name, nil
 }
 
-// remove force-removes a pool container and its workspace volume.
+// remove force-removes a pool container and its workspace volume. A container no longer
+// found by its pool name may have been claimed (renamed) meanwhile: its volume is a
+// session's workspace then, and stays.
 func (pl *pool) remove(ctx context.Context, name string) {
-	if _, err := pl.p.engine.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		pl.logger.WarnContext(ctx, "warm pool: could not remove a container", "container", name, "error", err)
+	if _, err := pl.p.engine.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true}); err != nil {
+		if !cerrdefs.IsNotFound(err) {
+			pl.logger.WarnContext(ctx, "warm pool: could not remove a container", "container", name, "error", err)
+		}
 		return
 	}
 	if _, err := pl.p.engine.VolumeRemove(ctx, volumeName(name), client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
@@ -282,9 +288,13 @@ func (pl *pool) claim(ctx context.Context, spec sandbox.Spec, name string) (bool
 		}
 		candidate := list[0]
 		pl.ready[k] = list[1:]
+		pl.claiming[candidate] = true
 		pl.mu.Unlock()
 
 		_, err := pl.p.engine.ContainerRename(ctx, candidate, client.ContainerRenameOptions{NewName: name})
+		pl.mu.Lock()
+		delete(pl.claiming, candidate)
+		pl.mu.Unlock()
 		switch {
 		case err == nil:
 			pl.signal()
@@ -334,11 +344,14 @@ func (pl *pool) reconcile(ctx context.Context) {
 		return info.ID
 	}
 	pl.mu.Lock()
-	known := map[string]string{} // name → key
-	for k, list := range pl.ready {
+	known := map[string]bool{} // ready or being claimed
+	for _, list := range pl.ready {
 		for _, n := range list {
-			known[n] = k
+			known[n] = true
 		}
+	}
+	for n := range pl.claiming {
+		known[n] = true
 	}
 	busy := 0
 	for _, n := range pl.busy {
@@ -359,7 +372,7 @@ func (pl *pool) reconcile(ctx context.Context) {
 			continue // claimed: a session's now
 		}
 		exists[name] = true
-		_, mine := known[name]
+		mine := known[name]
 		switch {
 		case time.Since(time.Unix(c.Created, 0)) > poolMaxAge:
 			stale = append(stale, name)
