@@ -74,11 +74,12 @@ type pool struct {
 	wake   chan struct{}
 
 	mu    sync.Mutex
-	ready map[string][]string  // key → started, unclaimed containers (oldest first)
-	busy  map[string]int       // key → containers being made
+	ready map[string][]string // key → started, unclaimed containers (oldest first)
+	busy  map[string]int      // key → containers being made
 	// claiming are the containers being renamed right now: no longer ready, not yet claimed.
 	claiming map[string]bool
-	specs map[string]poolEntry // key → what to keep warm
+	made     map[string]time.Time // ready container → when it was made
+	specs    map[string]poolEntry // key → what to keep warm
 }
 
 type poolEntry struct {
@@ -91,7 +92,7 @@ func newPool(p *Provider, size int, logger *slog.Logger) *pool {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	pl := &pool{p: p, size: size, owner: hex.EncodeToString(id[:]), logger: logger, wake: make(chan struct{}, 1),
-		ready: map[string][]string{}, busy: map[string]int{}, claiming: map[string]bool{}, specs: map[string]poolEntry{}}
+		ready: map[string][]string{}, busy: map[string]int{}, claiming: map[string]bool{}, made: map[string]time.Time{}, specs: map[string]poolEntry{}}
 	def := template(sandbox.SpecFor("", wire.EnvironmentConfig{Type: "cloud"}))
 	pl.specs[pl.key(def)] = poolEntry{spec: def, keepWarm: true}
 	return pl
@@ -189,6 +190,7 @@ func (pl *pool) refill(ctx context.Context) {
 		pl.busy[k]--
 		if err == nil {
 			pl.ready[k] = append(pl.ready[k], name)
+			pl.made[name] = time.Now()
 		}
 		pl.mu.Unlock()
 		if err != nil {
@@ -288,6 +290,14 @@ func (pl *pool) claim(ctx context.Context, spec sandbox.Spec, name string) (bool
 		}
 		candidate := list[0]
 		pl.ready[k] = list[1:]
+		made := pl.made[candidate]
+		delete(pl.made, candidate)
+		if time.Since(made) > poolMaxAge/2 {
+			// Other workers remove it at poolMaxAge: too close to claim. The reconcile
+			// removes it, as one this pool no longer knows.
+			pl.mu.Unlock()
+			continue
+		}
 		pl.claiming[candidate] = true
 		pl.mu.Unlock()
 
@@ -316,6 +326,7 @@ func (pl *pool) putBack(k, name string) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	pl.ready[k] = append([]string{name}, pl.ready[k]...)
+	pl.made[name] = time.Now() // not quite, but it only errs towards recycling it sooner
 }
 
 // reconcile drops from the pool what the engine no longer has, and removes pool containers
@@ -373,10 +384,14 @@ func (pl *pool) reconcile(ctx context.Context) {
 		}
 		exists[name] = true
 		mine := known[name]
+		age := time.Since(time.Unix(c.Created, 0))
 		switch {
-		case time.Since(time.Unix(c.Created, 0)) > poolMaxAge:
+		case age > poolMaxAge:
 			stale = append(stale, name)
 		case c.Labels[LabelPool] != pl.owner:
+		case age > poolMaxAge/2:
+			// Recycled well before other workers may remove it (a claim skips it already).
+			stale = append(stale, name)
 		case !mine:
 			if busy == 0 { // else it may be one being made right now
 				stale = append(stale, name)
@@ -387,13 +402,28 @@ func (pl *pool) reconcile(ctx context.Context) {
 			stale = append(stale, name)
 		}
 	}
+	// Under the lock, so a claim cannot take what is about to be removed: a container the
+	// snapshot knew that is no longer ready was taken by a claim since, and stays.
 	pl.mu.Lock()
+	ready := map[string]bool{}
+	for _, list := range pl.ready {
+		for _, n := range list {
+			ready[n] = true
+		}
+	}
 	gone := map[string]bool{}
+	stale = slices.DeleteFunc(stale, func(n string) bool { return pl.claiming[n] || (known[n] && !ready[n]) })
 	for _, n := range stale {
 		gone[n] = true
 	}
 	for k, list := range pl.ready {
-		pl.ready[k] = slices.DeleteFunc(list, func(n string) bool { return gone[n] || !exists[n] })
+		pl.ready[k] = slices.DeleteFunc(list, func(n string) bool {
+			if gone[n] || (known[n] && !exists[n]) {
+				delete(pl.made, n)
+				return true
+			}
+			return false
+		})
 	}
 	pl.mu.Unlock()
 	for _, n := range stale {
