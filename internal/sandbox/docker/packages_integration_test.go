@@ -211,6 +211,7 @@ func TestPackageManagersRunInAlphabeticalOrder(t *testing.T) {
 func TestConcurrentFirstSessionsBuildOnce(t *testing.T) {
 	t.Parallel()
 	pkgs := wire.Packages{Npm: []string{unique("left-pad@")}}
+	cli := engine(t)
 	const n = 3
 	logs := make([]string, n)
 	errs := make([]error, n)
@@ -235,10 +236,10 @@ func TestConcurrentFirstSessionsBuildOnce(t *testing.T) {
 		})
 		t.Cleanup(func() {
 			ref := sandbox.Ref{Provider: docker.Name, ExternalID: docker.ContainerName(spec.Name)}
-			info, err := engine(t).ContainerInspect(context.Background(), ref.ExternalID, client.ContainerInspectOptions{})
+			info, err := cli.ContainerInspect(context.Background(), ref.ExternalID, client.ContainerInspectOptions{})
 			require.NoError(t, p.Destroy(context.Background(), ref))
 			if err == nil && i == 0 {
-				_, _ = engine(t).ImageRemove(context.Background(), info.Container.Config.Image, client.ImageRemoveOptions{})
+				_, _ = cli.ImageRemove(context.Background(), info.Container.Config.Image, client.ImageRemoveOptions{})
 			}
 		})
 	}
