@@ -39,7 +39,6 @@ const EnvImageRepo = "managed-agents-env"
 const (
 	LabelEnvKey    = "managed-agents.env-key"
 	LabelEnvBase   = "managed-agents.env-base"
-	LabelEnvBuild  = "managed-agents.env-build"
 	installTailMax = 4 << 10
 )
 
@@ -167,15 +166,15 @@ func buildName(key string) string { return "ma-build-" + key }
 // order, and commits the result as tag. The container is removed whatever happens.
 func (p *Provider) build(ctx context.Context, base, key, tag string, packages map[string][]string) error {
 	name := buildName(key)
-	labels := map[string]string{LabelEnvBuild: key, LabelDeployment: p.cfg.Deployment}
 	pids := max(p.cfg.Pids, 1024) // installers fork compilers and scripts freely
 	_, err := p.engine.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: name,
 		Config: &container.Config{
-			Image:  base,
-			User:   "0:0",
-			Env:    []string{"PATH=" + containerPath, "HOME=/root", "LANG=C.UTF-8"},
-			Labels: labels,
+			Image: base,
+			User:  "0:0",
+			Env:   []string{"PATH=" + containerPath, "HOME=/root", "LANG=C.UTF-8"},
+			// No labels: a commit keeps the container's, and the image must not carry a
+			// deployment's. The name says what it is.
 		},
 		HostConfig: &container.HostConfig{
 			NetworkMode: container.NetworkMode(p.cfg.PackageNetwork),

@@ -78,8 +78,13 @@ type pool struct {
 	busy  map[string]int      // key → containers being made
 	// claiming are the containers being renamed right now: no longer ready, not yet claimed.
 	claiming map[string]bool
-	made     map[string]time.Time // ready container → when it was made
+	made     map[string]made      // ready or being claimed container → how it was made
 	specs    map[string]poolEntry // key → what to keep warm
+}
+
+type made struct {
+	at   time.Time
+	spec sandbox.Spec
 }
 
 type poolEntry struct {
@@ -92,7 +97,7 @@ func newPool(p *Provider, size int, logger *slog.Logger) *pool {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	pl := &pool{p: p, size: size, owner: hex.EncodeToString(id[:]), logger: logger, wake: make(chan struct{}, 1),
-		ready: map[string][]string{}, busy: map[string]int{}, claiming: map[string]bool{}, made: map[string]time.Time{}, specs: map[string]poolEntry{}}
+		ready: map[string][]string{}, busy: map[string]int{}, claiming: map[string]bool{}, made: map[string]made{}, specs: map[string]poolEntry{}}
 	def := template(sandbox.SpecFor("", wire.EnvironmentConfig{Type: "cloud"}))
 	pl.specs[pl.key(def)] = poolEntry{spec: def, keepWarm: true}
 	return pl
@@ -126,6 +131,29 @@ func (pl *pool) Stop() {
 	defer cancel()
 	for _, n := range names {
 		pl.remove(ctx, n)
+	}
+	pl.removeLeftovers(ctx)
+}
+
+// removeLeftovers removes this owner's unclaimed containers the pool lost track of and its
+// volumes no container uses (dangling): never a claimed container or its workspace.
+func (pl *pool) removeLeftovers(ctx context.Context) {
+	owned := client.Filters{}.Add("label", LabelPool+"="+pl.owner)
+	if res, err := pl.p.engine.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: owned}); err == nil {
+		for _, c := range res.Items {
+			for _, n := range c.Names {
+				if n = strings.TrimPrefix(n, "/"); strings.HasPrefix(n, poolPrefix) {
+					pl.remove(ctx, n)
+				}
+			}
+		}
+	}
+	if res, err := pl.p.engine.VolumeList(ctx, client.VolumeListOptions{Filters: owned.Add("dangling", "true")}); err == nil {
+		for _, v := range res.Items {
+			if strings.HasPrefix(v.Name, poolPrefix) {
+				_, _ = pl.p.engine.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{})
+			}
+		}
 	}
 }
 
@@ -190,7 +218,7 @@ func (pl *pool) refill(ctx context.Context) {
 		pl.busy[k]--
 		if err == nil {
 			pl.ready[k] = append(pl.ready[k], name)
-			pl.made[name] = time.Now()
+			pl.made[name] = made{at: time.Now(), spec: spec}
 		}
 		pl.mu.Unlock()
 		if err != nil {
@@ -250,14 +278,24 @@ func (pl *pool) make(ctx context.Context, spec sandbox.Spec) (string, error) {
 		return "", fmt.Errorf("create pool workspace volume: %w", err)
 	}
 	if _, err := pl.p.engine.ContainerCreate(ctx, opts); err != nil {
-		_, _ = pl.p.engine.VolumeRemove(context.WithoutCancel(ctx), volumeName(name), client.VolumeRemoveOptions{Force: true})
+		pl.discard(name)
 		return "", fmt.Errorf("create pool container: %w", err)
 	}
 	if _, err := pl.p.engine.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
-		pl.remove(context.WithoutCancel(ctx), name)
+		pl.discard(name)
 		return "", fmt.Errorf("start pool container: %w", err)
 	}
 	return name, nil
+}
+
+// discard removes what a make that failed (or was canceled by Stop) may have left: the
+// container (the engine may have made it though the call failed) and its volume. Nothing
+// else knows the random name, so neither can be a session's.
+func (pl *pool) discard(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, _ = pl.p.engine.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true})
+	_, _ = pl.p.engine.VolumeRemove(ctx, volumeName(name), client.VolumeRemoveOptions{Force: true})
 }
 
 // remove force-removes a pool container and its workspace volume. A container no longer
@@ -290,9 +328,8 @@ func (pl *pool) claim(ctx context.Context, spec sandbox.Spec, name string) (bool
 		}
 		candidate := list[0]
 		pl.ready[k] = list[1:]
-		made := pl.made[candidate]
-		delete(pl.made, candidate)
-		if time.Since(made) > poolMaxAge/2 {
+		if time.Since(pl.made[candidate].at) > poolMaxAge/2 {
+			delete(pl.made, candidate)
 			// Other workers remove it at poolMaxAge: too close to claim. The reconcile
 			// removes it, as one this pool no longer knows.
 			pl.mu.Unlock()
@@ -304,6 +341,9 @@ func (pl *pool) claim(ctx context.Context, spec sandbox.Spec, name string) (bool
 		_, err := pl.p.engine.ContainerRename(ctx, candidate, client.ContainerRenameOptions{NewName: name})
 		pl.mu.Lock()
 		delete(pl.claiming, candidate)
+		if err == nil || cerrdefs.IsNotFound(err) {
+			delete(pl.made, candidate)
+		}
 		pl.mu.Unlock()
 		switch {
 		case err == nil:
@@ -326,7 +366,6 @@ func (pl *pool) putBack(k, name string) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	pl.ready[k] = append([]string{name}, pl.ready[k]...)
-	pl.made[name] = time.Now() // not quite, but it only errs towards recycling it sooner
 }
 
 // reconcile drops from the pool what the engine no longer has, and removes pool containers
@@ -342,8 +381,14 @@ func (pl *pool) reconcile(ctx context.Context) {
 		pl.logger.WarnContext(ctx, "warm pool: could not list pool containers", "error", err)
 		return
 	}
-	current := map[string]string{} // image → id, looked up once per sweep
-	imageID := func(image string) string {
+	// The id of the image a spec's sessions start from now; "" if it cannot be told (then the
+	// container is kept: the claim's session would find out).
+	current := map[string]string{}
+	imageID := func(spec sandbox.Spec) string {
+		image, err := pl.p.sessionImage(ctx, spec)
+		if err != nil {
+			return ""
+		}
 		if id, ok := current[image]; ok {
 			return id
 		}
@@ -355,6 +400,10 @@ func (pl *pool) reconcile(ctx context.Context) {
 		return info.ID
 	}
 	pl.mu.Lock()
+	specs := map[string]sandbox.Spec{}
+	for n, m := range pl.made {
+		specs[n] = m.spec
+	}
 	known := map[string]bool{} // ready or being claimed
 	for _, list := range pl.ready {
 		for _, n := range list {
@@ -398,7 +447,7 @@ func (pl *pool) reconcile(ctx context.Context) {
 			}
 		case c.State != "running":
 			stale = append(stale, name)
-		case c.Labels[LabelPoolImage] != imageID(c.Image):
+		case imageID(specs[name]) != "" && c.Labels[LabelPoolImage] != imageID(specs[name]):
 			stale = append(stale, name)
 		}
 	}
@@ -429,6 +478,28 @@ func (pl *pool) reconcile(ctx context.Context) {
 	for _, n := range stale {
 		pl.remove(ctx, n)
 		pl.logger.InfoContext(ctx, "warm pool: removed a stale pool container", "container", n)
+	}
+	pl.removeOldVolumes(ctx)
+}
+
+// removeOldVolumes removes pool workspace volumes of any owner that no container has used
+// for poolMaxAge: a worker that died between making a volume and its container, or a
+// claimed container removed behind the provider's back, leaves them.
+func (pl *pool) removeOldVolumes(ctx context.Context) {
+	res, err := pl.p.engine.VolumeList(ctx, client.VolumeListOptions{
+		Filters: client.Filters{}.Add("label", LabelPool).Add("label", LabelDeployment+"="+pl.p.cfg.Deployment).Add("dangling", "true"),
+	})
+	if err != nil {
+		return
+	}
+	for _, v := range res.Items {
+		created, err := time.Parse(time.RFC3339, v.CreatedAt)
+		if err != nil || time.Since(created) < poolMaxAge || !strings.HasPrefix(v.Name, poolPrefix) {
+			continue
+		}
+		if _, err := pl.p.engine.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err == nil {
+			pl.logger.InfoContext(ctx, "warm pool: removed an unused pool volume", "volume", v.Name)
+		}
 	}
 }
 
