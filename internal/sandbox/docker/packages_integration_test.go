@@ -4,6 +4,8 @@ package docker_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
@@ -40,7 +42,10 @@ done
 echo "fake $m: done"
 `
 
-const fakeImage = "managed-agents-sandbox:test-fake-managers"
+const (
+	fakeImage     = "managed-agents-sandbox:test-fake-managers"
+	fakeHashLabel = "managed-agents.test-fake-managers"
+)
 
 var fakeOnce sync.Once
 
@@ -51,8 +56,17 @@ func fakeManagerImage(t *testing.T) string {
 	cli := engine(t)
 	fakeOnce.Do(func() {
 		ctx := context.Background()
+		// Current when made from this base image with this script: no rebuild, no dangling
+		// images left by every run.
+		base, err := cli.ImageInspect(ctx, image())
+		require.NoError(t, err)
+		sum := sha256.Sum256([]byte(base.ID + fakeManagers))
+		want := hex.EncodeToString(sum[:16])
+		if info, err := cli.ImageInspect(ctx, fakeImage); err == nil && info.Config != nil && info.Config.Labels[fakeHashLabel] == want {
+			return
+		}
 		name := fmt.Sprintf("ma-test-fake-managers-%d", os.Getpid())
-		_, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: &container.Config{Image: image(), User: "0:0"},
+		_, err = cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: &container.Config{Image: image(), User: "0:0"},
 			HostConfig: &container.HostConfig{NetworkMode: "none"}})
 		require.NoError(t, err)
 		defer func() { _, _ = cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true}) }()
@@ -63,7 +77,7 @@ cat > /usr/local/bin/fake-manager && chmod 755 /usr/local/bin/fake-manager &&
 for m in apt-get cargo gem go npm pip; do ln -sf fake-manager /usr/local/bin/$m; done`
 		run := rootExec(t, cli, name, script, fakeManagers)
 		require.Zero(t, run.code, run.out)
-		_, err = cli.ContainerCommit(ctx, name, client.ContainerCommitOptions{Reference: fakeImage})
+		_, err = cli.ContainerCommit(ctx, name, client.ContainerCommitOptions{Reference: fakeImage, Changes: []string{"LABEL " + fakeHashLabel + "=" + want}})
 		require.NoError(t, err)
 	})
 	return fakeImage
