@@ -18,7 +18,11 @@
 // so a retried create adopts what an earlier attempt made. The optional FileSearcher
 // capability is not offered: glob and grep fall back to find and ReadFile.
 //
-// The package imports only the sandbox interfaces and the Docker client; it must never
+// An environment's packages are installed once into an image of their own (packages.go);
+// an optional warm pool of started containers makes a first acquisition a rename (pool.go).
+//
+// The package imports only the sandbox interfaces (and wire, startstop), the Docker client
+// and x/sync; it must never
 // import agent, store, httpapi, durable, Temporal or Kubernetes packages.
 package docker
 
