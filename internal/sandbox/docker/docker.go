@@ -22,8 +22,8 @@
 // an optional warm pool of started containers makes a first acquisition a rename (pool.go).
 //
 // The package imports only the sandbox interfaces (and wire, startstop), the Docker client
-// and x/sync; it must never
-// import agent, store, httpapi, durable, Temporal or Kubernetes packages.
+// and x/sync; it must never import agent, store, httpapi, durable, Temporal or Kubernetes
+// packages.
 package docker
 
 import (
