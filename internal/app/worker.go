@@ -164,7 +164,7 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger}
 	return &Worker{services: startstop.Group{
 		// First, so it stops last: no acquisition claims from a pool being emptied.
-		warmPool(registry),
+		warmPool(registry, logger),
 		&temporalWorker{w: durable.NewWorker(tc, durable.WorkerOptions{TaskQueue: c.TaskQueue, StopTimeout: c.WorkerStopTimeout}, acts)},
 		&Sweep{Engine: engine, Waker: runner, Interval: sweepInterval, Logger: logger},
 		&SandboxSweep{Store: st, Interval: sweepInterval, Logger: logger, Sweeper: &sandbox.Sweeper{
@@ -174,9 +174,11 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 }
 
 // warmPool is the default provider's warm pool (docker's, when it keeps one), or nothing.
-func warmPool(r *sandbox.Registry) startstop.Service {
-	if p, ok := r.Default().(interface{ WarmPool() startstop.Service }); ok {
-		return p.WarmPool()
+func warmPool(r *sandbox.Registry, logger *slog.Logger) startstop.Service {
+	if p, ok := r.Default().(interface {
+		WarmPool(*slog.Logger) startstop.Service
+	}); ok {
+		return p.WarmPool(logger)
 	}
 	return startstop.Group{}
 }

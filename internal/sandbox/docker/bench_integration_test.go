@@ -24,10 +24,10 @@ func BenchmarkProvider(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := p.WarmPool().Start(b.Context()); err != nil {
+	if err := p.WarmPool(nil).Start(b.Context()); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { p.WarmPool().Stop(); _ = p.Close() })
+	b.Cleanup(func() { p.WarmPool(nil).Stop(); _ = p.Close() })
 	sandboxtest.BenchWarm(b, p, func(spec sandbox.Spec) error {
 		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 			if docker.PoolReady(p, spec) > 0 {

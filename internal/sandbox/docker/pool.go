@@ -568,10 +568,14 @@ func (p *Provider) claimedSessions(ctx context.Context) (map[string]string, erro
 
 // WarmPool is the background part of the warm pool, to run as long as the provider is used:
 // Start begins refilling, Stop ends it and removes the unclaimed containers. Without a pool
-// (Config.WarmPool 0) it does nothing.
-func (p *Provider) WarmPool() startstop.Service {
+// (Config.WarmPool 0) it does nothing. A non-nil logger replaces Config.Logger for the
+// pool's reports; call it before Start.
+func (p *Provider) WarmPool(logger *slog.Logger) startstop.Service {
 	if p.pool == nil {
 		return noPool{}
+	}
+	if logger != nil {
+		p.pool.logger = logger
 	}
 	return p.pool
 }

@@ -36,10 +36,10 @@ func newPoolProvider(t *testing.T, size int, img string) (*docker.Provider, stri
 	deployment := fmt.Sprintf("test-pool-%d-%d", os.Getpid(), poolDeployments.Add(1))
 	p, err := docker.New(docker.Config{Image: img, Deployment: deployment, WarmPool: size})
 	require.NoError(t, err)
-	require.NoError(t, p.WarmPool().Start(t.Context()))
+	require.NoError(t, p.WarmPool(nil).Start(t.Context()))
 	t.Cleanup(func() {
-		p.WarmPool().Stop()
-		p.WarmPool().Stop()
+		p.WarmPool(nil).Stop()
+		p.WarmPool(nil).Stop()
 		_ = p.Close()
 		ctx := context.Background()
 		filter := client.Filters{}.Add("label", docker.LabelDeployment+"="+deployment)
