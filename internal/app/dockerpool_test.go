@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/startstop"
 )
 
 func TestDockerPoolConfig(t *testing.T) {
@@ -53,4 +55,17 @@ func TestDockerPoolConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The worker runs the docker provider's warm pool: the method it looks for must be the one
+// the provider has (a signature drift would silently run no pool).
+func TestWorkerRunsTheWarmPool(t *testing.T) {
+	t.Parallel()
+	reg, err := NewSandboxRegistry(Config{Sandbox: "docker", DockerWarmPool: "1"})
+	require.NoError(t, err)
+	require.NotEqual(t, startstop.Group{}, warmPool(reg, nil))
+
+	reg, err = NewSandboxRegistry(Config{Sandbox: "local", SandboxDir: t.TempDir()})
+	require.NoError(t, err)
+	require.Equal(t, startstop.Group{}, warmPool(reg, nil), "local has no pool")
 }

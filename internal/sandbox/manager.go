@@ -310,7 +310,16 @@ func (m *Manager) Teardown(ctx context.Context, sessionID string) error {
 			spec = Spec{Name: b.Name, SessionID: sessionID}
 		}
 		spec.Name, spec.SessionID = b.Name, sessionID
-		if ref, err = p.Create(ctx, spec); err != nil {
+		ref, err = p.Create(ctx, spec)
+		switch {
+		case errors.Is(err, ErrSetup):
+			// A setup fails before any of the sandbox exists: there is nothing to destroy,
+			// and failing here would keep the session's delete from ever finishing.
+			if err := m.bindings.DeleteBinding(ctx, sessionID); err != nil {
+				return fmt.Errorf("remove sandbox binding: %w", err)
+			}
+			return nil
+		case err != nil:
 			return fmt.Errorf("adopt pending sandbox %s to destroy it: %w", b.Name, err)
 		}
 	}

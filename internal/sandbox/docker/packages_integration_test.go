@@ -21,6 +21,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
+	"github.com/managed-agents/managed-agents/internal/sandbox/sandboxtest"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -320,4 +321,30 @@ func TestBadPackageSpecsAreRefused(t *testing.T) {
 		require.ErrorIs(t, err, sandbox.ErrSetup, bad)
 		require.ErrorContains(t, err, "not starting with '-', without spaces")
 	}
+}
+
+// fixedSpec is the spec source of one session.
+type fixedSpec struct{ spec sandbox.Spec }
+
+func (f fixedSpec) SandboxSpec(context.Context, string) (sandbox.Spec, error) { return f.spec, nil }
+
+// Through the Manager, as the worker acquires: the error the session.error is made of keeps
+// the installer's output and is a setup failure (which the workflow does not retry).
+func TestPackageFailureThroughTheManager(t *testing.T) {
+	t.Parallel()
+	p := newFakeProvider(t, docker.Config{})
+	registry, err := sandbox.NewRegistry(p)
+	require.NoError(t, err)
+	bad := unique("fail-")
+	spec := packagesSpec(wire.Packages{Npm: []string{bad}})
+	bindings := sandboxtest.NewBindings()
+	m := sandbox.NewManager(registry, bindings, fixedSpec{spec})
+	_, err = m.Acquire(t.Context(), spec.SessionID)
+	require.ErrorIs(t, err, sandbox.ErrSetup)
+	require.ErrorContains(t, err, "the npm installer exited with status 100; its output ends with:\nma-install: npm "+bad+"\n")
+	require.ErrorContains(t, err, "\nE: Unable to locate package "+bad)
+	require.ErrorContains(t, err, "\nfake npm: giving up")
+	require.NoError(t, m.Teardown(t.Context(), spec.SessionID), "nothing to destroy, and the session's delete can finish")
+	_, err = bindings.Binding(t.Context(), spec.SessionID)
+	require.ErrorIs(t, err, sandbox.ErrNoBinding)
 }
