@@ -41,7 +41,6 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 )
@@ -153,8 +152,8 @@ type Provider struct {
 	cli    *client.Client
 	engine engine
 	cfg    Config
-	builds singleflight.Group // environment image builds by key
-	pool   *pool              // nil without a warm pool
+	builds envBuilds
+	pool   *pool // nil without a warm pool
 }
 
 // New returns a provider on the engine DOCKER_HOST names (the local socket by default). It

@@ -11,12 +11,14 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 )
@@ -121,14 +123,63 @@ func (p *Provider) sessionImage(ctx context.Context, spec sandbox.Spec) (string,
 	tag := EnvImageRepo + ":" + key
 	// One build per key in this process; across processes the build container's name is
 	// the lock (see build).
+	if err := p.builds.failed(key); err != nil {
+		return "", err
+	}
 	// the build outlives a canceled caller: the next session of the environment finds it.
-	v, err, _ := p.builds.Do(key, func() (any, error) {
-		return tag, p.ensureEnvImage(context.WithoutCancel(ctx), base, key, tag, spec.Packages)
+	_, err, _ = p.builds.group.Do(key, func() (any, error) {
+		err := p.ensureEnvImage(context.WithoutCancel(ctx), base, key, tag, spec.Packages)
+		if errors.Is(err, ErrPackages) {
+			p.builds.fail(key, err)
+		}
+		return nil, err
 	})
 	if err != nil {
 		return "", err
 	}
-	return v.(string), nil
+	return tag, nil
+}
+
+// failedBuildFor is how long a failed install is remembered: a retried acquisition, the
+// teardown of the session (which creates to adopt) and the environment's next sessions fail
+// at once with its output instead of running the installer again, up to its timeout.
+const failedBuildFor = 10 * time.Minute
+
+// envBuilds runs one build per environment image key at a time and remembers the installs
+// that failed.
+type envBuilds struct {
+	group singleflight.Group
+	mu    sync.Mutex
+	fails map[string]failedBuild
+}
+
+type failedBuild struct {
+	err error
+	at  time.Time
+}
+
+func (b *envBuilds) fail(key string, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fails == nil {
+		b.fails = map[string]failedBuild{}
+	}
+	for k, f := range b.fails {
+		if time.Since(f.at) > failedBuildFor {
+			delete(b.fails, k)
+		}
+	}
+	b.fails[key] = failedBuild{err: err, at: time.Now()}
+}
+
+func (b *envBuilds) failed(key string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f, ok := b.fails[key]
+	if !ok || time.Since(f.at) > failedBuildFor {
+		return nil
+	}
+	return fmt.Errorf("%w (the same install failed %s ago; it is tried again %s after that)", f.err, time.Since(f.at).Round(time.Second), failedBuildFor)
 }
 
 // ensureEnvImage builds the environment image unless it exists. Concurrent first sessions

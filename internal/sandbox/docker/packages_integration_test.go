@@ -287,6 +287,14 @@ func TestPackageFailureShowsTheInstallersOutput(t *testing.T) {
 	_, err = cli.ContainerInspect(t.Context(), docker.BuildContainer(base.ID, spec.Packages), client.ContainerInspectOptions{})
 	require.True(t, cerrdefs.IsNotFound(err), "the build container is removed")
 	require.NoError(t, p.Destroy(t.Context(), sandbox.Ref{Provider: docker.Name, ExternalID: docker.ContainerName(spec.Name)}))
+
+	// The retry (or the teardown's create, or the environment's next session) fails at once
+	// with the same output: the installer does not run again.
+	again := packagesSpec(wire.Packages{Apt: []string{"curl"}, Pip: []string{bad}})
+	_, err = p.Create(t.Context(), again)
+	require.ErrorIs(t, err, docker.ErrPackages)
+	require.ErrorContains(t, err, "E: Unable to locate package "+bad)
+	require.ErrorContains(t, err, "the same install failed")
 }
 
 func TestPackageInstallTimesOut(t *testing.T) {
