@@ -142,7 +142,7 @@ func (pl *pool) removeLeftovers(ctx context.Context) {
 	if res, err := pl.p.engine.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: owned}); err == nil {
 		for _, c := range res.Items {
 			for _, n := range c.Names {
-				if n = strings.TrimPrefix(n, "/"); strings.HasPrefix(n, poolPrefix) {
+				if n = strings.TrimPrefix(n, "/"); strings.HasPrefix(n, poolPrefix) && !pl.beingClaimed(n) {
 					pl.remove(ctx, n)
 				}
 			}
@@ -155,6 +155,12 @@ func (pl *pool) removeLeftovers(ctx context.Context) {
 			}
 		}
 	}
+}
+
+func (pl *pool) beingClaimed(name string) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.claiming[name]
 }
 
 func (pl *pool) signal() {
