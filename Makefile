@@ -79,6 +79,14 @@ helm-check: $(HELM) chart-crds-check ## Lint the Helm chart (--strict) and rende
 	$(HELM) template managed-agents $(CHART) --kube-version $(ENVTEST_K8S_VERSION) >/dev/null
 	$(HELM) template managed-agents $(CHART) --kube-version $(ENVTEST_K8S_VERSION) -f $(CHART)/ci/production-values.yaml >/dev/null
 
+.PHONY: chart-crds
+chart-crds: ## Copy the generated CRDs and the controller's RBAC rules (config/) into the Helm chart.
+	hack/chart-crds.sh
+
+.PHONY: chart-crds-check
+chart-crds-check: ## Fail when the chart's copies of the CRDs or RBAC rules differ from config/.
+	hack/chart-crds.sh --check
+
 .PHONY: envtest-assets
 envtest-assets: ## Find or build kube-apiserver, etcd and kubectl for envtest (~10 min cold, seconds when cached) and print their directory.
 	@$(ENVTEST_ASSETS)
