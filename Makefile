@@ -129,8 +129,9 @@ docker-build: ## Build a static binary and the container image (IMG, default man
 	mkdir -p $(IMAGE_ROOTFS)/etc/ssl/certs $(IMAGE_ROOTFS)/tmp dist/image/data
 	chmod 1777 $(IMAGE_ROOTFS)/tmp
 	cp $(CA_BUNDLE) $(IMAGE_ROOTFS)/etc/ssl/certs/ca-certificates.crt
-	@# BuildKit builds only the stages the final one needs: no golang image to pull.
-	DOCKER_BUILDKIT=1 docker build --build-arg BINARY=prebuilt --build-arg VERSION=$(VERSION) -t $(IMG) .
+	@# build/image/Dockerfile copies the binary: no base image to pull (the root Dockerfile
+	@# compiles from source in golang, for machines with a registry).
+	docker build -f build/image/Dockerfile -t $(IMG) .
 
 .PHONY: sandbox-image
 sandbox-image: ## Build the default sandbox image (SANDBOX_IMG) from Debian packages with debootstrap, as root, no registry; a no-op when current.
