@@ -102,6 +102,8 @@ work=$(mktemp -d "$CACHE_ROOT/.build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 out=$work/out
 mkdir -p "$out"
+# Outside any module: `go mod download` run inside this repository could touch its go.sum.
+cd "$work"
 
 # Builds are reproducible and small: no cgo (static binaries that run in any image), no local
 # paths in the binaries, no VCS stamping (the wrapper has no repository).
