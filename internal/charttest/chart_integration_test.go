@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -157,6 +158,8 @@ func TestChartOnAPIServer(t *testing.T) {
 		checkService(t, ctx, c, ns, "ma-managed-agents-postgresql", "postgresql", workloads)
 		checkSecretRefs(t, ctx, c, ns, workloads)
 
+		checkControllerAccess(t, ctx, c, ns, "ma-managed-agents")
+
 		api := workloadNamed(t, workloads, "ma-managed-agents-api")
 		require.Equal(t, "ma-managed-agents-temporal:7233", envValue(t, api.template.Spec.Containers[0], "MANAGED_AGENT_TEMPORAL_ADDRESS"))
 		secret, err := c.kube.CoreV1().Secrets(ns).Get(ctx, "ma-managed-agents", metav1.GetOptions{})
@@ -206,6 +209,7 @@ stringData:
 		checkPodsAdmitted(t, ctx, c, ns, workloads)
 		checkService(t, ctx, c, ns, "agents-managed-agents", "api", workloads)
 		checkSecretRefs(t, ctx, c, ns, workloads)
+		checkControllerAccess(t, ctx, c, ns, "agents-managed-agents")
 
 		_, err := c.kube.CoreV1().Secrets(ns).Get(ctx, "agents-managed-agents", metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "with existingSecret the chart makes no Secret of its own: %v", err)
@@ -377,6 +381,43 @@ func checkSecretRefs(t *testing.T, ctx context.Context, c *cluster, ns string, w
 				require.NotEmpty(t, s.Data[ref.Key], "%s/%s %s: key %s of Secret %s", w.name, ctr.Name, e.Name, ref.Key, ref.Name)
 			}
 		}
+	}
+}
+
+// checkControllerAccess asks the apiserver's RBAC authorizer what the ServiceAccounts may do:
+// the controller reconciles the resources in every namespace and holds its Lease in its own,
+// and nothing more; the API's account may do nothing with them.
+func checkControllerAccess(t *testing.T, ctx context.Context, c *cluster, ns, fullname string) {
+	t.Helper()
+	for _, tc := range []struct {
+		account, verb, group, resource, sub, namespace string
+		allowed                                        bool
+	}{
+		{"controller", "list", "agents.managed-agents.io", "sessions", "", "", true},
+		{"controller", "watch", "agents.managed-agents.io", "agents", "", "", true},
+		{"controller", "update", "agents.managed-agents.io", "sessions", "status", "team-a", true},
+		{"controller", "update", "agents.managed-agents.io", "environments", "finalizers", "team-b", true},
+		{"controller", "update", "coordination.k8s.io", "leases", "", ns, true},
+		{"controller", "create", "events.k8s.io", "events", "", ns, true},
+		{"controller", "update", "coordination.k8s.io", "leases", "", "kube-system", false},
+		{"controller", "get", "", "secrets", "", ns, false},
+		{"controller", "delete", "", "pods", "", ns, false},
+		{"api", "list", "agents.managed-agents.io", "sessions", "", ns, false},
+		{"worker", "get", "", "secrets", "", ns, false},
+	} {
+		user := fmt.Sprintf("system:serviceaccount:%s:%s-%s", ns, fullname, tc.account)
+		review, err := c.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:   user,
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Verb: tc.verb, Group: tc.group, Resource: tc.resource, Subresource: tc.sub, Namespace: tc.namespace,
+				},
+			},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.Equal(t, tc.allowed, review.Status.Allowed, "%s may %s %s/%s %s in namespace %q: %s",
+			user, tc.verb, tc.resource, tc.sub, tc.group, tc.namespace, review.Status.Reason)
 	}
 }
 
