@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/managed-agents/managed-agents/internal/app"
 )
 
 // kubeVersion is the version the chart is rendered for offline; it is that of the envtest
@@ -159,6 +161,7 @@ func TestChartOnAPIServer(t *testing.T) {
 		checkSecretRefs(t, ctx, c, ns, workloads)
 
 		checkControllerAccess(t, ctx, c, ns, "ma-managed-agents")
+		checkServerConfig(t, ctx, c, ns, workloads)
 
 		api := workloadNamed(t, workloads, "ma-managed-agents-api")
 		require.Equal(t, "ma-managed-agents-temporal:7233", envValue(t, api.template.Spec.Containers[0], "MANAGED_AGENT_TEMPORAL_ADDRESS"))
@@ -210,6 +213,7 @@ stringData:
 		checkService(t, ctx, c, ns, "agents-managed-agents", "api", workloads)
 		checkSecretRefs(t, ctx, c, ns, workloads)
 		checkControllerAccess(t, ctx, c, ns, "agents-managed-agents")
+		checkServerConfig(t, ctx, c, ns, workloads)
 
 		_, err := c.kube.CoreV1().Secrets(ns).Get(ctx, "agents-managed-agents", metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "with existingSecret the chart makes no Secret of its own: %v", err)
@@ -381,6 +385,46 @@ func checkSecretRefs(t *testing.T, ctx context.Context, c *cluster, ns string, w
 				require.NotEmpty(t, s.Data[ref.Key], "%s/%s %s: key %s of Secret %s", w.name, ctr.Name, e.Name, ref.Key, ref.Name)
 			}
 		}
+	}
+}
+
+// checkServerConfig resolves each managed-agents container's environment as the kubelet
+// would (values, Secret keys, the downward API) and validates it with the server's own
+// configuration check, so a value the chart renders that the binary would refuse at start
+// (a malformed boolean, a database URL that does not parse) fails here.
+func checkServerConfig(t *testing.T, ctx context.Context, c *cluster, ns string, ws []workload) {
+	t.Helper()
+	for _, w := range ws {
+		if !slices.Contains([]string{"api", "worker", "controller"}, w.component) {
+			continue
+		}
+		ctr := w.template.Spec.Containers[0]
+		env := map[string]string{}
+		for _, e := range ctr.Env {
+			switch {
+			case e.ValueFrom == nil:
+				env[e.Name] = e.Value
+			case e.ValueFrom.SecretKeyRef != nil:
+				ref := e.ValueFrom.SecretKeyRef
+				s, err := c.kube.CoreV1().Secrets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+				require.NoError(t, err)
+				if v, ok := s.Data[ref.Key]; ok {
+					env[e.Name] = string(v)
+				}
+			case e.ValueFrom.FieldRef != nil:
+				require.Equal(t, "metadata.namespace", e.ValueFrom.FieldRef.FieldPath)
+				env[e.Name] = ns
+			default:
+				require.FailNow(t, "unexpected valueFrom", "%s/%s %s", w.name, ctr.Name, e.Name)
+			}
+		}
+		cfg := app.FromLookup(app.Config{}, func(name string) (string, bool) {
+			v, ok := env[name]
+			return v, ok
+		})
+		require.NoError(t, cfg.Validate(), "%s: the server accepts the environment the chart gives it", w.name)
+		require.NotEmpty(t, cfg.DatabaseURL, w.name)
+		require.NotEmpty(t, cfg.TemporalAddress, w.name)
 	}
 }
 
