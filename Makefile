@@ -4,6 +4,12 @@
 # (DESIGN.md §2); staticcheck v0.8.x is the line that supports Go 1.26.
 TEMPORAL_VERSION    ?= v1.5.1
 STATICCHECK_VERSION ?= v0.8.2
+HELM_VERSION        ?= v3.22.0
+# The Kubernetes and etcd releases of the envtest assets (kube-apiserver, etcd, kubectl) that
+# hack/envtest-assets.sh builds from the Go module proxy; the chart checks render for the same
+# Kubernetes version. The script reads these two lines.
+ENVTEST_K8S_VERSION  ?= v1.37.2
+ENVTEST_ETCD_VERSION ?= v3.6.16
 
 # The version every build stamps into the binary (`managed-agents version`, `--version`, logs).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -24,6 +30,11 @@ CA_BUNDLE := /etc/ssl/certs/ca-certificates.crt
 IMAGE_ROOTFS := dist/image/rootfs
 TEMPORAL := $(LOCALBIN)/temporal
 STATICCHECK := $(LOCALBIN)/staticcheck
+HELM := $(LOCALBIN)/helm
+CHART := charts/managed-agents
+# Finds or builds the envtest assets and prints their directory last; every target that needs
+# KUBEBUILDER_ASSETS takes it from here.
+ENVTEST_ASSETS := ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) hack/envtest-assets.sh
 
 # Tests and `dev` look for the Temporal CLI on PATH: ./bin comes first.
 export PATH := $(LOCALBIN):$(PATH)
@@ -51,13 +62,34 @@ run: build ## Run everything a laptop needs in one process (managed-agents dev);
 	@exec $(LOCALBIN)/managed-agents dev
 
 .PHONY: test
-test: $(STATICCHECK) sandbox-image ## Run what CI runs (builds the sandbox image first, a no-op when current): go vet, staticcheck, 10 s of each fuzz target, then all tests with -race, including the integration ones (PostgreSQL, Temporal, ...) and the dependency rules.
+test: $(STATICCHECK) $(HELM) sandbox-image ## Run what CI runs (builds the sandbox image and the envtest assets first, no-ops when current): go vet, staticcheck, the Helm checks, 10 s of each fuzz target, then all tests with -race, including the integration ones (PostgreSQL, Temporal, kube-apiserver, ...) and the dependency rules.
 	go vet -tags integration ./...
 	$(STATICCHECK) -tags integration ./...
 	$(STATICCHECK) ./...
+	$(MAKE) --no-print-directory helm-check
 	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 	@# Last, so the run ends with go test's summary of every package.
-	go test -race -tags integration -count=1 -timeout $(TEST_TIMEOUT) ./...
+	assets=$$($(ENVTEST_ASSETS) | tail -n1) && \
+		KUBEBUILDER_ASSETS="$$assets" go test -race -tags integration -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: helm-check
+helm-check: $(HELM) chart-crds-check ## Lint the Helm chart (--strict) and render it with the default and the production values.
+	$(HELM) lint --strict --kube-version $(ENVTEST_K8S_VERSION) $(CHART)
+	$(HELM) lint --strict --kube-version $(ENVTEST_K8S_VERSION) -f $(CHART)/ci/production-values.yaml $(CHART)
+	$(HELM) template managed-agents $(CHART) --kube-version $(ENVTEST_K8S_VERSION) >/dev/null
+	$(HELM) template managed-agents $(CHART) --kube-version $(ENVTEST_K8S_VERSION) -f $(CHART)/ci/production-values.yaml >/dev/null
+
+.PHONY: chart-crds
+chart-crds: ## Copy the generated CRDs and the controller's RBAC rules (config/) into the Helm chart.
+	hack/chart-crds.sh
+
+.PHONY: chart-crds-check
+chart-crds-check: ## Fail when the chart's copies of the CRDs or RBAC rules differ from config/.
+	hack/chart-crds.sh --check
+
+.PHONY: envtest-assets
+envtest-assets: ## Find or build kube-apiserver, etcd and kubectl for envtest (~10 min cold, seconds when cached) and print their directory.
+	@$(ENVTEST_ASSETS)
 
 .PHONY: fuzz
 fuzz: ## Fuzz the request decoders and the event validator, each for FUZZTIME (default 1m; make fuzz FUZZTIME=5m).
@@ -97,7 +129,9 @@ docker-build: ## Build a static binary and the container image (IMG, default man
 	mkdir -p $(IMAGE_ROOTFS)/etc/ssl/certs $(IMAGE_ROOTFS)/tmp dist/image/data
 	chmod 1777 $(IMAGE_ROOTFS)/tmp
 	cp $(CA_BUNDLE) $(IMAGE_ROOTFS)/etc/ssl/certs/ca-certificates.crt
-	docker build -t $(IMG) .
+	@# build/image/Dockerfile copies the binary: no base image to pull (the root Dockerfile
+	@# compiles from source in golang, for machines with a registry).
+	docker build -f build/image/Dockerfile -t $(IMG) .
 
 .PHONY: sandbox-image
 sandbox-image: ## Build the default sandbox image (SANDBOX_IMG) from Debian packages with debootstrap, as root, no registry; a no-op when current.
@@ -106,11 +140,11 @@ sandbox-image: ## Build the default sandbox image (SANDBOX_IMG) from Debian pack
 ##@ Tools
 
 .PHONY: tools
-tools: $(TEMPORAL) $(STATICCHECK) ## Install the pinned tools into bin/ (the Temporal CLI takes a few minutes to compile).
+tools: $(TEMPORAL) $(STATICCHECK) $(HELM) ## Install the pinned tools into bin/ (the Temporal CLI and Helm take a few minutes each to compile).
 
 # bin/<tool>-<version> is built once per version; bin/<tool> is relinked every time (phony)
 # so that it always points at the pinned version, also after a downgrade.
-.PHONY: $(TEMPORAL) $(STATICCHECK)
+.PHONY: $(TEMPORAL) $(STATICCHECK) $(HELM)
 $(TEMPORAL): $(TEMPORAL)-$(TEMPORAL_VERSION)
 	@ln -sf $(notdir $<) $@
 $(TEMPORAL)-$(TEMPORAL_VERSION):
@@ -121,11 +155,24 @@ $(STATICCHECK): $(STATICCHECK)-$(STATICCHECK_VERSION)
 $(STATICCHECK)-$(STATICCHECK_VERSION):
 	$(call go-install,$@,honnef.co/go/tools/cmd/staticcheck,$(STATICCHECK_VERSION))
 
-# go-install installs package $(2) at version $(3) as the file $(1). It builds in a
-# temporary GOBIN so that a failed or interrupted build leaves nothing behind in bin/.
+$(HELM): $(HELM)-$(HELM_VERSION)
+	@ln -sf $(notdir $<) $@
+# Helm's own release build stamps its version and the Kubernetes version it assumes without a
+# cluster (else `helm version` says v3.22 and `helm template` renders for Kubernetes v1.20).
+# The Kubernetes version is that of the client-go Helm builds with (v0.37 → 1.37), as in
+# Helm's Makefile.
+HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	-X helm.sh/helm/v3/internal/version.gitTreeState=clean \
+	$(foreach p,pkg/chartutil pkg/lint/rules,-X helm.sh/helm/v3/$(p).k8sVersionMajor=1 -X helm.sh/helm/v3/$(p).k8sVersionMinor=37)
+$(HELM)-$(HELM_VERSION):
+	$(call go-install,$@,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION),-trimpath -ldflags '$(HELM_LDFLAGS)')
+
+# go-install installs package $(2) at version $(3) as the file $(1), with the go install flags
+# $(4) if given. It builds in a temporary GOBIN so that a failed or interrupted build leaves
+# nothing behind in bin/.
 define go-install
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	echo "go install $(2)@$(3)"; \
-	GOBIN="$$tmp" go install $(2)@$(3); \
+	GOBIN="$$tmp" go install $(4) $(2)@$(3); \
 	mkdir -p $(LOCALBIN); mv "$$tmp/$(notdir $(2))" $(1)
 endef
