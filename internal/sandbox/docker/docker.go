@@ -93,6 +93,8 @@ type Config struct {
 	// Timeout and MaxOutput apply to commands whose request has none.
 	Timeout   time.Duration
 	MaxOutput int
+	// Net is the networking of sandboxes (network.go).
+	Net NetworkConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -103,6 +105,7 @@ func (c Config) withDefaults() Config {
 	c.Deployment = cmp.Or(c.Deployment, DefaultDeployment)
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.MaxOutput = cmp.Or(c.MaxOutput, DefaultMaxOutput)
+	c.Net = c.Net.withDefaults()
 	return c
 }
 
@@ -128,6 +131,7 @@ type Provider struct {
 	cli    *client.Client
 	engine engine
 	cfg    Config
+	egress *egressState
 }
 
 // New returns a provider on the engine DOCKER_HOST names (the local socket by default). It
@@ -141,7 +145,7 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	return &Provider{cli: cli, engine: cli, cfg: cfg}, nil
+	return &Provider{cli: cli, engine: cli, cfg: cfg, egress: &egressState{}}, nil
 }
 
 func (c Config) check() error {
@@ -197,11 +201,11 @@ func (p *Provider) CreateOptions(spec sandbox.Spec) client.ContainerCreateOption
 			Image:      cmp.Or(spec.Image, p.cfg.Image),
 			User:       User,
 			WorkingDir: Workspace,
-			Env:        spec.Environ(containerEnv()),
+			Env:        p.sandboxEnv(spec, name),
 			Labels:     p.labels(spec),
 		},
 		HostConfig: &container.HostConfig{
-			NetworkMode:    "none",
+			NetworkMode:    p.networkMode(spec, name),
 			ReadonlyRootfs: true,
 			Tmpfs:          map[string]string{"/tmp": tmpfsOptions + ",mode=1777", "/run": tmpfsOptions + ",mode=755"},
 			Mounts:         []mount.Mount{{Type: mount.TypeVolume, Source: volumeName(name), Target: Workspace}},
@@ -245,7 +249,14 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 	if err := spec.CheckEnv(); err != nil {
 		return sandbox.Ref{}, fmt.Errorf("create docker sandbox: %w", err)
 	}
+	netID, err := p.prepareNetwork(ctx, spec, ContainerName(spec.Name))
+	if err != nil {
+		return sandbox.Ref{}, fmt.Errorf("create docker sandbox: %w", err)
+	}
 	opts := p.CreateOptions(spec)
+	if netID != "" {
+		opts.HostConfig.NetworkMode = container.NetworkMode(netID) // the name may be ambiguous on old engines
+	}
 	ref := sandbox.Ref{Provider: Name, ExternalID: opts.Name}
 	if _, err := p.engine.ContainerInspect(ctx, opts.Name, client.ContainerInspectOptions{}); err == nil {
 		return ref, p.ensureRunning(ctx, opts.Name)
@@ -348,6 +359,9 @@ func (p *Provider) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Sandbox
 	if err := p.ensureRunning(ctx, ref.ExternalID); err != nil {
 		return nil, err
 	}
+	if err := p.reattachNetwork(ctx, info.Container); err != nil {
+		return nil, fmt.Errorf("attach docker sandbox %s: %w", ref.ExternalID, err)
+	}
 	return &box{engine: p.engine, id: ref.ExternalID, timeout: p.cfg.Timeout, maxOutput: p.cfg.MaxOutput}, nil
 }
 
@@ -363,5 +377,5 @@ func (p *Provider) Destroy(ctx context.Context, ref sandbox.Ref) error {
 	if _, err := p.engine.VolumeRemove(ctx, volumeName(ref.ExternalID), client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("destroy workspace volume of %s: %w", ref.ExternalID, err)
 	}
-	return nil
+	return p.removeNetwork(ctx, ref.ExternalID)
 }
