@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"regexp"
@@ -156,6 +157,23 @@ func (n NetworkConfig) dockerNetwork() (docker.NetworkConfig, error) {
 		return docker.NetworkConfig{}, err
 	}
 	return docker.NetworkConfig{Network: n.DockerNetwork, ProxyImage: n.EgressImage, ProxyKey: key, ProxyPorts: ports}, nil
+}
+
+// warn logs what a worker's networking cannot keep: the local provider enforces no ceiling,
+// and a generated proxy key dies with the proxy container.
+func (n NetworkConfig) warn(provider string, c sandbox.Ceiling, logger *slog.Logger) {
+	if c.Mode == "" || c.Mode == sandbox.CeilingNone {
+		return
+	}
+	switch orDefault(provider, defaultSandbox) {
+	case "local":
+		logger.Warn("the local sandbox enforces no network ceiling: its commands have this machine's network",
+			"MANAGED_AGENT_SANDBOX_NETWORK", c.Mode)
+	case "docker":
+		if key, _ := n.key(); key == "" {
+			logger.Warn("no MANAGED_AGENT_EGRESS_PROXY_KEY: the egress proxy keeps the key it was started with; if its container is removed, sandboxes made before lose their egress")
+		}
+	}
 }
 
 // RunEgressProxy runs the allowlisting egress proxy of sandboxes until ctx ends. The docker

@@ -156,6 +156,7 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	if err != nil {
 		return nil, err
 	}
+	c.Network.warn(c.Sandbox, ceiling, logger)
 	engine := turns.New(st, logger)
 	acts := &durable.Activities{
 		Turns: engine,
