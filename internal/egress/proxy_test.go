@@ -61,7 +61,7 @@ func (f *fixture) last() *http.Request {
 // newFixture starts a plain and a TLS upstream on 127.0.0.1 and a proxy whose dialer sends
 // every name in names to them (port 443 to the TLS one), so that host matching is tested on
 // real connections without any name resolving anywhere.
-func newFixture(t *testing.T, cfg egress.Config, names ...string) *fixture {
+func newFixture(t testing.TB, cfg egress.Config, names ...string) *fixture {
 	t.Helper()
 	f := &fixture{logs: &logs{}}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -113,7 +113,7 @@ func newFixture(t *testing.T, cfg egress.Config, names ...string) *fixture {
 }
 
 // client is an HTTP client that uses the proxy with the credentials of policy.
-func (f *fixture) client(t *testing.T, user, password string) *http.Client {
+func (f *fixture) client(t testing.TB, user, password string) *http.Client {
 	t.Helper()
 	tr := f.tls.Client().Transport.(*http.Transport).Clone()
 	tr.Proxy = http.ProxyURL(&url.URL{Scheme: "http", User: url.UserPassword(user, password), Host: f.addr})
@@ -123,7 +123,7 @@ func (f *fixture) client(t *testing.T, user, password string) *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-func (f *fixture) policyClient(t *testing.T, hosts ...string) *http.Client {
+func (f *fixture) policyClient(t testing.TB, hosts ...string) *http.Client {
 	user, password := egress.Credentials(testKey, egress.Policy{Sandbox: "ma-test", Hosts: hosts})
 	return f.client(t, user, password)
 }
@@ -404,4 +404,31 @@ func TestConnectionLimit(t *testing.T) {
 	}
 	require.NoError(t, first.Close())
 	require.Equal(t, http.StatusOK, <-waiting, "served once the first connection closed")
+}
+
+// BenchmarkPlainHTTP is one kept-alive GET through the proxy to an upstream on loopback.
+func BenchmarkPlainHTTP(b *testing.B) {
+	f := newFixture(b, egress.Config{}, "allowed.test")
+	c := f.policyClient(b, "allowed.test", "*.wild.test")
+	b.ResetTimer()
+	for b.Loop() {
+		resp, err := c.Get("http://allowed.test/")
+		require.NoError(b, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+// BenchmarkConnectTLS is a new CONNECT tunnel and TLS handshake per request (no reuse).
+func BenchmarkConnectTLS(b *testing.B) {
+	f := newFixture(b, egress.Config{}, "allowed.test")
+	c := f.policyClient(b, "allowed.test")
+	c.Transport.(*http.Transport).DisableKeepAlives = true
+	b.ResetTimer()
+	for b.Loop() {
+		resp, err := c.Get("https://allowed.test/")
+		require.NoError(b, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 }

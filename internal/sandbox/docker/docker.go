@@ -4,8 +4,9 @@
 //
 // Every container runs the configured image as a non-root user (1000:1000) with a read-only
 // root filesystem (tmpfs for /tmp and /run), all capabilities dropped, no-new-privileges, CPU,
-// memory and pids limits, no network (network mode none) and, optionally, another OCI runtime
-// such as gVisor's runsc. The workspace volume is its only mount. Containers share the host
+// memory and pids limits, no network unless the deployment's ceiling allows more (network.go:
+// a session network behind the egress proxy, or a normal network) and, optionally, another
+// OCI runtime such as gVisor's runsc. The workspace volume is its only mount. Containers share the host
 // kernel: that is the limit of this boundary (gVisor narrows it).
 //
 // Commands and file operations run through the exec API. A command runs as the leader of

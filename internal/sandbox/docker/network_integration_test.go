@@ -39,7 +39,7 @@ type netFixture struct {
 
 func proxyImage() string { return docker.DefaultProxyImage }
 
-func newNetFixture(t *testing.T, key string) *netFixture {
+func newNetFixture(t testing.TB, key string) *netFixture {
 	t.Helper()
 	cli := engine(t)
 	_, err := cli.ImageInspect(t.Context(), proxyImage())
@@ -78,7 +78,7 @@ func newNetFixture(t *testing.T, key string) *netFixture {
 }
 
 // startServer runs a python HTTP server answering body, known on the outside network as alias.
-func (f *netFixture) startServer(t *testing.T, name, alias, body string) {
+func (f *netFixture) startServer(t testing.TB, name, alias, body string) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := f.cli.ContainerCreate(t.Context(), client.ContainerCreateOptions{
@@ -275,4 +275,32 @@ func TestOrphanedSessionNetworksAreListed(t *testing.T) {
 	nets, err := f.cli.NetworkList(t.Context(), client.NetworkListOptions{Filters: client.Filters{}.Add("name", ref.ExternalID+"-net")})
 	require.NoError(t, err)
 	require.Empty(t, nets.Items, "Destroy removes it")
+}
+
+// BenchmarkProviderCreateHosts is a hosts-policy sandbox's Create and Destroy (its own
+// network, the proxy joined to it), next to BenchmarkProviderCreateNone's plain container.
+func BenchmarkProviderCreateHosts(b *testing.B) { benchCreate(b, limited("allowed.test")) }
+
+// BenchmarkProviderCreateNone is the same for a sandbox without network.
+func BenchmarkProviderCreateNone(b *testing.B) {
+	benchCreate(b, wire.EnvironmentConfig{Type: "cloud", Networking: &wire.Networking{Type: "limited"}})
+}
+
+func benchCreate(b *testing.B, env wire.EnvironmentConfig) {
+	f := newNetFixture(b, "")
+	ceiling := sandbox.Ceiling{Mode: sandbox.CeilingFull}
+	warm := sandbox.SpecFor(fmt.Sprintf("sesn_%s_warm", f.name), limited("allowed.test"))
+	warm.Egress = ceiling.Resolve(warm.Network)
+	ref, err := f.p.Create(b.Context(), warm) // starts the proxy outside the measurement
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, f.p.Destroy(context.Background(), ref)) })
+	n := 0
+	for b.Loop() {
+		n++
+		spec := sandbox.SpecFor(fmt.Sprintf("sesn_%s_%d", f.name, n), env)
+		spec.Egress = ceiling.Resolve(spec.Network)
+		ref, err := f.p.Create(b.Context(), spec)
+		require.NoError(b, err)
+		require.NoError(b, f.p.Destroy(b.Context(), ref))
+	}
 }
