@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -156,7 +157,9 @@ func (n NetworkConfig) dockerNetwork() (docker.NetworkConfig, error) {
 	if err != nil {
 		return docker.NetworkConfig{}, err
 	}
-	return docker.NetworkConfig{Network: n.DockerNetwork, ProxyImage: n.EgressImage, ProxyKey: key, ProxyPorts: ports}, nil
+	// Sorted and unique: the proxy container's settings hash must not depend on the spelling.
+	slices.Sort(ports)
+	return docker.NetworkConfig{Network: n.DockerNetwork, ProxyImage: n.EgressImage, ProxyKey: key, ProxyPorts: slices.Compact(ports)}, nil
 }
 
 // warn logs what a worker's networking cannot keep: the local provider enforces no ceiling,

@@ -25,7 +25,7 @@ func TestNetworkConfigFromEnv(t *testing.T) {
 	t.Setenv("MANAGED_AGENT_DOCKER_NETWORK", "sandboxes")
 	t.Setenv("MANAGED_AGENT_DOCKER_EGRESS_IMAGE", "registry.corp/managed-agents:1.2")
 	t.Setenv("MANAGED_AGENT_EGRESS_PROXY_KEY", testProxyKey)
-	t.Setenv("MANAGED_AGENT_EGRESS_PROXY_PORTS", "80,443,8443")
+	t.Setenv("MANAGED_AGENT_EGRESS_PROXY_PORTS", "8443,80,443,80")
 	c := FromEnv(Config{})
 	require.NoError(t, c.Validate())
 	ceiling, err := c.Network.ceiling()

@@ -304,3 +304,18 @@ func benchCreate(b *testing.B, env wire.EnvironmentConfig) {
 		require.NoError(b, f.p.Destroy(b.Context(), ref))
 	}
 }
+
+func TestMissingProxyImageSaysHowToBuildIt(t *testing.T) {
+	t.Parallel()
+	engine(t)
+	p, err := docker.New(docker.Config{Image: image(), Deployment: fmt.Sprintf("t%d-noproxy", os.Getpid()),
+		Net: docker.NetworkConfig{ProxyImage: "managed-agents-egress:no-such-tag"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	spec := sandbox.SpecFor(fmt.Sprintf("sesn_noproxy_%d", os.Getpid()), limited("allowed.test"))
+	spec.Egress = sandbox.Ceiling{Mode: sandbox.CeilingFull}.Resolve(spec.Network)
+	_, err = p.Create(t.Context(), spec)
+	require.ErrorContains(t, err, "make egress-image")
+	_, err = engine(t).ContainerInspect(t.Context(), docker.ContainerName(spec.Name), client.ContainerInspectOptions{})
+	require.Error(t, err, "no sandbox without its way out")
+}
