@@ -284,7 +284,8 @@ func (p *Provider) createProxy(ctx context.Context, name string) (string, error)
 		return "", fmt.Errorf("list session networks for the new egress proxy: %w", err)
 	}
 	for _, n := range nets.Items {
-		if err := p.connectProxy(ctx, n.ID, res.ID); err != nil {
+		// A network removed meanwhile (its sandbox destroyed) needs no proxy.
+		if err := p.connectProxy(ctx, n.ID, res.ID); err != nil && !cerrdefs.IsNotFound(err) {
 			return "", err
 		}
 	}
