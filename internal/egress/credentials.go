@@ -29,6 +29,23 @@ const (
 // MinKeyBytes is the shortest key the proxy accepts.
 const MinKeyBytes = 32
 
+// MaxPolicyBytes bounds the sandbox name and hosts a policy carries: its credentials travel
+// in every request's Proxy-Authorization header, which DefaultMaxHeaderBytes bounds. That is
+// some 300 host names of 30 characters.
+const MaxPolicyBytes = 10 << 10
+
+// CheckPolicy refuses a policy too long for the proxy's header limit.
+func CheckPolicy(p Policy) error {
+	n := len(p.Sandbox)
+	for _, h := range p.Hosts {
+		n += len(h) + 1
+	}
+	if n > MaxPolicyBytes {
+		return fmt.Errorf("the sandbox's host list is too long for the egress proxy: %d bytes, at most %d (%d hosts)", n, MaxPolicyBytes, len(p.Hosts))
+	}
+	return nil
+}
+
 // Credentials returns the proxy user name and password that carry p.
 func Credentials(key []byte, p Policy) (user, password string) {
 	user = userPrefix + base64.RawURLEncoding.EncodeToString([]byte(p.Sandbox+"\n"+strings.Join(p.Hosts, "\n")))

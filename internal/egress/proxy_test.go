@@ -432,3 +432,24 @@ func BenchmarkConnectTLS(b *testing.B) {
 		resp.Body.Close()
 	}
 }
+
+// The longest policy CheckPolicy accepts still fits the default header limit.
+func TestTheLongestPolicyFitsTheHeaderLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, egress.Config{}, "allowed.test")
+	hosts := []string{"allowed.test"}
+	for i := 0; ; i++ {
+		next := append(hosts, fmt.Sprintf("host-%04d.example.com", i))
+		if egress.CheckPolicy(egress.Policy{Sandbox: "ma-0123456789abcdef0123456789abcdef", Hosts: next}) != nil {
+			break
+		}
+		hosts = next
+	}
+	require.Greater(t, len(hosts), 300)
+	user, password := egress.Credentials(testKey, egress.Policy{Sandbox: "ma-0123456789abcdef0123456789abcdef", Hosts: hosts})
+	resp, _ := get(t, f.client(t, user, password), "http://allowed.test/")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp, _ = get(t, f.client(t, user, password), "https://allowed.test/")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.ErrorContains(t, egress.CheckPolicy(egress.Policy{Hosts: append(hosts, "one-more.example.com", "and-another.example.com")}), "too long for the egress proxy")
+}

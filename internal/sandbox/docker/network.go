@@ -156,6 +156,9 @@ func (p *Provider) prepareNetwork(ctx context.Context, spec sandbox.Spec, name s
 	if spec.Egress.Mode != sandbox.EgressHosts {
 		return "", nil
 	}
+	if err := egress.CheckPolicy(egress.Policy{Sandbox: name, Hosts: spec.Egress.Hosts}); err != nil {
+		return "", err
+	}
 	proxyID, err := p.ensureProxy(ctx)
 	if err != nil {
 		return "", err
