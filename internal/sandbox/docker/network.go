@@ -279,6 +279,9 @@ func (p *Provider) createProxy(ctx context.Context, name string) (string, error)
 	if _, err := p.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
 		return "", fmt.Errorf("start the egress proxy %s: %w", name, err)
 	}
+	if err := p.awaitListening(ctx, res.ID); err != nil {
+		return "", err
+	}
 	p.egress.key = key
 	// A new proxy serves the sandboxes that exist already.
 	nets, err := p.cli.NetworkList(ctx, client.NetworkListOptions{Filters: client.Filters{}.
@@ -293,6 +296,40 @@ func (p *Provider) createProxy(ctx context.Context, name string) (string, error)
 		}
 	}
 	return res.ID, nil
+}
+
+// proxyStartTimeout bounds how long a new proxy may take to listen.
+const proxyStartTimeout = 30 * time.Second
+
+// awaitListening follows a new proxy's log until it says it listens, so the first sandbox's
+// first request does not race its start; a proxy that exits instead fails with its log.
+func (p *Provider) awaitListening(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, proxyStartTimeout)
+	defer cancel()
+	logs, err := p.cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Follow: true})
+	if err != nil {
+		return fmt.Errorf("follow the egress proxy's log: %w", err)
+	}
+	defer logs.Close()
+	var seen []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := logs.Read(buf)
+		seen = append(seen, buf[:n]...)
+		if strings.Contains(string(seen), "egress proxy listening") {
+			return nil
+		}
+		if err != nil {
+			// The log ends when the process does; show its (multiplexed) text.
+			text := strings.Map(func(r rune) rune {
+				if r < ' ' && r != '\n' {
+					return -1
+				}
+				return r
+			}, string(seen[max(0, len(seen)-2048):]))
+			return fmt.Errorf("the egress proxy did not start listening (%w): %s", err, strings.TrimSpace(text))
+		}
+	}
 }
 
 // proxyConfigHash covers every setting of the proxy container; the key enters as a hash.

@@ -319,3 +319,22 @@ func TestMissingProxyImageSaysHowToBuildIt(t *testing.T) {
 	_, err = engine(t).ContainerInspect(t.Context(), docker.ContainerName(spec.Name), client.ContainerInspectOptions{})
 	require.Error(t, err, "no sandbox without its way out")
 }
+
+// A proxy that exits instead of listening fails the create with the proxy's own words.
+func TestAProxyThatCannotStartFailsWithItsLog(t *testing.T) {
+	t.Parallel()
+	cli := engine(t)
+	p, err := docker.New(docker.Config{Image: image(), Deployment: fmt.Sprintf("t%d-badproxy", os.Getpid()),
+		Net: docker.NetworkConfig{Network: "none", ProxyPorts: []int{0}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	t.Cleanup(func() {
+		_, err := cli.ContainerRemove(context.Background(), p.ProxyName(), client.ContainerRemoveOptions{Force: true})
+		require.NoError(t, err)
+	})
+	spec := sandbox.SpecFor(fmt.Sprintf("sesn_badproxy_%d", os.Getpid()), limited("allowed.test"))
+	spec.Egress = sandbox.Ceiling{Mode: sandbox.CeilingFull}.Resolve(spec.Network)
+	_, err = p.Create(t.Context(), spec)
+	require.ErrorContains(t, err, "the egress proxy did not start listening")
+	require.ErrorContains(t, err, "MANAGED_AGENT_EGRESS_PROXY_PORTS")
+}
