@@ -62,7 +62,7 @@ test: $(STATICCHECK) sandbox-image egress-image ## Run what CI runs (builds the 
 	go test -race -tags integration -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the request decoders and the event validator, each for FUZZTIME (default 1m; make fuzz FUZZTIME=5m).
+fuzz: ## Fuzz the request decoders, the event validator, host-pattern intersection and egress credentials, each for FUZZTIME (default 1m; make fuzz FUZZTIME=5m).
 	go test -run '^$$' -fuzz '^FuzzDecodeBody$$' -fuzztime $(FUZZTIME) ./internal/httpapi/
 	go test -run '^$$' -fuzz '^FuzzClientEvent$$' -fuzztime $(FUZZTIME) ./internal/sessions/
 	go test -run '^$$' -fuzz '^FuzzIntersect$$' -fuzztime $(FUZZTIME) ./internal/hostpattern/
