@@ -19,6 +19,8 @@ LDFLAGS := -X main.version=$(VERSION)
 IMG ?= managed-agents:dev
 # The default sandbox image `sandbox-image` tags (the docker provider's default image).
 SANDBOX_IMG ?= managed-agents-sandbox:dev
+# The egress proxy image `egress-image` tags (the docker provider's default proxy image).
+EGRESS_IMG ?= managed-agents-egress:dev
 # go test's own default (10m per package binary) is too short for the integration suites.
 TEST_TIMEOUT ?= 30m
 # How long each fuzz target runs under `make fuzz` (`make test` runs each for 10s).
@@ -62,7 +64,7 @@ run: build ## Run everything a laptop needs in one process (managed-agents dev);
 	@exec $(LOCALBIN)/managed-agents dev
 
 .PHONY: test
-test: $(STATICCHECK) $(HELM) sandbox-image ## Run what CI runs (builds the sandbox image and the envtest assets first, no-ops when current): go vet, staticcheck, the Helm checks, 10 s of each fuzz target, then all tests with -race, including the integration ones (PostgreSQL, Temporal, kube-apiserver, ...) and the dependency rules.
+test: $(STATICCHECK) $(HELM) sandbox-image egress-image ## Run what CI runs (builds the sandbox and egress images and the envtest assets first, no-ops when current): go vet, staticcheck, the Helm checks, 10 s of each fuzz target, then all tests with -race, including the integration ones (PostgreSQL, Temporal, Docker, kube-apiserver, ...) and the dependency rules.
 	go vet -tags integration ./...
 	$(STATICCHECK) -tags integration ./...
 	$(STATICCHECK) ./...
@@ -92,9 +94,11 @@ envtest-assets: ## Find or build kube-apiserver, etcd and kubectl for envtest (~
 	@$(ENVTEST_ASSETS)
 
 .PHONY: fuzz
-fuzz: ## Fuzz the request decoders and the event validator, each for FUZZTIME (default 1m; make fuzz FUZZTIME=5m).
+fuzz: ## Fuzz the request decoders, the event validator, host-pattern intersection and egress credentials, each for FUZZTIME (default 1m; make fuzz FUZZTIME=5m).
 	go test -run '^$$' -fuzz '^FuzzDecodeBody$$' -fuzztime $(FUZZTIME) ./internal/httpapi/
 	go test -run '^$$' -fuzz '^FuzzClientEvent$$' -fuzztime $(FUZZTIME) ./internal/sessions/
+	go test -run '^$$' -fuzz '^FuzzIntersect$$' -fuzztime $(FUZZTIME) ./internal/hostpattern/
+	go test -run '^$$' -fuzz '^FuzzCredentials$$' -fuzztime $(FUZZTIME) ./internal/egress/
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (fast, no services; includes the dependency rules).
@@ -136,6 +140,10 @@ docker-build: ## Build a static binary and the container image (IMG, default man
 .PHONY: sandbox-image
 sandbox-image: ## Build the default sandbox image (SANDBOX_IMG) from Debian packages with debootstrap, as root, no registry; a no-op when current.
 	hack/sandbox-image.sh $(SANDBOX_IMG)
+
+.PHONY: egress-image
+egress-image: ## Build the egress proxy image (EGRESS_IMG): the static binary, a CA bundle and a non-root user, with docker import; the import is skipped when current.
+	VERSION=$(VERSION) hack/egress-image.sh $(EGRESS_IMG)
 
 ##@ Tools
 

@@ -42,7 +42,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), devCmd(), workerCmd(), migrateCmd(), versionCmd(),
+	root.AddCommand(serveCmd(), devCmd(), workerCmd(), migrateCmd(), egressProxyCmd(), versionCmd(),
 		notYet("controller", "Kubernetes controller for Session and SandboxBinding", "the Kubernetes operator"),
 		notYet("sandboxd", "daemon inside a sandbox pod", "Kubernetes sandboxes"),
 	)
@@ -96,6 +96,22 @@ func migrateCmd() *cobra.Command {
 			return app.RunMigrate(cmd.Context(), app.FromLookup(app.Config{LogFormat: "text"}, lookup))
 		},
 	}
+}
+
+func egressProxyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "egress-proxy",
+		Short: "Run the allowlisting egress proxy of sandboxes (the docker provider starts it in a container)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := app.FromLookup(app.Config{LogFormat: "json"}, lookup)
+			if f := cmd.Flags().Lookup("addr"); f.Changed {
+				c.Network.EgressAddr = f.Value.String()
+			}
+			return app.RunEgressProxy(cmd.Context(), c, buildVersion())
+		},
+	}
+	cmd.Flags().String("addr", "", "listen address (MANAGED_AGENT_EGRESS_PROXY_ADDR, default :3128)")
+	return cmd
 }
 
 func versionCmd() *cobra.Command {

@@ -86,6 +86,9 @@ type Config struct {
 	// long, after which the session's next tool call fails (MANAGED_AGENT_SANDBOX_RETENTION;
 	// zero, the default, keeps it forever; the hosted service keeps sandbox state 30 days).
 	SandboxIdleStop, SandboxRetention time.Duration
+	// Network is the sandbox networking: the ceiling, the docker topology, the egress proxy
+	// (network.go).
+	Network NetworkConfig
 	// AllowUnsafeLocalSandbox lets a real model drive the local sandbox
 	// (MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX, a boolean).
 	AllowUnsafeLocalSandbox bool
@@ -122,6 +125,7 @@ func (c Config) Validate() error {
 		check(fmt.Errorf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%s: must not be negative", c.FakeWordDelay))
 	}
 	check(c.validateIdle())
+	check(c.Network.validate())
 	check(c.parsed("MANAGED_AGENT_WORKER_STOP_TIMEOUT"))
 	if c.WorkerStopTimeout < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_WORKER_STOP_TIMEOUT=%s: must not be negative", c.WorkerStopTimeout))
@@ -278,6 +282,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.DockerDeployment, "MANAGED_AGENT_DOCKER_DEPLOYMENT")
 	set(&c.DockerWarmPool, "MANAGED_AGENT_DOCKER_WARM_POOL")
 	set(&c.DockerPackageTimeout, "MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT")
+	c.Network = networkFromLookup(c.Network, get)
 	c.envDuration(&c.FakeWordDelay, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", get("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"), "20ms")
 	c.envDuration(&c.SandboxIdleStop, "MANAGED_AGENT_SANDBOX_IDLE_STOP", get("MANAGED_AGENT_SANDBOX_IDLE_STOP"), "30m")
 	c.envDuration(&c.SandboxRetention, "MANAGED_AGENT_SANDBOX_RETENTION", get("MANAGED_AGENT_SANDBOX_RETENTION"), "720h")
@@ -348,6 +353,9 @@ func orDefault(v, def string) string {
 func (c Config) dockerConfig() (docker.Config, error) {
 	cfg := docker.Config{Image: c.DockerImage, Runtime: c.DockerRuntime, Deployment: c.DockerDeployment}
 	var errs []error
+	netCfg, err := c.Network.dockerNetwork()
+	errs = append(errs, err)
+	cfg.Net = netCfg
 	if c.DockerCPUs != "" {
 		v, err := strconv.ParseFloat(c.DockerCPUs, 64)
 		if err != nil || v < 0.01 || v > 1024 {

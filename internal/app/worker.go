@@ -152,12 +152,17 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	if err != nil {
 		return nil, err
 	}
+	ceiling, err := c.Network.ceiling()
+	if err != nil {
+		return nil, err
+	}
+	c.Network.warn(c.Sandbox, ceiling, logger)
 	engine := turns.New(st, logger)
 	acts := &durable.Activities{
 		Turns: engine,
 		Core:  agent.NewCore(m, agent.WithLogger(logger)),
 		Sandboxes: sandbox.NewManager(registry, engine.Sandboxes(), engine.Sandboxes(), sandbox.WithLogger(logger),
-			sandbox.WithTouchInterval(c.touchInterval())),
+			sandbox.WithTouchInterval(c.touchInterval()), sandbox.WithCeiling(ceiling)),
 		Previews: previews,
 		Logger:   logger,
 	}

@@ -4,8 +4,9 @@
 //
 // Every container runs the configured image as a non-root user (1000:1000) with a read-only
 // root filesystem (tmpfs for /tmp and /run), all capabilities dropped, no-new-privileges, CPU,
-// memory and pids limits, no network (network mode none) and, optionally, another OCI runtime
-// such as gVisor's runsc. The workspace volume is its only mount. Containers share the host
+// memory and pids limits, no network unless the deployment's ceiling allows more (network.go:
+// a session network behind the egress proxy, or a normal network) and, optionally, another
+// OCI runtime such as gVisor's runsc. The workspace volume is its only mount. Containers share the host
 // kernel: that is the limit of this boundary (gVisor narrows it).
 //
 // Commands and file operations run through the exec API. A command runs as the leader of
@@ -108,6 +109,8 @@ type Config struct {
 	// (pool.go; 0, the default, keeps none). Logger is where the pool reports.
 	WarmPool int
 	Logger   *slog.Logger
+	// Net is the networking of sandboxes (network.go).
+	Net NetworkConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -121,6 +124,7 @@ func (c Config) withDefaults() Config {
 	c.PackageTimeout = cmp.Or(c.PackageTimeout, DefaultPackageTimeout)
 	c.PackageNetwork = cmp.Or(c.PackageNetwork, "none")
 	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Net = c.Net.withDefaults()
 	return c
 }
 
@@ -154,6 +158,7 @@ type Provider struct {
 	cfg    Config
 	builds envBuilds
 	pool   *pool // nil without a warm pool
+	egress *egressState
 }
 
 // New returns a provider on the engine DOCKER_HOST names (the local socket by default). It
@@ -167,7 +172,7 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	p := &Provider{cli: cli, engine: cli, cfg: cfg}
+	p := &Provider{cli: cli, engine: cli, cfg: cfg, egress: &egressState{}}
 	if cfg.WarmPool > 0 {
 		p.pool = newPool(p, cfg.WarmPool, cfg.Logger)
 	}
@@ -229,11 +234,11 @@ func (p *Provider) CreateOptions(spec sandbox.Spec) client.ContainerCreateOption
 			Image:      cmp.Or(spec.Image, p.cfg.Image),
 			User:       User,
 			WorkingDir: Workspace,
-			Env:        spec.Environ(containerEnv()),
+			Env:        p.sandboxEnv(spec, name),
 			Labels:     p.labels(spec),
 		},
 		HostConfig: &container.HostConfig{
-			NetworkMode:    "none",
+			NetworkMode:    p.networkMode(spec, name),
 			ReadonlyRootfs: true,
 			Tmpfs:          map[string]string{"/tmp": tmpfsOptions + ",mode=1777", "/run": tmpfsOptions + ",mode=755"},
 			Mounts:         []mount.Mount{{Type: mount.TypeVolume, Source: volumeName(name), Target: Workspace}},
@@ -277,7 +282,14 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 	if err := spec.CheckEnv(); err != nil {
 		return sandbox.Ref{}, fmt.Errorf("create docker sandbox: %w", err)
 	}
+	netID, err := p.prepareNetwork(ctx, spec, ContainerName(spec.Name))
+	if err != nil {
+		return sandbox.Ref{}, fmt.Errorf("create docker sandbox: %w", err)
+	}
 	opts := p.CreateOptions(spec)
+	if netID != "" {
+		opts.HostConfig.NetworkMode = container.NetworkMode(netID) // the name may be ambiguous on old engines
+	}
 	ref := sandbox.Ref{Provider: Name, ExternalID: opts.Name}
 	if info, err := p.engine.ContainerInspect(ctx, opts.Name, client.ContainerInspectOptions{}); err == nil {
 		if err := p.adoptClaim(ctx, spec, opts.Name, info); err != nil {
@@ -393,6 +405,9 @@ func (p *Provider) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Sandbox
 	if err := p.ensureRunning(ctx, ref.ExternalID); err != nil {
 		return nil, err
 	}
+	if err := p.reattachNetwork(ctx, info.Container); err != nil {
+		return nil, fmt.Errorf("attach docker sandbox %s: %w", ref.ExternalID, err)
+	}
 	return &box{engine: p.engine, id: ref.ExternalID, timeout: p.cfg.Timeout, maxOutput: p.cfg.MaxOutput}, nil
 }
 
@@ -408,5 +423,5 @@ func (p *Provider) Destroy(ctx context.Context, ref sandbox.Ref) error {
 	if _, err := p.engine.VolumeRemove(ctx, volumeName(ref.ExternalID), client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("destroy workspace volume of %s: %w", ref.ExternalID, err)
 	}
-	return p.destroyClaim(ctx, ref.ExternalID)
+	return errors.Join(p.destroyClaim(ctx, ref.ExternalID), p.removeNetwork(ctx, ref.ExternalID))
 }

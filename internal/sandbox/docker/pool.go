@@ -323,6 +323,11 @@ func (pl *pool) remove(ctx context.Context, name string) {
 // false if the pool had none (or lost a race for the name: the caller then creates or
 // adopts as without a pool).
 func (pl *pool) claim(ctx context.Context, spec sandbox.Spec, name string) (bool, error) {
+	if spec.Egress.Mode == sandbox.EgressHosts {
+		// Such a sandbox sits on a network of its own, made under its final name, with proxy
+		// credentials signed for that name: nothing a container made in advance can have.
+		return false, nil
+	}
 	pl.seen(spec)
 	k := pl.key(spec)
 	for {
