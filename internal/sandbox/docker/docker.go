@@ -101,10 +101,8 @@ type Config struct {
 	MaxOutput int
 
 	// PackageTimeout bounds the install of an environment's packages (packages.go; default
-	// DefaultPackageTimeout), and PackageNetwork is the network mode of the container that
-	// installs them (default "none").
+	// DefaultPackageTimeout).
 	PackageTimeout time.Duration
-	PackageNetwork string
 	// WarmPool is how many started containers the pool keeps per image and spec hash
 	// (pool.go; 0, the default, keeps none). Logger is where the pool reports.
 	WarmPool int
@@ -122,7 +120,6 @@ func (c Config) withDefaults() Config {
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.MaxOutput = cmp.Or(c.MaxOutput, DefaultMaxOutput)
 	c.PackageTimeout = cmp.Or(c.PackageTimeout, DefaultPackageTimeout)
-	c.PackageNetwork = cmp.Or(c.PackageNetwork, "none")
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Net = c.Net.withDefaults()
 	return c

@@ -30,9 +30,11 @@ import (
 // the package lists. Network, resources and variables do not change what is installed, so
 // environments that differ only in those share one image.
 //
-// The build container runs as root with the engine's default capabilities (apt needs them)
-// and the network of Config.PackageNetwork ("none" unless the deployment allows package
-// managers out); session containers never get either.
+// The build container runs as root with the engine's default capabilities (apt needs them);
+// session containers never do. Its network is the one the session's sandbox gets (buildNet):
+// none, the deployment's network, or under a hosts policy a network of its own whose only
+// way out is the egress proxy, with the policy's hosts (the package registries among them
+// when the environment allows package managers).
 
 // EnvImageRepo is the repository of the environment images.
 const EnvImageRepo = "managed-agents-env"
@@ -128,7 +130,7 @@ func (p *Provider) sessionImage(ctx context.Context, spec sandbox.Spec) (string,
 	}
 	// the build outlives a canceled caller: the next session of the environment finds it.
 	_, err, _ = p.builds.group.Do(key, func() (any, error) {
-		err := p.ensureEnvImage(context.WithoutCancel(ctx), base, key, tag, spec.Packages)
+		err := p.ensureEnvImage(context.WithoutCancel(ctx), base, key, tag, spec.Packages, spec.Egress)
 		if errors.Is(err, ErrPackages) {
 			p.builds.fail(key, err)
 		}
@@ -186,7 +188,7 @@ func (b *envBuilds) failed(key string) error {
 // of one environment on different workers do not both build: the build container's name
 // derives from the key, so the second one's create conflicts and it waits for the image
 // (or, if that build fails or disappears, builds itself).
-func (p *Provider) ensureEnvImage(ctx context.Context, base, key, tag string, packages map[string][]string) error {
+func (p *Provider) ensureEnvImage(ctx context.Context, base, key, tag string, packages map[string][]string, eg sandbox.Egress) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.PackageTimeout+time.Minute)
 	defer cancel()
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
@@ -195,7 +197,7 @@ func (p *Provider) ensureEnvImage(ctx context.Context, base, key, tag string, pa
 		} else if !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("inspect image %s: %w", tag, err)
 		}
-		err := p.build(ctx, base, key, tag, packages)
+		err := p.build(ctx, base, key, tag, packages, eg)
 		if !errors.Is(err, errBuildBusy) {
 			return err
 		}
@@ -215,20 +217,31 @@ func buildName(key string) string { return "ma-build-" + key }
 
 // build installs packages in a fresh container of base, manager by manager in alphabetical
 // order, and commits the result as tag. The container is removed whatever happens.
-func (p *Provider) build(ctx context.Context, base, key, tag string, packages map[string][]string) error {
+func (p *Provider) build(ctx context.Context, base, key, tag string, packages map[string][]string, eg sandbox.Egress) error {
 	name := buildName(key)
 	pids := max(p.cfg.Pids, 1024) // installers fork compilers and scripts freely
-	_, err := p.engine.ContainerCreate(ctx, client.ContainerCreateOptions{
+	netMode, env, err := p.buildNet(ctx, name, eg)
+	if err != nil {
+		return fmt.Errorf("the network of the package build of %s: %w", tag, err)
+	}
+	if eg.Mode == sandbox.EgressHosts {
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_ = p.removeNetwork(rctx, name)
+		}()
+	}
+	_, err = p.engine.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: name,
 		Config: &container.Config{
 			Image: base,
 			User:  "0:0",
-			Env:   []string{"PATH=" + containerPath, "HOME=/root", "LANG=C.UTF-8"},
+			Env:   env,
 			// No labels: a commit keeps the container's, and the image must not carry a
 			// deployment's. The name says what it is.
 		},
 		HostConfig: &container.HostConfig{
-			NetworkMode: container.NetworkMode(p.cfg.PackageNetwork),
+			NetworkMode: netMode,
 			SecurityOpt: []string{"no-new-privileges"},
 			Runtime:     p.cfg.Runtime,
 			LogConfig:   container.LogConfig{Type: "none"},
@@ -366,3 +379,25 @@ func (t *outputTail) String() string {
 
 // baseImage is the image a spec names, or the deployment's.
 func (p *Provider) baseImage(spec sandbox.Spec) string { return cmp.Or(spec.Image, p.cfg.Image) }
+
+// buildNet is the network mode and environment of a package build container: the network
+// the session's sandbox gets, so an installer reaches what the sandbox may reach and no more.
+func (p *Provider) buildNet(ctx context.Context, name string, eg sandbox.Egress) (container.NetworkMode, []string, error) {
+	env := []string{"PATH=" + containerPath, "HOME=/root", "LANG=C.UTF-8"}
+	switch eg.Mode {
+	case sandbox.EgressFull:
+		return container.NetworkMode(p.cfg.Net.Network), env, nil
+	case sandbox.EgressHosts:
+		spec := sandbox.Spec{Name: name, Egress: eg}
+		netID, err := p.prepareNetwork(ctx, spec, name)
+		if err != nil {
+			return "", nil, err
+		}
+		pe := p.proxyEnv(spec, name)
+		for _, k := range slices.Sorted(maps.Keys(pe)) {
+			env = append(env, k+"="+pe[k])
+		}
+		return container.NetworkMode(netID), env, nil
+	}
+	return "none", env, nil
+}

@@ -36,6 +36,7 @@ for a; do
 	case $a in
 	fail-*) echo "E: Unable to locate package $a"; echo "fake $m: giving up" >&2; exit 100 ;;
 	slow-*) sleep 600 ;;
+	netinfo-*) { ls /sys/class/net | tr '\n' ' '; [ -n "$HTTPS_PROXY" ] && echo proxy=set || echo proxy=unset; } > "/var/lib/fake-managers/installed/$m-$a" ;;
 	-*|install|update) ;;
 	*) touch "/var/lib/fake-managers/installed/$m-$(echo "$a" | tr / _)" ;;
 	esac
@@ -355,4 +356,41 @@ func TestPackageFailureThroughTheManager(t *testing.T) {
 	require.NoError(t, m.Teardown(t.Context(), spec.SessionID), "nothing to destroy, and the session's delete can finish")
 	_, err = bindings.Binding(t.Context(), spec.SessionID)
 	require.ErrorIs(t, err, sandbox.ErrNoBinding)
+}
+
+// The installer gets the network its session's sandbox gets: none by default, and under a
+// hosts policy an interface on a network of its own and the egress proxy's variables (so
+// allow_package_managers works through the proxy, and nothing else is reachable).
+func TestPackageBuildGetsTheSandboxsNetwork(t *testing.T) {
+	t.Parallel()
+	cli := engine(t)
+	_, err := cli.ImageInspect(t.Context(), proxyImage())
+	require.NoError(t, err, "the egress proxy image %s is missing: run make egress-image", proxyImage())
+	deployment := fmt.Sprintf("test-pkgnet-%d", os.Getpid())
+	p, err := docker.New(docker.Config{Image: fakeManagerImage(t), Deployment: deployment})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = p.Close()
+		_, _ = cli.ContainerRemove(context.Background(), "ma-egress-"+deployment, client.ContainerRemoveOptions{Force: true})
+	})
+
+	none := packagesSpec(wire.Packages{Pip: []string{unique("netinfo-")}})
+	_, a := createPackaged(t, p, none)
+	out, code := sh(t, a, "cat /var/lib/fake-managers/installed/pip-"+none.Packages["pip"][0])
+	require.Zero(t, code, out)
+	require.Equal(t, "lo proxy=unset\n", out, "no network for the installer under the none policy")
+
+	hosts := packagesSpec(wire.Packages{Pip: []string{unique("netinfo-")}})
+	hosts.Egress = sandbox.Egress{Mode: sandbox.EgressHosts, Hosts: []string{"pypi.org"}}
+	_, b := createPackaged(t, p, hosts)
+	out, code = sh(t, b, "cat /var/lib/fake-managers/installed/pip-"+hosts.Packages["pip"][0])
+	require.Zero(t, code, out)
+	require.Contains(t, out, "eth0", "an interface on the build's own network")
+	require.Contains(t, out, "proxy=set", "the egress proxy's variables")
+
+	nets, err := cli.NetworkList(t.Context(), client.NetworkListOptions{})
+	require.NoError(t, err)
+	for _, n := range nets.Items {
+		require.False(t, strings.HasPrefix(n.Name, "ma-build-"), "the build's network is removed with it: %s", n.Name)
+	}
 }
