@@ -4,6 +4,12 @@
 # (DESIGN.md §2); staticcheck v0.8.x is the line that supports Go 1.26.
 TEMPORAL_VERSION    ?= v1.5.1
 STATICCHECK_VERSION ?= v0.8.2
+HELM_VERSION        ?= v3.22.0
+# The Kubernetes and etcd releases of the envtest assets (kube-apiserver, etcd, kubectl) that
+# hack/envtest-assets.sh builds from the Go module proxy; the chart checks render for the same
+# Kubernetes version. The script reads these two lines.
+ENVTEST_K8S_VERSION  ?= v1.37.2
+ENVTEST_ETCD_VERSION ?= v3.6.16
 # controller-gen writes the CRDs, the RBAC role and the deepcopy functions of api/ (DESIGN.md §8).
 CONTROLLER_GEN_VERSION ?= v0.23.0
 
@@ -15,6 +21,8 @@ LDFLAGS := -X main.version=$(VERSION)
 IMG ?= managed-agents:dev
 # The default sandbox image `sandbox-image` tags (the docker provider's default image).
 SANDBOX_IMG ?= managed-agents-sandbox:dev
+# The egress proxy image `egress-image` tags (the docker provider's default proxy image).
+EGRESS_IMG ?= managed-agents-egress:dev
 # go test's own default (10m per package binary) is too short for the integration suites.
 TEST_TIMEOUT ?= 30m
 # How long each fuzz target runs under `make fuzz` (`make test` runs each for 10s).
@@ -27,6 +35,11 @@ IMAGE_ROOTFS := dist/image/rootfs
 TEMPORAL := $(LOCALBIN)/temporal
 STATICCHECK := $(LOCALBIN)/staticcheck
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen
+HELM := $(LOCALBIN)/helm
+CHART := charts/managed-agents
+# Finds or builds the envtest assets and prints their directory last; every target that needs
+# KUBEBUILDER_ASSETS takes it from here.
+ENVTEST_ASSETS := ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) hack/envtest-assets.sh
 
 # Tests and `dev` look for the Temporal CLI on PATH: ./bin comes first.
 export PATH := $(LOCALBIN):$(PATH)
@@ -54,18 +67,41 @@ run: build ## Run everything a laptop needs in one process (managed-agents dev);
 	@exec $(LOCALBIN)/managed-agents dev
 
 .PHONY: test
-test: $(STATICCHECK) sandbox-image verify-generated ## Run what CI runs (builds the sandbox image first, a no-op when current; fails on stale generated files): go vet, staticcheck, 10 s of each fuzz target, then all tests with -race, including the integration ones (PostgreSQL, Temporal, ...) and the dependency rules.
+test: $(STATICCHECK) $(HELM) sandbox-image egress-image verify-generated ## Run what CI runs (builds the sandbox and egress images and the envtest assets first, no-ops when current; fails on stale generated files): go vet, staticcheck, the Helm checks, 10 s of each fuzz target, then all tests with -race, including the integration ones (PostgreSQL, Temporal, Docker, kube-apiserver, ...) and the dependency rules.
 	go vet -tags integration ./...
 	$(STATICCHECK) -tags integration ./...
 	$(STATICCHECK) ./...
+	$(MAKE) --no-print-directory helm-check
 	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 	@# Last, so the run ends with go test's summary of every package.
-	go test -race -tags integration -count=1 -timeout $(TEST_TIMEOUT) ./...
+	assets=$$($(ENVTEST_ASSETS) | tail -n1) && \
+		KUBEBUILDER_ASSETS="$$assets" go test -race -tags integration -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: helm-check
+helm-check: $(HELM) chart-crds-check ## Lint the Helm chart (--strict) and render it with the default and the production values.
+	$(HELM) lint --strict --kube-version $(ENVTEST_K8S_VERSION) $(CHART)
+	$(HELM) lint --strict --kube-version $(ENVTEST_K8S_VERSION) -f $(CHART)/ci/production-values.yaml $(CHART)
+	$(HELM) template managed-agents $(CHART) --kube-version $(ENVTEST_K8S_VERSION) >/dev/null
+	$(HELM) template managed-agents $(CHART) --kube-version $(ENVTEST_K8S_VERSION) -f $(CHART)/ci/production-values.yaml >/dev/null
+
+.PHONY: chart-crds
+chart-crds: ## Copy the generated CRDs and the controller's RBAC rules (config/) into the Helm chart.
+	hack/chart-crds.sh
+
+.PHONY: chart-crds-check
+chart-crds-check: ## Fail when the chart's copies of the CRDs or RBAC rules differ from config/.
+	hack/chart-crds.sh --check
+
+.PHONY: envtest-assets
+envtest-assets: ## Find or build kube-apiserver, etcd and kubectl for envtest (~10 min cold, seconds when cached) and print their directory.
+	@$(ENVTEST_ASSETS)
 
 .PHONY: fuzz
-fuzz: ## Fuzz the request decoders and the event validator, each for FUZZTIME (default 1m; make fuzz FUZZTIME=5m).
+fuzz: ## Fuzz the request decoders, the event validator, host-pattern intersection and egress credentials, each for FUZZTIME (default 1m; make fuzz FUZZTIME=5m).
 	go test -run '^$$' -fuzz '^FuzzDecodeBody$$' -fuzztime $(FUZZTIME) ./internal/httpapi/
 	go test -run '^$$' -fuzz '^FuzzClientEvent$$' -fuzztime $(FUZZTIME) ./internal/sessions/
+	go test -run '^$$' -fuzz '^FuzzIntersect$$' -fuzztime $(FUZZTIME) ./internal/hostpattern/
+	go test -run '^$$' -fuzz '^FuzzCredentials$$' -fuzztime $(FUZZTIME) ./internal/egress/
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (fast, no services; includes the dependency rules).
@@ -94,11 +130,13 @@ clean: ## Remove build outputs (keeps the tools in bin/, which take minutes to b
 # What controller-gen reads: the API types and the reconcilers' RBAC markers.
 GEN_PATHS := ./api/...;./controllers/...
 # What it writes; verify-generated fails when any of it is stale.
-GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml
+GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml charts/managed-agents/crds charts/managed-agents/files/rbac
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Write the CRDs (config/crd/bases) and the controller's ClusterRole (config/rbac/role.yaml) from the markers.
+manifests: $(CONTROLLER_GEN) ## Write the CRDs (config/crd/bases) and the controller's ClusterRole (config/rbac/role.yaml) from the markers, and copy them into the chart.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="$(GEN_PATHS)" output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	@# The chart cannot read config/: it keeps copies (checked by helm-check).
+	hack/chart-crds.sh
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Write the deepcopy functions of api/ (zz_generated.deepcopy.go).
@@ -120,20 +158,26 @@ docker-build: ## Build a static binary and the container image (IMG, default man
 	mkdir -p $(IMAGE_ROOTFS)/etc/ssl/certs $(IMAGE_ROOTFS)/tmp dist/image/data
 	chmod 1777 $(IMAGE_ROOTFS)/tmp
 	cp $(CA_BUNDLE) $(IMAGE_ROOTFS)/etc/ssl/certs/ca-certificates.crt
-	docker build -t $(IMG) .
+	@# build/image/Dockerfile copies the binary: no base image to pull (the root Dockerfile
+	@# compiles from source in golang, for machines with a registry).
+	docker build -f build/image/Dockerfile -t $(IMG) .
 
 .PHONY: sandbox-image
 sandbox-image: ## Build the default sandbox image (SANDBOX_IMG) from Debian packages with debootstrap, as root, no registry; a no-op when current.
 	hack/sandbox-image.sh $(SANDBOX_IMG)
 
+.PHONY: egress-image
+egress-image: ## Build the egress proxy image (EGRESS_IMG): the static binary, a CA bundle and a non-root user, with docker import; the import is skipped when current.
+	VERSION=$(VERSION) hack/egress-image.sh $(EGRESS_IMG)
+
 ##@ Tools
 
 .PHONY: tools
-tools: $(TEMPORAL) $(STATICCHECK) $(CONTROLLER_GEN) ## Install the pinned tools into bin/ (the Temporal CLI takes a few minutes to compile).
+tools: $(TEMPORAL) $(STATICCHECK) $(HELM) $(CONTROLLER_GEN) ## Install the pinned tools into bin/ (the Temporal CLI and Helm take a few minutes each to compile).
 
 # bin/<tool>-<version> is built once per version; bin/<tool> is relinked every time (phony)
 # so that it always points at the pinned version, also after a downgrade.
-.PHONY: $(TEMPORAL) $(STATICCHECK) $(CONTROLLER_GEN)
+.PHONY: $(TEMPORAL) $(STATICCHECK) $(HELM) $(CONTROLLER_GEN)
 $(TEMPORAL): $(TEMPORAL)-$(TEMPORAL_VERSION)
 	@ln -sf $(notdir $<) $@
 $(TEMPORAL)-$(TEMPORAL_VERSION):
@@ -149,11 +193,24 @@ $(CONTROLLER_GEN): $(CONTROLLER_GEN)-$(CONTROLLER_GEN_VERSION)
 $(CONTROLLER_GEN)-$(CONTROLLER_GEN_VERSION):
 	$(call go-install,$@,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_GEN_VERSION))
 
-# go-install installs package $(2) at version $(3) as the file $(1). It builds in a
-# temporary GOBIN so that a failed or interrupted build leaves nothing behind in bin/.
+$(HELM): $(HELM)-$(HELM_VERSION)
+	@ln -sf $(notdir $<) $@
+# Helm's own release build stamps its version and the Kubernetes version it assumes without a
+# cluster (else `helm version` says v3.22 and `helm template` renders for Kubernetes v1.20).
+# The Kubernetes version is that of the client-go Helm builds with (v0.37 → 1.37), as in
+# Helm's Makefile.
+HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	-X helm.sh/helm/v3/internal/version.gitTreeState=clean \
+	$(foreach p,pkg/chartutil pkg/lint/rules,-X helm.sh/helm/v3/$(p).k8sVersionMajor=1 -X helm.sh/helm/v3/$(p).k8sVersionMinor=37)
+$(HELM)-$(HELM_VERSION):
+	$(call go-install,$@,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION),-trimpath -ldflags '$(HELM_LDFLAGS)')
+
+# go-install installs package $(2) at version $(3) as the file $(1), with the go install flags
+# $(4) if given. It builds in a temporary GOBIN so that a failed or interrupted build leaves
+# nothing behind in bin/.
 define go-install
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	echo "go install $(2)@$(3)"; \
-	GOBIN="$$tmp" go install $(2)@$(3); \
+	GOBIN="$$tmp" go install $(4) $(2)@$(3); \
 	mkdir -p $(LOCALBIN); mv "$$tmp/$(notdir $(2))" $(1)
 endef

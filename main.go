@@ -42,7 +42,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), devCmd(), workerCmd(), migrateCmd(), versionCmd(), controllerCmd(),
+	root.AddCommand(serveCmd(), devCmd(), workerCmd(), migrateCmd(), egressProxyCmd(), versionCmd(), controllerCmd(),
 		notYet("sandboxd", "daemon inside a sandbox pod", "Kubernetes sandboxes"),
 	)
 	return root
@@ -99,6 +99,10 @@ func controllerCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().String("kubeconfig", "", "kubeconfig of the cluster (default KUBECONFIG, else the pod's service account)")
+	// The flags kubebuilder projects' managers take, so manifests written for them fit.
+	cmd.Flags().Bool("leader-elect", true, "elect one active replica through a Lease (MANAGED_AGENT_CONTROLLER_LEADER_ELECT)")
+	cmd.Flags().String("metrics-bind-address", "", "Prometheus metrics address, or 0 for none (MANAGED_AGENT_CONTROLLER_METRICS_ADDR, default :8080)")
+	cmd.Flags().String("health-probe-bind-address", "", "/healthz and /readyz address, or 0 for none (MANAGED_AGENT_CONTROLLER_HEALTH_ADDR, default :8081)")
 	return cmd
 }
 
@@ -110,6 +114,22 @@ func migrateCmd() *cobra.Command {
 			return app.RunMigrate(cmd.Context(), app.FromLookup(app.Config{LogFormat: "text"}, lookup))
 		},
 	}
+}
+
+func egressProxyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "egress-proxy",
+		Short: "Run the allowlisting egress proxy of sandboxes (the docker provider starts it in a container)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := app.FromLookup(app.Config{LogFormat: "json"}, lookup)
+			if f := cmd.Flags().Lookup("addr"); f.Changed {
+				c.Network.EgressAddr = f.Value.String()
+			}
+			return app.RunEgressProxy(cmd.Context(), c, buildVersion())
+		},
+	}
+	cmd.Flags().String("addr", "", "listen address (MANAGED_AGENT_EGRESS_PROXY_ADDR, default :3128)")
+	return cmd
 }
 
 func versionCmd() *cobra.Command {
@@ -156,5 +176,14 @@ func overrideFlags(cmd *cobra.Command, c *app.Config) {
 	}
 	if f := cmd.Flags().Lookup("kubeconfig"); f != nil && f.Changed {
 		c.Kubeconfig = f.Value.String()
+	}
+	if f := cmd.Flags().Lookup("leader-elect"); f != nil && f.Changed {
+		c.ControllerLeaderElect = f.Value.String() == "true"
+	}
+	if f := cmd.Flags().Lookup("metrics-bind-address"); f != nil && f.Changed {
+		c.ControllerMetricsAddr = f.Value.String()
+	}
+	if f := cmd.Flags().Lookup("health-probe-bind-address"); f != nil && f.Changed {
+		c.ControllerHealthAddr = f.Value.String()
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/app"
 )
 
 // As a new user would try it: a bad variable makes every role fail with a message naming it,
@@ -54,4 +56,16 @@ func TestVersionAndFlagAgree(t *testing.T) {
 	}
 	require.Equal(t, "managed-agents version v1.2.3-test\n", outputs["version"])
 	require.Equal(t, outputs["version"], outputs["--version"])
+}
+
+// The controller takes the flags kubebuilder managers take (the Helm chart passes them).
+func TestControllerFlags(t *testing.T) {
+	cmd := controllerCmd()
+	require.NoError(t, cmd.ParseFlags([]string{"--leader-elect=false", "--metrics-bind-address=:9090", "--health-probe-bind-address=0", "--kubeconfig=/k"}))
+	c := app.Config{ControllerLeaderElect: true}
+	overrideFlags(cmd, &c)
+	require.False(t, c.ControllerLeaderElect)
+	require.Equal(t, ":9090", c.ControllerMetricsAddr)
+	require.Equal(t, "0", c.ControllerHealthAddr)
+	require.Equal(t, "/k", c.Kubeconfig)
 }

@@ -17,6 +17,7 @@ var secretVars = []string{
 	"MANAGED_AGENT_ANTHROPIC_API_KEY",
 	"MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN",
 	"MANAGED_AGENT_TEMPORAL_API_KEY",
+	"MANAGED_AGENT_EGRESS_PROXY_KEY",
 }
 
 // secretsFDVar names the descriptor on which a re-executed process finds its credentials.

@@ -76,12 +76,19 @@ type Config struct {
 	// (MANAGED_AGENT_DOCKER_DEPLOYMENT). Empty values are the provider's defaults; dockerConfig
 	// parses them.
 	DockerImage, DockerCPUs, DockerMemory, DockerPids, DockerRuntime, DockerDeployment string
+	// DockerWarmPool (MANAGED_AGENT_DOCKER_WARM_POOL, a count, default 0) and
+	// DockerPackageTimeout (MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT, a duration): see
+	// dockerPoolConfig.
+	DockerWarmPool, DockerPackageTimeout string
 	// SandboxIdleStop stops a sandbox (workspace kept, started again on the next acquisition)
 	// whose session has not used it for that long (MANAGED_AGENT_SANDBOX_IDLE_STOP, a
 	// duration; zero, the default, never stops one). SandboxRetention destroys one idle that
 	// long, after which the session's next tool call fails (MANAGED_AGENT_SANDBOX_RETENTION;
 	// zero, the default, keeps it forever; the hosted service keeps sandbox state 30 days).
 	SandboxIdleStop, SandboxRetention time.Duration
+	// Network is the sandbox networking: the ceiling, the docker topology, the egress proxy
+	// (network.go).
+	Network NetworkConfig
 	// AllowUnsafeLocalSandbox lets a real model drive the local sandbox
 	// (MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX, a boolean).
 	AllowUnsafeLocalSandbox bool
@@ -142,6 +149,7 @@ func (c Config) Validate() error {
 		check(fmt.Errorf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%s: must not be negative", c.FakeWordDelay))
 	}
 	check(c.validateIdle())
+	check(c.Network.validate())
 	check(c.parsed("MANAGED_AGENT_WORKER_STOP_TIMEOUT"))
 	if c.WorkerStopTimeout < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_WORKER_STOP_TIMEOUT=%s: must not be negative", c.WorkerStopTimeout))
@@ -340,6 +348,9 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.DockerPids, "MANAGED_AGENT_DOCKER_PIDS")
 	set(&c.DockerRuntime, "MANAGED_AGENT_DOCKER_RUNTIME")
 	set(&c.DockerDeployment, "MANAGED_AGENT_DOCKER_DEPLOYMENT")
+	set(&c.DockerWarmPool, "MANAGED_AGENT_DOCKER_WARM_POOL")
+	set(&c.DockerPackageTimeout, "MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT")
+	c.Network = networkFromLookup(c.Network, get)
 	set(&c.Kubeconfig, "KUBECONFIG")
 	set(&c.ControllerMetricsAddr, "MANAGED_AGENT_CONTROLLER_METRICS_ADDR")
 	set(&c.ControllerHealthAddr, "MANAGED_AGENT_CONTROLLER_HEALTH_ADDR")
@@ -417,6 +428,9 @@ func orDefault(v, def string) string {
 func (c Config) dockerConfig() (docker.Config, error) {
 	cfg := docker.Config{Image: c.DockerImage, Runtime: c.DockerRuntime, Deployment: c.DockerDeployment}
 	var errs []error
+	netCfg, err := c.Network.dockerNetwork()
+	errs = append(errs, err)
+	cfg.Net = netCfg
 	if c.DockerCPUs != "" {
 		v, err := strconv.ParseFloat(c.DockerCPUs, 64)
 		if err != nil || v < 0.01 || v > 1024 {
@@ -441,6 +455,7 @@ func (c Config) dockerConfig() (docker.Config, error) {
 	if c.DockerDeployment != "" && !labelValue.MatchString(c.DockerDeployment) {
 		errs = append(errs, fmt.Errorf("MANAGED_AGENT_DOCKER_DEPLOYMENT=%q: must be letters, digits, '.', '_' or '-' (at most 63)", c.DockerDeployment))
 	}
+	errs = append(errs, c.dockerPoolConfig(&cfg))
 	return cfg, errors.Join(errs...)
 }
 

@@ -152,23 +152,40 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	if err != nil {
 		return nil, err
 	}
+	ceiling, err := c.Network.ceiling()
+	if err != nil {
+		return nil, err
+	}
+	c.Network.warn(c.Sandbox, ceiling, logger)
 	engine := turns.New(st, logger)
 	acts := &durable.Activities{
 		Turns: engine,
 		Core:  agent.NewCore(m, agent.WithLogger(logger)),
 		Sandboxes: sandbox.NewManager(registry, engine.Sandboxes(), engine.Sandboxes(), sandbox.WithLogger(logger),
-			sandbox.WithTouchInterval(c.touchInterval())),
+			sandbox.WithTouchInterval(c.touchInterval()), sandbox.WithCeiling(ceiling)),
 		Previews: previews,
 		Logger:   logger,
 	}
 	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger}
 	return &Worker{services: startstop.Group{
+		// First, so it stops last: no acquisition claims from a pool being emptied.
+		warmPool(registry, logger),
 		&temporalWorker{w: durable.NewWorker(tc, durable.WorkerOptions{TaskQueue: c.TaskQueue, StopTimeout: c.WorkerStopTimeout}, acts)},
 		&Sweep{Engine: engine, Waker: runner, Interval: sweepInterval, Logger: logger},
 		&SandboxSweep{Store: st, Interval: sweepInterval, Logger: logger, Sweeper: &sandbox.Sweeper{
 			Registry: registry, Store: engine.Sandboxes(), IdleStop: c.SandboxIdleStop, Retention: c.SandboxRetention, Logger: logger,
 		}},
 	}}, nil
+}
+
+// warmPool is the default provider's warm pool (docker's, when it keeps one), or nothing.
+func warmPool(r *sandbox.Registry, logger *slog.Logger) startstop.Service {
+	if p, ok := r.Default().(interface {
+		WarmPool(*slog.Logger) startstop.Service
+	}); ok {
+		return p.WarmPool(logger)
+	}
+	return startstop.Group{}
 }
 
 // touchInterval is how often a worker records a cached sandbox's use: at most a minute, and

@@ -156,6 +156,23 @@ func rules() []rule {
 				temporal),
 		},
 		{
+			name:      "hostpattern is pure: the standard library only, no network",
+			subject:   is("internal/hostpattern"),
+			only:      []string{},
+			forbidden: prefixes([]string{"net/http", "os"}),
+		},
+		{
+			name:    "egress imports only hostpattern besides the standard library",
+			subject: is("internal/egress"),
+			only:    []string{internal("internal/hostpattern")},
+		},
+		{
+			name:      "egress never reaches sandbox, store, Temporal or Kubernetes: it runs alone, keyed only",
+			subject:   is("internal/egress"),
+			reach:     true,
+			forbidden: prefixes([]string{internal("internal/sandbox"), internal("internal/store")}, temporal, kubernetes),
+		},
+		{
 			name:      "wire imports nothing internal",
 			subject:   is("internal/wire"),
 			forbidden: []string{module},

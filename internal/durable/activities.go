@@ -291,7 +291,8 @@ func sandboxError(err error) error {
 		return nil
 	case errors.Is(err, sandbox.ErrGone):
 		return temporal.NewNonRetryableApplicationError(err.Error(), errTypeSandboxGone, nil)
-	case errors.Is(err, sandbox.ErrUnknownProvider), errors.Is(err, sandbox.ErrForeignRef), errors.Is(err, sandbox.ErrInvalidRef):
+	case errors.Is(err, sandbox.ErrUnknownProvider), errors.Is(err, sandbox.ErrForeignRef), errors.Is(err, sandbox.ErrInvalidRef),
+		errors.Is(err, sandbox.ErrSetup):
 		return temporal.NewNonRetryableApplicationError(err.Error(), errTypeSandboxProvider, nil)
 	}
 	return err

@@ -79,6 +79,7 @@ type Manager struct {
 	specs    SpecSource
 	logger   *slog.Logger
 	activity ActivityStore // nil if the binding store records no activity
+	ceiling  Ceiling
 	every    time.Duration
 
 	mu      sync.Mutex
@@ -103,6 +104,20 @@ func WithCacheSize(n int) ManagerOption { return func(m *Manager) { m.size = n }
 // is cached (default DefaultTouchInterval). It must be shorter than the idle-stop duration:
 // a client used without a touch must not be one the sweep may have stopped.
 func WithTouchInterval(d time.Duration) ManagerOption { return func(m *Manager) { m.every = d } }
+
+// WithCeiling sets the deployment's network ceiling that every spec's Egress is resolved
+// against (default: no network).
+func WithCeiling(c Ceiling) ManagerOption { return func(m *Manager) { m.ceiling = c } }
+
+// spec is the session's spec with its effective egress resolved, before anything hashes it.
+func (m *Manager) spec(ctx context.Context, sessionID string) (Spec, error) {
+	spec, err := m.specs.SandboxSpec(ctx, sessionID)
+	if err != nil {
+		return Spec{}, err
+	}
+	spec.Egress = m.ceiling.Resolve(spec.Network)
+	return spec, nil
+}
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) ManagerOption { return func(m *Manager) { m.logger = l } }
@@ -183,7 +198,7 @@ func (m *Manager) Sandbox(ctx context.Context, sessionID string) (Sandbox, error
 }
 
 func (m *Manager) insertPending(ctx context.Context, sessionID string) (Binding, error) {
-	spec, err := m.specs.SandboxSpec(ctx, sessionID)
+	spec, err := m.spec(ctx, sessionID)
 	if err != nil {
 		return Binding{}, fmt.Errorf("sandbox spec: %w", err)
 	}
@@ -199,7 +214,7 @@ func (m *Manager) create(ctx context.Context, b Binding) (Binding, error) {
 	if err != nil {
 		return Binding{}, err
 	}
-	spec, err := m.specs.SandboxSpec(ctx, b.SessionID)
+	spec, err := m.spec(ctx, b.SessionID)
 	if err != nil {
 		return Binding{}, fmt.Errorf("sandbox spec: %w", err)
 	}
@@ -305,12 +320,21 @@ func (m *Manager) Teardown(ctx context.Context, sessionID string) error {
 	if b.State != BindingReady {
 		// The session's own spec, so a provider that needs an image or template accepts it;
 		// a bare spec only if the environment cannot be read any more.
-		spec, err := m.specs.SandboxSpec(ctx, sessionID)
+		spec, err := m.spec(ctx, sessionID)
 		if err != nil {
 			spec = Spec{Name: b.Name, SessionID: sessionID}
 		}
 		spec.Name, spec.SessionID = b.Name, sessionID
-		if ref, err = p.Create(ctx, spec); err != nil {
+		ref, err = p.Create(ctx, spec)
+		switch {
+		case errors.Is(err, ErrSetup):
+			// A setup fails before any of the sandbox exists: there is nothing to destroy,
+			// and failing here would keep the session's delete from ever finishing.
+			if err := m.bindings.DeleteBinding(ctx, sessionID); err != nil {
+				return fmt.Errorf("remove sandbox binding: %w", err)
+			}
+			return nil
+		case err != nil:
 			return fmt.Errorf("adopt pending sandbox %s to destroy it: %w", b.Name, err)
 		}
 	}

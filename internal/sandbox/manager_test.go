@@ -311,3 +311,26 @@ func TestTeardownOfAGoneSandboxRemovesTheBinding(t *testing.T) {
 	_, err = bindings.Binding(ctx, "sesn_gone")
 	require.ErrorIs(t, err, sandbox.ErrNoBinding)
 }
+
+type setupFails struct{ sandbox.Provider }
+
+func (setupFails) Create(context.Context, sandbox.Spec) (sandbox.Ref, error) {
+	return sandbox.Ref{}, fmt.Errorf("install packages: %w", sandbox.ErrSetup)
+}
+
+// A session whose sandbox could never be set up can still be deleted: its pending binding
+// goes, with nothing to destroy.
+func TestTeardownAfterAFailedSetupRemovesTheBinding(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bindings := sandboxtest.NewBindings()
+	reg, err := sandbox.NewRegistry(setupFails{local.New(t.TempDir())})
+	require.NoError(t, err)
+	m := sandbox.NewManager(reg, bindings, specs{})
+	_, err = m.Acquire(ctx, "sesn_setup")
+	require.ErrorIs(t, err, sandbox.ErrSetup)
+	require.Equal(t, sandbox.BindingPending, get(t, bindings, "sesn_setup").State)
+	require.NoError(t, m.Teardown(ctx, "sesn_setup"))
+	_, err = bindings.Binding(ctx, "sesn_setup")
+	require.ErrorIs(t, err, sandbox.ErrNoBinding)
+}

@@ -57,6 +57,11 @@ var (
 	// ErrUnavailable marks a transport failure talking to a sandbox (a remote provider wraps
 	// its network errors with it): the client may be stale, so the Manager drops it.
 	ErrUnavailable = errors.New("sandbox unreachable")
+	// ErrSetup is a sandbox that could not be set up from its spec (an environment's packages
+	// failed to install): permanent, since a retry runs the same setup on the same input; the
+	// error's message says what failed (the installer's output). A provider returns it only
+	// from a Create that made nothing of the sandbox, so a teardown has nothing to destroy.
+	ErrSetup = errors.New("sandbox setup failed")
 )
 
 // ExecRequest is one command.

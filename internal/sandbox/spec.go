@@ -25,6 +25,9 @@ type Spec struct {
 	// Resources are limits; zero values are the provider's defaults.
 	Resources Resources `json:"resources"`
 	Network   Network   `json:"network"`
+	// Egress is the network the sandbox gets: the deployment's ceiling resolved against
+	// Network (Ceiling.Resolve, which the Manager applies). The zero value is no network.
+	Egress Egress `json:"egress"`
 	// Packages maps a package manager (apt, cargo, gem, go, npm, pip) to the packages it
 	// installs when the sandbox is created, each list sorted.
 	Packages map[string][]string `json:"packages,omitempty"`
@@ -53,6 +56,9 @@ type Network struct {
 	AllowedHosts         []string `json:"allowed_hosts,omitempty"`
 	AllowMCPServers      bool     `json:"allow_mcp_servers,omitempty"`
 	AllowPackageManagers bool     `json:"allow_package_managers,omitempty"`
+	// MCPHosts are the hosts of the agent's MCP server URLs (sorted), set only when
+	// AllowMCPServers (SetMCPServers).
+	MCPHosts []string `json:"mcp_hosts,omitempty"`
 }
 
 // namePrefix starts every sandbox name, so a provider's resources are recognisable.
@@ -98,11 +104,19 @@ func SpecFor(sessionID string, env wire.EnvironmentConfig) Spec {
 // order, maps by sorted key, so the encoding is canonical and cannot fail.
 func (s Spec) Hash() string {
 	h := sha256.New()
-	fmt.Fprintf(h, "v1 image=%q cpu=%d mem=%d disk=%d net=%q mcp=%t pkgmgr=%t\n",
+	fmt.Fprintf(h, "v2 image=%q cpu=%d mem=%d disk=%d net=%q mcp=%t pkgmgr=%t\n",
 		s.Image, s.Resources.MilliCPU, s.Resources.MemoryBytes, s.Resources.DiskBytes,
 		s.Network.Mode, s.Network.AllowMCPServers, s.Network.AllowPackageManagers)
 	for _, host := range s.Network.AllowedHosts {
 		fmt.Fprintf(h, "host %q\n", host)
+	}
+	for _, host := range s.Network.MCPHosts {
+		fmt.Fprintf(h, "mcp-host %q\n", host)
+	}
+	// The effective policy, so a changed deployment ceiling is a changed spec.
+	fmt.Fprintf(h, "egress %q\n", cmp.Or(s.Egress.Mode, EgressNone))
+	for _, host := range s.Egress.Hosts {
+		fmt.Fprintf(h, "egress-host %q\n", host)
 	}
 	for _, manager := range slices.Sorted(maps.Keys(s.Packages)) {
 		fmt.Fprintf(h, "packages %q %q\n", manager, s.Packages[manager])

@@ -66,8 +66,13 @@ func TestSpecHash(t *testing.T) {
 		"network":   func(s *sandbox.Spec) { s.Network.Mode = sandbox.NetworkUnrestricted },
 		"hosts":     func(s *sandbox.Spec) { s.Network.AllowedHosts = []string{"a"} },
 		"mcp":       func(s *sandbox.Spec) { s.Network.AllowMCPServers = true },
-		"packages":  func(s *sandbox.Spec) { s.Packages = map[string][]string{"pip": {"numpy"}} },
-		"env":       func(s *sandbox.Spec) { s.Env = map[string]string{"A": "1"} },
+		"mcp hosts": func(s *sandbox.Spec) { s.Network.MCPHosts = []string{"m"} },
+		"egress":    func(s *sandbox.Spec) { s.Egress = sandbox.Egress{Mode: sandbox.EgressFull} },
+		"egress hosts": func(s *sandbox.Spec) {
+			s.Egress = sandbox.Egress{Mode: sandbox.EgressHosts, Hosts: []string{"a"}}
+		},
+		"packages": func(s *sandbox.Spec) { s.Packages = map[string][]string{"pip": {"numpy"}} },
+		"env":      func(s *sandbox.Spec) { s.Env = map[string]string{"A": "1"} },
 	}
 	seen := map[string]string{base.Hash(): "base"}
 	for name, change := range changed {

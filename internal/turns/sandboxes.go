@@ -70,27 +70,58 @@ func (b Sandboxes) DeleteBinding(ctx context.Context, sessionID string) error {
 }
 
 // SandboxSpec implements sandbox.SpecSource: the spec of the session's environment as it is
-// now.
+// now, with the hosts of the agent's MCP servers (which allow_mcp_servers lets the sandbox
+// reach) from the session's agent snapshot.
 func (b Sandboxes) SandboxSpec(ctx context.Context, sessionID string) (sandbox.Spec, error) {
-	env, err := b.Environment(ctx, sessionID)
+	sess, err := b.session(ctx, sessionID)
 	if err != nil {
 		return sandbox.Spec{}, err
 	}
-	return sandbox.SpecFor(sessionID, env), nil
+	env, err := b.environmentOf(ctx, sess)
+	if err != nil {
+		return sandbox.Spec{}, err
+	}
+	spec := sandbox.SpecFor(sessionID, env)
+	// Only the URLs: the snapshot was validated when the session was made.
+	var agent struct {
+		MCPServers []struct {
+			URL string `json:"url"`
+		} `json:"mcp_servers"`
+	}
+	if len(sess.Agent) > 0 {
+		if err := json.Unmarshal(sess.Agent, &agent); err != nil {
+			return sandbox.Spec{}, fmt.Errorf("decode the agent of session %s: %w", sessionID, err)
+		}
+	}
+	urls := make([]string, 0, len(agent.MCPServers))
+	for _, s := range agent.MCPServers {
+		urls = append(urls, s.URL)
+	}
+	spec.SetMCPServers(urls)
+	return spec, nil
 }
 
 // Environment returns the resolved config of the session's environment.
 func (b Sandboxes) Environment(ctx context.Context, sessionID string) (wire.EnvironmentConfig, error) {
-	sess, err := b.store.GetSessionByID(ctx, sessionID)
-	if errors.Is(err, store.ErrNotFound) {
-		return wire.EnvironmentConfig{}, ErrSessionGone
-	}
+	sess, err := b.session(ctx, sessionID)
 	if err != nil {
 		return wire.EnvironmentConfig{}, err
 	}
+	return b.environmentOf(ctx, sess)
+}
+
+func (b Sandboxes) session(ctx context.Context, sessionID string) (store.SessionRecord, error) {
+	sess, err := b.store.GetSessionByID(ctx, sessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.SessionRecord{}, ErrSessionGone
+	}
+	return sess, err
+}
+
+func (b Sandboxes) environmentOf(ctx context.Context, sess store.SessionRecord) (wire.EnvironmentConfig, error) {
 	rec, err := b.store.GetEnvironment(ctx, sess.WorkspaceID, sess.EnvironmentID, false)
 	if err != nil {
-		return wire.EnvironmentConfig{}, fmt.Errorf("the environment of session %s: %w", sessionID, err)
+		return wire.EnvironmentConfig{}, fmt.Errorf("the environment of session %s: %w", sess.ID, err)
 	}
 	var cfg wire.EnvironmentConfig
 	if err := json.Unmarshal(rec.Config, &cfg); err != nil {

@@ -31,6 +31,8 @@ type sandboxFixture struct {
 	root    string
 	manager *sandbox.Manager
 	newSess func(t *testing.T) string
+	ws      string
+	agentID string
 }
 
 func newSandboxFixture(t *testing.T) sandboxFixture {
@@ -54,7 +56,7 @@ func newSandboxFixture(t *testing.T) sandboxFixture {
 	reg, err := sandbox.NewRegistry(local.New(root))
 	require.NoError(t, err)
 	return sandboxFixture{
-		st: st, engine: engine, root: root,
+		st: st, engine: engine, root: root, ws: ws, agentID: agentID,
 		manager: sandbox.NewManager(reg, engine.Sandboxes(), engine.Sandboxes(), sandbox.WithLogger(logger)),
 		newSess: func(t *testing.T) string {
 			id := ids.New(ids.Session)
@@ -115,6 +117,29 @@ func TestManagerOverPostgreSQL(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Zero(t, f.sandboxDirs(t))
 	require.NoError(t, f.st.DeleteSession(ctx, id), "no binding holds the session row any more")
+}
+
+func TestSandboxSpecAddsTheMCPServerHosts(t *testing.T) {
+	t.Parallel()
+	f := newSandboxFixture(t)
+	ctx := t.Context()
+	envID, id := ids.New(ids.Environment), ids.New(ids.Session)
+	now := time.Now()
+	require.NoError(t, f.st.InsertEnvironment(ctx, store.EnvironmentRecord{
+		ID: envID, WorkspaceID: f.ws, Name: "mcp", Scope: "workspace", CreatedAt: now,
+		Config: json.RawMessage(`{"type":"cloud","networking":{"type":"limited","allowed_hosts":["a.example"],"allow_mcp_servers":true,"allow_package_managers":false}}`),
+	}))
+	require.NoError(t, f.st.InsertSession(ctx, store.SessionRecord{
+		ID: id, WorkspaceID: f.ws, AgentID: f.agentID, AgentVersion: 1, EnvironmentID: envID, Status: "idle",
+		Agent:     json.RawMessage(`{"mcp_servers":[{"type":"url","name":"gh","url":"https://MCP.GitHub.example:8443/sse"}]}`),
+		Usage:     json.RawMessage(`{}`),
+		CreatedAt: now,
+	}))
+	spec, err := f.engine.Sandboxes().SandboxSpec(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, []string{"mcp.github.example"}, spec.Network.MCPHosts)
+	require.Equal(t, sandbox.Egress{Mode: sandbox.EgressHosts, Hosts: []string{"a.example", "mcp.github.example"}},
+		sandbox.Ceiling{Mode: sandbox.CeilingFull}.Resolve(spec.Network))
 }
 
 func TestAPendingBindingIsAdoptedOverPostgreSQL(t *testing.T) {

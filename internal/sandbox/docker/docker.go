@@ -4,8 +4,9 @@
 //
 // Every container runs the configured image as a non-root user (1000:1000) with a read-only
 // root filesystem (tmpfs for /tmp and /run), all capabilities dropped, no-new-privileges, CPU,
-// memory and pids limits, no network (network mode none) and, optionally, another OCI runtime
-// such as gVisor's runsc. The workspace volume is its only mount. Containers share the host
+// memory and pids limits, no network unless the deployment's ceiling allows more (network.go:
+// a session network behind the egress proxy, or a normal network) and, optionally, another
+// OCI runtime such as gVisor's runsc. The workspace volume is its only mount. Containers share the host
 // kernel: that is the limit of this boundary (gVisor narrows it).
 //
 // Commands and file operations run through the exec API. A command runs as the leader of
@@ -18,8 +19,12 @@
 // so a retried create adopts what an earlier attempt made. The optional FileSearcher
 // capability is not offered: glob and grep fall back to find and ReadFile.
 //
-// The package imports only the sandbox interfaces and the Docker client; it must never
-// import agent, store, httpapi, durable, Temporal or Kubernetes packages.
+// An environment's packages are installed once into an image of their own (packages.go);
+// an optional warm pool of started containers makes a first acquisition a rename (pool.go).
+//
+// The package imports only the sandbox interfaces (and wire, startstop), the Docker client
+// and x/sync; it must never import agent, store, httpapi, durable, Temporal or Kubernetes
+// packages.
 package docker
 
 import (
@@ -29,6 +34,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"time"
 
@@ -93,6 +99,16 @@ type Config struct {
 	// Timeout and MaxOutput apply to commands whose request has none.
 	Timeout   time.Duration
 	MaxOutput int
+
+	// PackageTimeout bounds the install of an environment's packages (packages.go; default
+	// DefaultPackageTimeout).
+	PackageTimeout time.Duration
+	// WarmPool is how many started containers the pool keeps per image and spec hash
+	// (pool.go; 0, the default, keeps none). Logger is where the pool reports.
+	WarmPool int
+	Logger   *slog.Logger
+	// Net is the networking of sandboxes (network.go).
+	Net NetworkConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -103,6 +119,9 @@ func (c Config) withDefaults() Config {
 	c.Deployment = cmp.Or(c.Deployment, DefaultDeployment)
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.MaxOutput = cmp.Or(c.MaxOutput, DefaultMaxOutput)
+	c.PackageTimeout = cmp.Or(c.PackageTimeout, DefaultPackageTimeout)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Net = c.Net.withDefaults()
 	return c
 }
 
@@ -119,6 +138,12 @@ type engine interface {
 	ExecCreate(context.Context, string, client.ExecCreateOptions) (client.ExecCreateResult, error)
 	ExecAttach(context.Context, string, client.ExecAttachOptions) (client.ExecAttachResult, error)
 	ExecInspect(context.Context, string, client.ExecInspectOptions) (client.ExecInspectResult, error)
+	// For packages.go and pool.go.
+	ImageInspect(context.Context, string, ...client.ImageInspectOption) (client.ImageInspectResult, error)
+	ContainerCommit(context.Context, string, client.ContainerCommitOptions) (client.ContainerCommitResult, error)
+	ContainerRename(context.Context, string, client.ContainerRenameOptions) (client.ContainerRenameResult, error)
+	VolumeInspect(context.Context, string, client.VolumeInspectOptions) (client.VolumeInspectResult, error)
+	VolumeList(context.Context, client.VolumeListOptions) (client.VolumeListResult, error)
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -128,6 +153,9 @@ type Provider struct {
 	cli    *client.Client
 	engine engine
 	cfg    Config
+	builds envBuilds
+	pool   *pool // nil without a warm pool
+	egress *egressState
 }
 
 // New returns a provider on the engine DOCKER_HOST names (the local socket by default). It
@@ -141,7 +169,11 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	return &Provider{cli: cli, engine: cli, cfg: cfg}, nil
+	p := &Provider{cli: cli, engine: cli, cfg: cfg, egress: &egressState{}}
+	if cfg.WarmPool > 0 {
+		p.pool = newPool(p, cfg.WarmPool, cfg.Logger)
+	}
+	return p, nil
 }
 
 func (c Config) check() error {
@@ -152,6 +184,8 @@ func (c Config) check() error {
 		return fmt.Errorf("docker sandbox: %d bytes of memory is too little (the engine needs at least 6 MiB)", c.MemoryBytes)
 	case c.Pids < 8:
 		return fmt.Errorf("docker sandbox: a pids limit of %d is too low (at least 8)", c.Pids)
+	case c.WarmPool < 0:
+		return fmt.Errorf("docker sandbox: a warm pool of %d containers is negative", c.WarmPool)
 	}
 	return nil
 }
@@ -197,11 +231,11 @@ func (p *Provider) CreateOptions(spec sandbox.Spec) client.ContainerCreateOption
 			Image:      cmp.Or(spec.Image, p.cfg.Image),
 			User:       User,
 			WorkingDir: Workspace,
-			Env:        spec.Environ(containerEnv()),
+			Env:        p.sandboxEnv(spec, name),
 			Labels:     p.labels(spec),
 		},
 		HostConfig: &container.HostConfig{
-			NetworkMode:    "none",
+			NetworkMode:    p.networkMode(spec, name),
 			ReadonlyRootfs: true,
 			Tmpfs:          map[string]string{"/tmp": tmpfsOptions + ",mode=1777", "/run": tmpfsOptions + ",mode=755"},
 			Mounts:         []mount.Mount{{Type: mount.TypeVolume, Source: volumeName(name), Target: Workspace}},
@@ -245,12 +279,32 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 	if err := spec.CheckEnv(); err != nil {
 		return sandbox.Ref{}, fmt.Errorf("create docker sandbox: %w", err)
 	}
+	netID, err := p.prepareNetwork(ctx, spec, ContainerName(spec.Name))
+	if err != nil {
+		return sandbox.Ref{}, fmt.Errorf("create docker sandbox: %w", err)
+	}
 	opts := p.CreateOptions(spec)
+	if netID != "" {
+		opts.HostConfig.NetworkMode = container.NetworkMode(netID) // the name may be ambiguous on old engines
+	}
 	ref := sandbox.Ref{Provider: Name, ExternalID: opts.Name}
-	if _, err := p.engine.ContainerInspect(ctx, opts.Name, client.ContainerInspectOptions{}); err == nil {
+	if info, err := p.engine.ContainerInspect(ctx, opts.Name, client.ContainerInspectOptions{}); err == nil {
+		if err := p.adoptClaim(ctx, spec, opts.Name, info); err != nil {
+			return sandbox.Ref{}, err
+		}
 		return ref, p.ensureRunning(ctx, opts.Name)
 	} else if !cerrdefs.IsNotFound(err) {
 		return sandbox.Ref{}, fmt.Errorf("create docker sandbox %s: %w", opts.Name, err)
+	}
+	image, err := p.sessionImage(ctx, spec)
+	if err != nil {
+		return sandbox.Ref{}, fmt.Errorf("create docker sandbox %s: %w", opts.Name, err)
+	}
+	opts.Config.Image = image
+	if p.pool != nil {
+		if claimed, err := p.pool.claim(ctx, spec, opts.Name); err != nil || claimed {
+			return ref, err
+		}
 	}
 	// Creating a volume that exists returns it, so concurrent and retried creates agree.
 	if _, err := p.engine.VolumeCreate(ctx, client.VolumeCreateOptions{Name: volumeName(opts.Name), Labels: opts.Config.Labels}); err != nil {
@@ -348,6 +402,9 @@ func (p *Provider) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Sandbox
 	if err := p.ensureRunning(ctx, ref.ExternalID); err != nil {
 		return nil, err
 	}
+	if err := p.reattachNetwork(ctx, info.Container); err != nil {
+		return nil, fmt.Errorf("attach docker sandbox %s: %w", ref.ExternalID, err)
+	}
 	return &box{engine: p.engine, id: ref.ExternalID, timeout: p.cfg.Timeout, maxOutput: p.cfg.MaxOutput}, nil
 }
 
@@ -363,5 +420,5 @@ func (p *Provider) Destroy(ctx context.Context, ref sandbox.Ref) error {
 	if _, err := p.engine.VolumeRemove(ctx, volumeName(ref.ExternalID), client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("destroy workspace volume of %s: %w", ref.ExternalID, err)
 	}
-	return nil
+	return errors.Join(p.destroyClaim(ctx, ref.ExternalID), p.removeNetwork(ctx, ref.ExternalID))
 }

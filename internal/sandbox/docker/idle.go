@@ -43,6 +43,7 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Resource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list docker sandboxes: %w", err)
 	}
+	var claims map[string]string // container → session, of those claimed from a warm pool
 	out := make([]sandbox.Resource, 0, len(res.Items))
 	for _, c := range res.Items {
 		name := ""
@@ -54,11 +55,20 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Resource, error) {
 		if name == "" {
 			continue // not a container this provider named
 		}
+		session := c.Labels[LabelSession]
+		if session == "" && c.Labels[LabelPool] != "" {
+			if claims == nil {
+				if claims, err = p.claimedSessions(ctx); err != nil {
+					return nil, fmt.Errorf("list docker sandboxes: %w", err)
+				}
+			}
+			session = claims[name]
+		}
 		out = append(out, sandbox.Resource{
 			Ref:       sandbox.Ref{Provider: Name, ExternalID: name},
-			SessionID: c.Labels[LabelSession],
+			SessionID: session,
 			Created:   time.Unix(c.Created, 0),
 		})
 	}
-	return out, nil
+	return p.orphanNetworks(ctx, out)
 }

@@ -1,11 +1,14 @@
 package docker_test
 
 import (
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/moby/moby/api/types/mount"
 	"github.com/stretchr/testify/require"
 
+	"github.com/managed-agents/managed-agents/internal/egress"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
 	"github.com/managed-agents/managed-agents/internal/wire"
@@ -84,4 +87,43 @@ func keys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+func TestCreateOptionsOfEachEgress(t *testing.T) {
+	t.Parallel()
+	key := "0123456789abcdef0123456789abcdef"
+	p, err := docker.New(docker.Config{Net: docker.NetworkConfig{Network: "sandboxes", ProxyKey: key}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	spec := sandbox.SpecFor("sesn_egress", wire.EnvironmentConfig{Type: "cloud"})
+	spec.Env = map[string]string{"HTTP_PROXY": "http://elsewhere:1", "A": "1"}
+
+	require.EqualValues(t, "none", p.CreateOptions(spec).HostConfig.NetworkMode, "an unresolved spec has no network")
+	spec.Egress = sandbox.Egress{Mode: sandbox.EgressFull}
+	opts := p.CreateOptions(spec)
+	require.EqualValues(t, "sandboxes", opts.HostConfig.NetworkMode)
+	require.Contains(t, opts.Config.Env, "HTTP_PROXY=http://elsewhere:1", "full sets no proxy")
+
+	spec.Egress = sandbox.Egress{Mode: sandbox.EgressHosts, Hosts: []string{"*.github.com", "pypi.org"}}
+	opts = p.CreateOptions(spec)
+	require.EqualValues(t, spec.Name+"-net", opts.HostConfig.NetworkMode)
+	env := map[string]string{}
+	for _, kv := range opts.Config.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		_, dup := env[k]
+		require.False(t, dup, "%s set twice", k)
+		env[k] = v
+	}
+	u, err := url.Parse(env["HTTPS_PROXY"])
+	require.NoError(t, err)
+	require.Equal(t, "egress-proxy:3128", u.Host)
+	password, _ := u.User.Password()
+	policy, err := egress.Verify([]byte(key), u.User.Username(), password)
+	require.NoError(t, err)
+	require.Equal(t, egress.Policy{Sandbox: spec.Name, Hosts: []string{"*.github.com", "pypi.org"}}, policy, "the credentials carry the host list")
+	for _, k := range []string{"HTTP_PROXY", "http_proxy", "https_proxy"} {
+		require.Equal(t, env["HTTPS_PROXY"], env[k], "the proxy wins over the environment's %s", k)
+	}
+	require.Equal(t, "localhost,127.0.0.1,::1", env["NO_PROXY"])
+	require.Equal(t, "1", env["A"])
 }

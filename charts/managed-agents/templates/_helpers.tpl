@@ -1,0 +1,197 @@
+{{/* The chart's name, cut to 63 characters (a label value's limit). */}}
+{{- define "managed-agents.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The prefix of every object's name, cut to 41 characters: the StatefulSet <fullname>-postgresql
+must stay within 52 (its pods' controller-revision-hash label adds 11), and the longest name,
+the Service <fullname>-postgresql-headless, within 63.
+*/}}
+{{- define "managed-agents.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 41 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 41 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 41 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "managed-agents.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels of every object; pass (dict "ctx" $ "component" "api"). */}}
+{{- define "managed-agents.labels" -}}
+helm.sh/chart: {{ include "managed-agents.chart" .ctx }}
+{{ include "managed-agents.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Values.image.tag | default .ctx.Chart.AppVersion | trunc 63 | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: managed-agents
+{{- end -}}
+
+{{/* The labels a component's Service and workload select on; they never change. */}}
+{{- define "managed-agents.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "managed-agents.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "managed-agents.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The Secret every credential comes from: the chart's own or existingSecret. */}}
+{{- define "managed-agents.secretName" -}}
+{{- .Values.existingSecret | default (include "managed-agents.fullname" .) -}}
+{{- end -}}
+
+{{- define "managed-agents.serviceAccountName" -}}
+{{- printf "%s-%s" (include "managed-agents.fullname" .ctx) .component -}}
+{{- end -}}
+
+{{- define "managed-agents.temporalAddress" -}}
+{{- if .Values.temporal.address -}}
+{{- .Values.temporal.address -}}
+{{- else -}}
+{{- printf "%s-temporal:7233" (include "managed-agents.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Cross-value checks the schema cannot express. Each message names the value to set, as the
+server's own configuration errors name their variable.
+*/}}
+{{- define "managed-agents.validate" -}}
+{{- if and (not .Values.postgresql.enabled) (not .Values.externalDatabase.url) (not .Values.existingSecret) -}}
+{{- fail "postgresql.enabled=false needs externalDatabase.url (or existingSecret with a database-url key)" -}}
+{{- end -}}
+{{- if and .Values.postgresql.enabled .Values.externalDatabase.url -}}
+{{- fail "externalDatabase.url is set but postgresql.enabled=true: set postgresql.enabled=false to use the external database" -}}
+{{- end -}}
+{{- if and (not .Values.temporal.devServer.enabled) (not .Values.temporal.address) -}}
+{{- fail "temporal.devServer.enabled=false needs temporal.address (host:port of the Temporal frontend)" -}}
+{{- end -}}
+{{- if and .Values.temporal.devServer.enabled .Values.temporal.address -}}
+{{- fail "temporal.address is set but temporal.devServer.enabled=true: set temporal.devServer.enabled=false to use that Temporal" -}}
+{{- end -}}
+{{- if and (eq .Values.model.provider "anthropic") (not .Values.existingSecret) (not .Values.model.anthropic.apiKey) (not .Values.model.anthropic.authToken) -}}
+{{- fail "model.provider=anthropic needs model.anthropic.apiKey or model.anthropic.authToken (or existingSecret with anthropic-api-key or anthropic-auth-token)" -}}
+{{- end -}}
+{{- if and (eq .Values.model.provider "anthropic") (eq .Values.sandbox.provider "local") (not .Values.sandbox.allowUnsafeLocal) -}}
+{{- fail "model.provider=anthropic with sandbox.provider=local needs sandbox.allowUnsafeLocal=true: the local sandbox is not a security boundary" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The MANAGED_AGENT_* environment every managed-agents role gets. Credentials come from the
+Secret by reference, never as plain values; the binary keeps them out of its children's
+environment. Optional keys are optional references, so an existingSecret may leave them out.
+*/}}
+{{- define "managed-agents.env" -}}
+{{- $secret := include "managed-agents.secretName" . -}}
+- name: MANAGED_AGENT_LOG_LEVEL
+  value: {{ .Values.logLevel | quote }}
+- name: MANAGED_AGENT_LOG_FORMAT
+  value: {{ .Values.logFormat | quote }}
+- name: MANAGED_AGENT_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: database-url
+- name: MANAGED_AGENT_TEMPORAL_ADDRESS
+  value: {{ include "managed-agents.temporalAddress" . | quote }}
+- name: MANAGED_AGENT_TEMPORAL_NAMESPACE
+  value: {{ .Values.temporal.namespace | quote }}
+{{- with .Values.temporal.taskQueue }}
+- name: MANAGED_AGENT_TEMPORAL_TASK_QUEUE
+  value: {{ . | quote }}
+{{- end }}
+- name: MANAGED_AGENT_TEMPORAL_TLS
+  value: {{ .Values.temporal.tls | quote }}
+- name: MANAGED_AGENT_TEMPORAL_API_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: temporal-api-key
+      optional: true
+- name: MANAGED_AGENT_MODEL
+  value: {{ .Values.model.provider | quote }}
+{{- with .Values.model.fakeWordDelay }}
+- name: MANAGED_AGENT_FAKE_MODEL_WORD_DELAY
+  value: {{ . | quote }}
+{{- end }}
+{{- if eq .Values.model.provider "anthropic" }}
+{{- with .Values.model.anthropic.baseURL }}
+- name: MANAGED_AGENT_ANTHROPIC_BASE_URL
+  value: {{ . | quote }}
+{{- end }}
+- name: MANAGED_AGENT_ANTHROPIC_API_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: anthropic-api-key
+      optional: true
+- name: MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: anthropic-auth-token
+      optional: true
+{{- end }}
+- name: MANAGED_AGENT_SANDBOX
+  value: {{ .Values.sandbox.provider | quote }}
+- name: MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX
+  value: {{ .Values.sandbox.allowUnsafeLocal | quote }}
+{{- with .Values.sandbox.idleStop }}
+- name: MANAGED_AGENT_SANDBOX_IDLE_STOP
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.sandbox.retention }}
+- name: MANAGED_AGENT_SANDBOX_RETENTION
+  value: {{ . | quote }}
+{{- end }}
+{{- if eq .Values.sandbox.provider "docker" }}
+{{- with .Values.sandbox.docker }}
+{{- if .host }}
+- name: DOCKER_HOST
+  value: {{ .host | quote }}
+{{- end }}
+{{- range $name, $value := dict "IMAGE" .image "CPUS" .cpus "MEMORY" .memory "PIDS" .pids "RUNTIME" .runtime "DEPLOYMENT" .deployment }}
+{{- if $value }}
+- name: MANAGED_AGENT_DOCKER_{{ $name }}
+  value: {{ $value | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "managed-agents.podSpecCommon" -}}
+{{- with .ctx.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+serviceAccountName: {{ include "managed-agents.serviceAccountName" . }}
+securityContext:
+  {{- toYaml .ctx.Values.podSecurityContext | nindent 2 }}
+{{- with .values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,92 @@
+//go:build integration
+
+package charttest
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// helmTemplate renders the chart with the pinned helm (bin/ is first on PATH under make) and
+// returns the manifest, or helm's error output.
+func helmTemplate(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	chart := filepath.Join(repoRoot(t), "charts", "managed-agents")
+	cmd := exec.Command("helm", append([]string{"template", "ma", chart, "--kube-version", kubeVersion}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", &helmError{err: err, stderr: stderr.String()}
+	}
+	return stdout.String(), nil
+}
+
+type helmError struct {
+	err    error
+	stderr string
+}
+
+func (e *helmError) Error() string { return e.err.Error() + ": " + e.stderr }
+
+// TestValuesRefused: values the chart cannot deploy fail at render time with a message that
+// names the value to fix, before anything reaches a cluster.
+func TestValuesRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown key", []string{"--set", "replicas=2"}, "additional properties 'replicas' not allowed"},
+		{"unknown nested key", []string{"--set", "api.port=9090"}, "additional properties 'port' not allowed"},
+		{"unknown model", []string{"--set", "model.provider=openai"}, "at '/model/provider': value must be one of 'fake', 'anthropic'"},
+		{"unknown sandbox", []string{"--set", "sandbox.provider=firecracker"}, "at '/sandbox/provider': value must be one of 'local', 'docker'"},
+		{"bad duration", []string{"--set", "worker.stopTimeout=soon"}, "at '/worker/stopTimeout': 'soon' does not match pattern"},
+		{"temporal address without port", []string{"--set", "temporal.devServer.enabled=false", "--set", "temporal.address=temporal"}, "at '/temporal/address': 'temporal' does not match pattern"},
+		{"no database", []string{"--set", "postgresql.enabled=false"}, "postgresql.enabled=false needs externalDatabase.url"},
+		{"two databases", []string{"--set", "externalDatabase.url=postgres://u:p@db:5432/x"}, "set postgresql.enabled=false"},
+		{"no temporal", []string{"--set", "temporal.devServer.enabled=false"}, "temporal.devServer.enabled=false needs temporal.address"},
+		{"two temporals", []string{"--set", "temporal.address=t:7233"}, "set temporal.devServer.enabled=false"},
+		{"anthropic without a key", []string{"--set", "model.provider=anthropic", "--set", "sandbox.allowUnsafeLocal=true"}, "model.provider=anthropic needs model.anthropic.apiKey"},
+		{"anthropic with the local sandbox", []string{"--set", "model.provider=anthropic", "--set", "model.anthropic.apiKey=k"}, "needs sandbox.allowUnsafeLocal=true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := helmTemplate(t, tc.args...)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// TestValuesRendered: what the values turn into, for the settings that cross templates.
+func TestValuesRendered(t *testing.T) {
+	t.Run("the API key and the model key stay out of the pod specs", func(t *testing.T) {
+		out, err := helmTemplate(t, "--set", "auth.apiKey=sk-ma-visible-in-secret-only",
+			"--set", "model.provider=anthropic", "--set", "model.anthropic.apiKey=sk-ant-secret",
+			"--set", "sandbox.provider=docker")
+		require.NoError(t, err)
+		for _, doc := range strings.Split(out, "\n---\n") {
+			if strings.Contains(doc, "\nkind: Secret\n") {
+				continue
+			}
+			require.NotContains(t, doc, "sk-ma-visible-in-secret-only")
+			require.NotContains(t, doc, "sk-ant-secret")
+		}
+	})
+	t.Run("without the controller nothing of it renders", func(t *testing.T) {
+		out, err := helmTemplate(t, "--set", "controller.enabled=false")
+		require.NoError(t, err)
+		require.NotContains(t, out, "managed-agents-controller")
+		require.NotContains(t, out, "kind: ClusterRole")
+	})
+	t.Run("a Temporal namespace other than default is created by the dev server", func(t *testing.T) {
+		out, err := helmTemplate(t, "--set", "temporal.namespace=agents")
+		require.NoError(t, err)
+		require.Contains(t, out, "- --namespace=agents")
+		require.Contains(t, out, "value: \"agents\"")
+	})
+}

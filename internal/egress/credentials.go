@@ -1,0 +1,82 @@
+package egress
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Policy is what one sandbox may reach through the proxy.
+type Policy struct {
+	// Sandbox names the sandbox in the proxy's log.
+	Sandbox string
+	// Hosts are allowed_hosts patterns (hostpattern): exact names, IP literals, `*.domain`.
+	Hosts []string
+}
+
+// The proxy is stateless: a sandbox's policy travels in the user name of its proxy
+// credentials, and the password is an HMAC of that user name under the deployment's key, so
+// a sandbox can neither widen its list nor forge another's, and a restarted proxy (or a
+// second one) needs nothing but the key.
+const (
+	userPrefix = "ma1."
+	macContext = "managed-agents egress proxy v1\n"
+)
+
+// MinKeyBytes is the shortest key the proxy accepts.
+const MinKeyBytes = 32
+
+// MaxPolicyBytes bounds the sandbox name and hosts a policy carries: its credentials travel
+// in every request's Proxy-Authorization header, which DefaultMaxHeaderBytes bounds. That is
+// some 300 host names of 30 characters.
+const MaxPolicyBytes = 10 << 10
+
+// CheckPolicy refuses a policy too long for the proxy's header limit.
+func CheckPolicy(p Policy) error {
+	n := len(p.Sandbox)
+	for _, h := range p.Hosts {
+		n += len(h) + 1
+	}
+	if n > MaxPolicyBytes {
+		return fmt.Errorf("the sandbox's host list is too long for the egress proxy: %d bytes, at most %d (%d hosts)", n, MaxPolicyBytes, len(p.Hosts))
+	}
+	return nil
+}
+
+// Credentials returns the proxy user name and password that carry p.
+func Credentials(key []byte, p Policy) (user, password string) {
+	user = userPrefix + base64.RawURLEncoding.EncodeToString([]byte(p.Sandbox+"\n"+strings.Join(p.Hosts, "\n")))
+	return user, sign(key, user)
+}
+
+func sign(key []byte, user string) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(macContext))
+	mac.Write([]byte(user))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// errBadCredentials is every credential failure: the proxy says no more than that.
+var errBadCredentials = errors.New("invalid egress proxy credentials")
+
+// Verify returns the policy of credentials Credentials made under key.
+func Verify(key []byte, user, password string) (Policy, error) {
+	if !hmac.Equal([]byte(sign(key, user)), []byte(password)) || !strings.HasPrefix(user, userPrefix) {
+		return Policy{}, errBadCredentials
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(user[len(userPrefix):])
+	if err != nil {
+		return Policy{}, fmt.Errorf("%w: %w", errBadCredentials, err)
+	}
+	lines := strings.Split(string(raw), "\n")
+	p := Policy{Sandbox: lines[0]}
+	for _, h := range lines[1:] {
+		if h != "" {
+			p.Hosts = append(p.Hosts, h)
+		}
+	}
+	return p, nil
+}

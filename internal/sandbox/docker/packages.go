@@ -1,0 +1,403 @@
+package docker
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+)
+
+// The packages of an environment are installed once per engine into an image of their own
+// (EnvImageRepo:<key>), from a dedicated build container that never holds a workspace; every
+// session of the environment then starts from that image. The key covers only what decides
+// the image's content: the base image's id (a rebuilt base makes new environment images) and
+// the package lists. Network, resources and variables do not change what is installed, so
+// environments that differ only in those share one image.
+//
+// The build container runs as root with the engine's default capabilities (apt needs them);
+// session containers never do. Its network is the one the session's sandbox gets (buildNet):
+// none, the deployment's network, or under a hosts policy a network of its own whose only
+// way out is the egress proxy, with the policy's hosts (the package registries among them
+// when the environment allows package managers).
+
+// EnvImageRepo is the repository of the environment images.
+const EnvImageRepo = "managed-agents-env"
+
+// Labels of environment images and their build containers.
+const (
+	LabelEnvKey    = "managed-agents.env-key"
+	LabelEnvBase   = "managed-agents.env-base"
+	installTailMax = 4 << 10
+)
+
+// DefaultPackageTimeout bounds the install of one environment's packages.
+const DefaultPackageTimeout = 5 * time.Minute
+
+// managerCommands install one manager's packages, given as "$@" (never through a shell
+// string, so a package spec cannot inject a command). Each takes the manager's own pinning
+// syntax as is: apt pkg=1.2, cargo crate@1.2, gem name:1.2, go path@v1.2, npm pkg@1.2, pip
+// pkg==1.2. Installed programs go where the session's PATH finds them.
+var managerCommands = map[string]string{
+	"apt": `export DEBIAN_FRONTEND=noninteractive
+apt-get update && apt-get install -y --no-install-recommends "$@" && rm -rf /var/lib/apt/lists/*`,
+	"cargo": `cargo install --root /usr/local "$@"`,
+	"gem":   `gem install --no-document "$@"`,
+	"go": `export GOBIN=/usr/local/bin GOPATH=/tmp/ma-gopath GOCACHE=/tmp/ma-gocache
+for p in "$@"; do go install "$p" || exit; done; rm -rf /tmp/ma-gopath /tmp/ma-gocache`,
+	"npm": `npm install -g "$@"`,
+	"pip": `PIP_BREAK_SYSTEM_PACKAGES=1 pip install --no-cache-dir "$@"`,
+}
+
+// managerBinary is the program a manager's command needs in the image.
+var managerBinary = map[string]string{"apt": "apt-get", "cargo": "cargo", "gem": "gem", "go": "go", "npm": "npm", "pip": "pip"}
+
+// installScript runs one manager: $1 is the manager, $2 its command, the rest its packages.
+const installScript = `m=$1 cmd=$2 bin=$3; shift 3
+echo "ma-install: $m $*"
+command -v "$bin" >/dev/null 2>&1 || { echo "ma-install: $bin is not installed in the sandbox image, so $m packages cannot be installed"; exit 127; }
+eval "$cmd"`
+
+// checkPackages refuses what no manager could be given safely: an unknown manager, or a
+// package spec that is empty, starts with '-' (it would be read as an option) or holds
+// whitespace or control characters.
+func checkPackages(packages map[string][]string) error {
+	for _, m := range slices.Sorted(maps.Keys(packages)) {
+		if _, ok := managerCommands[m]; !ok {
+			return fmt.Errorf("unknown package manager %q (one of apt, cargo, gem, go, npm, pip)", m)
+		}
+		for _, pkg := range packages[m] {
+			if pkg == "" || pkg[0] == '-' || len(pkg) > 256 || strings.IndexFunc(pkg, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+				return fmt.Errorf("%s package %q: must be a package spec in the manager's own syntax, not empty, not starting with '-', without spaces", m, pkg)
+			}
+		}
+	}
+	return nil
+}
+
+// envKey is the key of the environment image of packages on the base image of that id.
+func envKey(baseID string, packages map[string][]string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "v1 base=%q\n", baseID)
+	for _, m := range slices.Sorted(maps.Keys(packages)) {
+		fmt.Fprintf(h, "packages %q %q\n", m, packages[m])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// ErrPackages marks a failed install of an environment's packages: permanent (retrying runs
+// the same installer on the same input), and its message carries the installer's output.
+var ErrPackages = fmt.Errorf("%w: installing the environment's packages failed", sandbox.ErrSetup)
+
+// sessionImage is the image a spec's sandbox starts from: the base image when the spec has no
+// packages, else its environment image, built first if this engine has none.
+func (p *Provider) sessionImage(ctx context.Context, spec sandbox.Spec) (string, error) {
+	base := p.baseImage(spec)
+	if len(spec.Packages) == 0 {
+		return base, nil
+	}
+	if err := checkPackages(spec.Packages); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrPackages, err)
+	}
+	info, err := p.engine.ImageInspect(ctx, base)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return "", fmt.Errorf("image %s not found (run make sandbox-image, or set MANAGED_AGENT_DOCKER_IMAGE): %w", base, err)
+		}
+		return "", fmt.Errorf("inspect image %s: %w", base, err)
+	}
+	key := envKey(info.ID, spec.Packages)
+	tag := EnvImageRepo + ":" + key
+	// One build per key in this process; across processes the build container's name is
+	// the lock (see build).
+	if err := p.builds.failed(key); err != nil {
+		return "", err
+	}
+	// the build outlives a canceled caller: the next session of the environment finds it.
+	_, err, _ = p.builds.group.Do(key, func() (any, error) {
+		err := p.ensureEnvImage(context.WithoutCancel(ctx), base, key, tag, spec.Packages, spec.Egress)
+		if errors.Is(err, ErrPackages) {
+			p.builds.fail(key, err)
+		}
+		return nil, err
+	})
+	if err != nil {
+		return "", err
+	}
+	return tag, nil
+}
+
+// failedBuildFor is how long a failed install is remembered: a retried acquisition, the
+// teardown of the session (which creates to adopt) and the environment's next sessions fail
+// at once with its output instead of running the installer again, up to its timeout.
+const failedBuildFor = 10 * time.Minute
+
+// envBuilds runs one build per environment image key at a time and remembers the installs
+// that failed.
+type envBuilds struct {
+	group singleflight.Group
+	mu    sync.Mutex
+	fails map[string]failedBuild
+}
+
+type failedBuild struct {
+	err error
+	at  time.Time
+}
+
+func (b *envBuilds) fail(key string, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fails == nil {
+		b.fails = map[string]failedBuild{}
+	}
+	for k, f := range b.fails {
+		if time.Since(f.at) > failedBuildFor {
+			delete(b.fails, k)
+		}
+	}
+	b.fails[key] = failedBuild{err: err, at: time.Now()}
+}
+
+func (b *envBuilds) failed(key string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f, ok := b.fails[key]
+	if !ok || time.Since(f.at) > failedBuildFor {
+		return nil
+	}
+	return fmt.Errorf("%w (the same install failed %s ago; it is tried again %s after that)", f.err, time.Since(f.at).Round(time.Second), failedBuildFor)
+}
+
+// ensureEnvImage builds the environment image unless it exists. Concurrent first sessions
+// of one environment on different workers do not both build: the build container's name
+// derives from the key, so the second one's create conflicts and it waits for the image
+// (or, if that build fails or disappears, builds itself).
+func (p *Provider) ensureEnvImage(ctx context.Context, base, key, tag string, packages map[string][]string, eg sandbox.Egress) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.PackageTimeout+time.Minute)
+	defer cancel()
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		if _, err := p.engine.ImageInspect(ctx, tag); err == nil {
+			return nil
+		} else if !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("inspect image %s: %w", tag, err)
+		}
+		err := p.build(ctx, base, key, tag, packages, eg)
+		if !errors.Is(err, errBuildBusy) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for another worker's build of %s: %w", tag, ctx.Err())
+		case <-time.After(delay):
+		}
+	}
+}
+
+// errBuildBusy means another worker is building the same image right now.
+var errBuildBusy = errors.New("another build of this environment image runs")
+
+// buildName is the build container of an environment image key.
+func buildName(key string) string { return "ma-build-" + key }
+
+// build installs packages in a fresh container of base, manager by manager in alphabetical
+// order, and commits the result as tag. The container is removed whatever happens.
+func (p *Provider) build(ctx context.Context, base, key, tag string, packages map[string][]string, eg sandbox.Egress) error {
+	name := buildName(key)
+	pids := max(p.cfg.Pids, 1024) // installers fork compilers and scripts freely
+	netMode, env, err := p.buildNet(ctx, name, eg)
+	if err != nil {
+		return fmt.Errorf("the network of the package build of %s: %w", tag, err)
+	}
+	if eg.Mode == sandbox.EgressHosts {
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_ = p.removeNetwork(rctx, name)
+		}()
+	}
+	_, err = p.engine.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: name,
+		Config: &container.Config{
+			Image: base,
+			User:  "0:0",
+			Env:   env,
+			// No labels: a commit keeps the container's, and the image must not carry a
+			// deployment's. The name says what it is.
+		},
+		HostConfig: &container.HostConfig{
+			NetworkMode: netMode,
+			SecurityOpt: []string{"no-new-privileges"},
+			Runtime:     p.cfg.Runtime,
+			LogConfig:   container.LogConfig{Type: "none"},
+			Resources:   container.Resources{NanoCPUs: int64(p.cfg.CPUs * 1e9), Memory: p.cfg.MemoryBytes, MemorySwap: p.cfg.MemoryBytes, PidsLimit: &pids},
+		},
+	})
+	if cerrdefs.IsConflict(err) {
+		return p.busyOrStale(ctx, name)
+	}
+	if err != nil {
+		return fmt.Errorf("create the package build container of %s: %w", tag, err)
+	}
+	defer func() {
+		// Not the caller's context: a canceled or timed-out install still gets cleaned up.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_, _ = p.engine.ContainerRemove(rctx, name, client.ContainerRemoveOptions{Force: true})
+	}()
+	if _, err := p.engine.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
+		return fmt.Errorf("start the package build container of %s: %w", tag, err)
+	}
+	b := &box{engine: p.engine, id: name}
+	deadline := time.Now().Add(p.cfg.PackageTimeout)
+	for _, m := range slices.Sorted(maps.Keys(packages)) {
+		code, out, err := b.runAsRoot(ctx, time.Until(deadline), append([]string{"sh", "-c", installScript, "ma-install", m, managerCommands[m], managerBinary[m]}, packages[m]...))
+		switch {
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			return fmt.Errorf("%w: installing the %s packages took longer than %s; the installer's output ends with:\n%s", ErrPackages, m, p.cfg.PackageTimeout, out)
+		case err != nil:
+			return fmt.Errorf("install the %s packages: %w", m, err)
+		case code != 0:
+			return fmt.Errorf("%w: the %s installer exited with status %d; its output ends with:\n%s", ErrPackages, m, code, out)
+		}
+	}
+	_, err = p.engine.ContainerCommit(ctx, name, client.ContainerCommitOptions{
+		Reference: tag,
+		Comment:   "managed-agents environment packages",
+		Changes:   []string{fmt.Sprintf("LABEL %s=%s %s=%q", LabelEnvKey, key, LabelEnvBase, base)},
+	})
+	if err != nil {
+		return fmt.Errorf("commit the environment image %s: %w", tag, err)
+	}
+	return nil
+}
+
+// busyOrStale handles a build container that exists already: one running is another
+// worker's build (wait for it); one left behind by a crashed build is removed, so the next
+// attempt builds.
+func (p *Provider) busyOrStale(ctx context.Context, name string) error {
+	info, err := p.engine.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return errBuildBusy
+	}
+	if err != nil {
+		return fmt.Errorf("inspect build container %s: %w", name, err)
+	}
+	started, _ := time.Parse(time.RFC3339Nano, info.Container.Created)
+	running := info.Container.State != nil && info.Container.State.Running
+	if !running || time.Since(started) > p.cfg.PackageTimeout+time.Minute {
+		if _, err := p.engine.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("remove stale build container %s: %w", name, err)
+		}
+	}
+	return errBuildBusy
+}
+
+// runAsRoot runs cmd as root in the box's container (only build containers: sessions never
+// run anything as root) and returns its exit status and the tail of its combined output. A
+// command still running after timeout fails with context.DeadlineExceeded; the caller
+// removes the container, which ends it.
+func (b *box) runAsRoot(ctx context.Context, timeout time.Duration, cmd []string) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	created, err := b.engine.ExecCreate(ctx, b.id, client.ExecCreateOptions{User: "0:0", WorkingDir: "/", Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return 0, "", b.execError(err)
+	}
+	attach, err := b.engine.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return 0, "", b.execError(err)
+	}
+	defer attach.Close()
+	tail := &outputTail{}
+	copied := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(tail, tail, attach.Reader)
+		copied <- err
+	}()
+	select {
+	case err = <-copied:
+	case <-ctx.Done():
+		attach.Close()
+		<-copied
+		return 0, tail.String(), ctx.Err()
+	}
+	if err != nil {
+		return 0, tail.String(), fmt.Errorf("read the installer's output: %w", err)
+	}
+	info, err := b.engine.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
+	if err != nil {
+		return 0, tail.String(), fmt.Errorf("inspect the installer's exit: %w", err)
+	}
+	return info.ExitCode, tail.String(), nil
+}
+
+// outputTail keeps the last installTailMax bytes written to it, cut at a line start when it
+// can be: what a failed install printed last is what says why.
+type outputTail struct {
+	buf bytes.Buffer
+	cut bool
+}
+
+func (t *outputTail) Write(p []byte) (int, error) {
+	t.buf.Write(p)
+	if t.buf.Len() > 2*installTailMax {
+		t.buf.Next(t.buf.Len() - installTailMax)
+		t.cut = true
+	}
+	return len(p), nil
+}
+
+func (t *outputTail) String() string {
+	b := t.buf.Bytes()
+	if len(b) > installTailMax {
+		b, t.cut = b[len(b)-installTailMax:], true
+	}
+	if t.cut {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
+			b = b[i+1:]
+		}
+		return "[...]\n" + strings.TrimRight(string(b), "\n")
+	}
+	return strings.TrimRight(string(b), "\n")
+}
+
+// baseImage is the image a spec names, or the deployment's.
+func (p *Provider) baseImage(spec sandbox.Spec) string { return cmp.Or(spec.Image, p.cfg.Image) }
+
+// buildNet is the network mode and environment of a package build container: the network
+// the session's sandbox gets, so an installer reaches what the sandbox may reach and no more.
+func (p *Provider) buildNet(ctx context.Context, name string, eg sandbox.Egress) (container.NetworkMode, []string, error) {
+	env := []string{"PATH=" + containerPath, "HOME=/root", "LANG=C.UTF-8"}
+	switch eg.Mode {
+	case sandbox.EgressFull:
+		return container.NetworkMode(p.cfg.Net.Network), env, nil
+	case sandbox.EgressHosts:
+		spec := sandbox.Spec{Name: name, Egress: eg}
+		netID, err := p.prepareNetwork(ctx, spec, name)
+		if err != nil {
+			return "", nil, err
+		}
+		pe := p.proxyEnv(spec, name)
+		for _, k := range slices.Sorted(maps.Keys(pe)) {
+			env = append(env, k+"="+pe[k])
+		}
+		return container.NetworkMode(netID), env, nil
+	}
+	return "none", env, nil
+}
