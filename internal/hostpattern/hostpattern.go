@@ -3,7 +3,7 @@
 //
 // A wildcard `*.example.com` matches every host below example.com, however many labels
 // deep (a.example.com, a.b.example.com), and never example.com itself: to allow both, list
-// both. Matching ignores case and one trailing dot. An IP literal is matched only by the
+// both. Matching ignores case and trailing dots. An IP literal is matched only by the
 // same address written as an entry, never by a wildcard.
 //
 // The package is pure: the sandbox spec resolution intersects lists with it, and the egress
@@ -16,14 +16,22 @@ import (
 	"strings"
 )
 
-// Normalize is the form hosts and patterns are compared in: lower case, without one
-// trailing dot, an IPv6 literal without brackets.
+// Normalize is the form hosts and patterns are compared in: lower case, without trailing
+// dots, an IPv6 literal without brackets. It is idempotent, so a pattern Intersect returns
+// matches what its inputs matched when a consumer normalizes it again (a fuzzer found
+// "0.." and "0" disagreeing when only one dot was stripped per pass).
 func Normalize(h string) string {
-	h = strings.ToLower(strings.TrimSuffix(h, "."))
-	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
-		h = h[1 : len(h)-1]
+	h = strings.ToLower(h)
+	for {
+		prev := h
+		h = strings.TrimRight(h, ".")
+		if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+			h = h[1 : len(h)-1]
+		}
+		if h == prev {
+			return h
+		}
 	}
-	return h
 }
 
 // IsWildcard reports whether p is a `*.domain` pattern.
