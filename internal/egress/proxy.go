@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,9 +131,15 @@ func New(cfg Config) (*Proxy, error) {
 }
 
 // blockedAddr is a resolved address the proxy never dials.
-type blockedAddr struct{ addr netip.Addr }
+type blockedAddr struct {
+	addr       netip.Addr
+	sandboxNet bool // on a sandbox network of the proxy's
+}
 
 func (b *blockedAddr) Error() string {
+	if b.sandboxNet {
+		return fmt.Sprintf("it resolves to %s, an address on a sandbox network, which sandboxes may never reach through the proxy", b.addr)
+	}
 	return fmt.Sprintf("it resolves to %s, a %s address the sandbox may never reach", b.addr, addrKind(b.addr))
 }
 
@@ -159,7 +166,62 @@ func refuseInternal(_, address string, _ syscall.RawConn) error {
 		a.IsMulticast() || a.IsUnspecified() {
 		return &blockedAddr{addr: a}
 	}
+	if slices.ContainsFunc(sandboxSubnets(), func(p netip.Prefix) bool { return p.Contains(a) }) {
+		return &blockedAddr{addr: a, sandboxNet: true}
+	}
 	return nil
+}
+
+// sandboxSubnets are the subnets of the proxy's interfaces other than its way out (the one
+// holding the default route): the sandboxes' own networks. Without this check a sandbox
+// could name another sandbox (its address, or its container name, which the engine's DNS
+// resolves for the proxy) in its allowed_hosts and reach it through the proxy, defeating
+// the network per session. It is read at every dial, as networks are attached while the
+// proxy runs; on a system without /proc/net/route every interface counts as a way out.
+func sandboxSubnets() []netip.Prefix {
+	route, err := os.ReadFile("/proc/net/route")
+	if err != nil {
+		return nil
+	}
+	out := defaultRouteIfaces(string(route))
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	var subnets []netip.Prefix
+	for _, ifc := range ifaces {
+		if out[ifc.Name] || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if p, err := netip.ParsePrefix(n.String()); err == nil {
+					subnets = append(subnets, p.Masked())
+				}
+			}
+		}
+	}
+	return subnets
+}
+
+// defaultRouteIfaces reads /proc/net/route's text: the interfaces with a default route
+// (destination and mask 00000000).
+func defaultRouteIfaces(route string) map[string]bool {
+	out := map[string]bool{}
+	for i, line := range strings.Split(route, "\n") {
+		f := strings.Fields(line)
+		if i == 0 || len(f) < 8 {
+			continue
+		}
+		if f[1] == "00000000" && f[7] == "00000000" {
+			out[f[0]] = true
+		}
+	}
+	return out
 }
 
 func (p *Proxy) dialTimeout(ctx context.Context, network, addr string) (net.Conn, error) {

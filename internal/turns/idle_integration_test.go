@@ -30,7 +30,7 @@ type dockerFixture struct {
 
 func newDockerFixture(t *testing.T, deployment string) dockerFixture {
 	t.Helper()
-	f := newSandboxFixture(t)
+	f := newSandboxFixtureWith(t, plainEnv)
 	cli, err := client.New(client.FromEnv)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })

@@ -25,6 +25,11 @@ import (
 const limitedEnv = `{"type":"cloud","networking":{"type":"limited","allowed_hosts":["b.example","a.example"],"allow_mcp_servers":false,"allow_package_managers":true},
 	"packages":{"type":"packages","apt":[],"cargo":[],"gem":[],"go":[],"npm":[],"pip":["requests"]}}`
 
+// plainEnv is an environment without packages: the docker tests' sandboxes must start
+// without an installer (the sandbox image has no pip).
+const plainEnv = `{"type":"cloud","networking":{"type":"unrestricted"},
+	"packages":{"type":"packages","apt":[],"cargo":[],"gem":[],"go":[],"npm":[],"pip":[]}}`
+
 type sandboxFixture struct {
 	st      *store.Store
 	engine  *turns.Service
@@ -36,6 +41,12 @@ type sandboxFixture struct {
 }
 
 func newSandboxFixture(t *testing.T) sandboxFixture {
+	t.Helper()
+	return newSandboxFixtureWith(t, limitedEnv)
+}
+
+// newSandboxFixtureWith is newSandboxFixture with the environment config envConfig.
+func newSandboxFixtureWith(t *testing.T, envConfig string) sandboxFixture {
 	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -49,7 +60,7 @@ func newSandboxFixture(t *testing.T) sandboxFixture {
 	now := time.Now()
 	require.NoError(t, st.InsertAgent(ctx, agentID, ws, json.RawMessage(`{"name":"a","model":"m"}`), now))
 	require.NoError(t, st.InsertEnvironment(ctx, store.EnvironmentRecord{
-		ID: envID, WorkspaceID: ws, Name: "env", Config: json.RawMessage(limitedEnv), Scope: "workspace", CreatedAt: now,
+		ID: envID, WorkspaceID: ws, Name: "env", Config: json.RawMessage(envConfig), Scope: "workspace", CreatedAt: now,
 	}))
 	engine := turns.New(st, logger)
 	root := t.TempDir()

@@ -338,3 +338,30 @@ func TestAProxyThatCannotStartFailsWithItsLog(t *testing.T) {
 	require.ErrorContains(t, err, "the egress proxy did not start listening")
 	require.ErrorContains(t, err, "MANAGED_AGENT_EGRESS_PROXY_PORTS")
 }
+
+// A sandbox that lists another sandbox (by its address or its container name, which the
+// engine's DNS resolves for the proxy) is refused: the proxy never dials into the sandbox
+// networks it sits on, so sessions stay apart though one proxy serves them all.
+func TestTheProxyNeverReachesAnotherSandbox(t *testing.T) {
+	t.Parallel()
+	f := newNetFixture(t, "")
+	full := sandbox.Ceiling{Mode: sandbox.CeilingFull}
+	_, refB, _ := f.sandbox(t, full, limited("allowed.test"))
+	info, err := f.cli.ContainerInspect(t.Context(), refB.ExternalID, client.ContainerInspectOptions{})
+	require.NoError(t, err)
+	ep := info.Container.NetworkSettings.Networks[refB.ExternalID+"-net"]
+	require.NotNil(t, ep, "B sits on its session network")
+	ipB := ep.IPAddress.String()
+	require.NotEmpty(t, ipB)
+
+	_, _, a := f.sandbox(t, full, limited("allowed.test", ipB, refB.ExternalID))
+	out, code := run(t, a, curl+"http://allowed.test:8080/")
+	require.Equal(t, 0, code, out)
+	require.Equal(t, "allowed-ok\n", out, "the proxy works for A")
+	for _, host := range []string{ipB, refB.ExternalID} {
+		out, code = run(t, a, curl+"-w ' %{http_code}' http://"+host+":8080/")
+		require.Equal(t, 0, code, out)
+		require.Contains(t, out, "an address on a sandbox network", host)
+		require.True(t, strings.HasSuffix(out, " 403"), "%s: %s", host, out)
+	}
+}

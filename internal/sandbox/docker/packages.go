@@ -123,16 +123,19 @@ func (p *Provider) sessionImage(ctx context.Context, spec sandbox.Spec) (string,
 	}
 	key := envKey(info.ID, spec.Packages)
 	tag := EnvImageRepo + ":" + key
-	// One build per key in this process; across processes the build container's name is
-	// the lock (see build).
-	if err := p.builds.failed(key); err != nil {
+	// One build per key and network in this process; across processes the build
+	// container's name is the lock (see build). The image is shared by every network, but a
+	// build's outcome is not: an install that failed without network says nothing about one
+	// with it, and its output (the proxy's refusals name hosts) belongs to that policy.
+	flight := key + " " + spec.Egress.Mode + " " + strings.Join(spec.Egress.Hosts, ",")
+	if err := p.builds.failed(flight); err != nil {
 		return "", err
 	}
 	// the build outlives a canceled caller: the next session of the environment finds it.
-	_, err, _ = p.builds.group.Do(key, func() (any, error) {
+	_, err, _ = p.builds.group.Do(flight, func() (any, error) {
 		err := p.ensureEnvImage(context.WithoutCancel(ctx), base, key, tag, spec.Packages, spec.Egress)
 		if errors.Is(err, ErrPackages) {
-			p.builds.fail(key, err)
+			p.builds.fail(flight, err)
 		}
 		return nil, err
 	})
@@ -208,6 +211,10 @@ func (p *Provider) ensureEnvImage(ctx context.Context, base, key, tag string, pa
 		}
 	}
 }
+
+// buildStartGrace is how long a build container may sit created but not started before
+// another worker takes it for a crashed worker's.
+const buildStartGrace = 30 * time.Second
 
 // errBuildBusy means another worker is building the same image right now.
 var errBuildBusy = errors.New("another build of this environment image runs")
@@ -300,7 +307,11 @@ func (p *Provider) busyOrStale(ctx context.Context, name string) error {
 	}
 	started, _ := time.Parse(time.RFC3339Nano, info.Container.Created)
 	running := info.Container.State != nil && info.Container.State.Running
-	if !running || time.Since(started) > p.cfg.PackageTimeout+time.Minute {
+	// A container another worker has just created is not started yet: removing it would
+	// fail that worker's start ("marked for removal"). Only one left in "created" for long,
+	// or exited, is a crashed worker's.
+	starting := info.Container.State != nil && info.Container.State.Status == container.StateCreated && time.Since(started) < buildStartGrace
+	if (!running && !starting) || time.Since(started) > p.cfg.PackageTimeout+time.Minute {
 		if _, err := p.engine.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("remove stale build container %s: %w", name, err)
 		}
