@@ -165,6 +165,19 @@ func (r *AgentReconciler) finalize(ctx context.Context, a *v1alpha1.Agent) error
 	if !controllerutil.ContainsFinalizer(a, v1alpha1.Finalizer) {
 		return nil
 	}
+	if a.Status.ID == "" {
+		// A create may have committed without its status write (a crash in between): find
+		// the agent by the mark it carries, or it would outlive its resource.
+		if ws, err := r.Workspaces.For(ctx, a.Namespace); err == nil {
+			found, err := r.adopt(ctx, ws, string(a.UID))
+			if err != nil {
+				return err
+			}
+			if found != nil {
+				a.Status.ID, a.Status.WorkspaceID = found.ID, ws
+			}
+		}
+	}
 	if a.Status.ID != "" && a.Status.WorkspaceID != "" {
 		cur, err := r.API.GetAgent(ctx, a.Status.WorkspaceID, a.Status.ID, 0)
 		switch {

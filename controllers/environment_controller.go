@@ -135,6 +135,18 @@ func (r *EnvironmentReconciler) finalize(ctx context.Context, e *v1alpha1.Enviro
 	if !controllerutil.ContainsFinalizer(e, v1alpha1.Finalizer) {
 		return nil
 	}
+	if e.Status.ID == "" {
+		// As for agents: a create whose status write was lost is found by its mark.
+		if ws, err := r.Workspaces.For(ctx, e.Namespace); err == nil {
+			found, err := r.adopt(ctx, ws, string(e.UID))
+			if err != nil {
+				return err
+			}
+			if found != nil {
+				e.Status.ID, e.Status.WorkspaceID = found.ID, ws
+			}
+		}
+	}
 	if e.Status.ID != "" && e.Status.WorkspaceID != "" {
 		ws := e.Status.WorkspaceID
 		cur, err := r.API.GetEnvironment(ctx, ws, e.Status.ID)

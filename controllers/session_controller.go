@@ -389,8 +389,11 @@ func (r *SessionReconciler) finalize(ctx context.Context, s *v1alpha1.Session) (
 			finished = true
 		case sessions.KindInvalid:
 			// Running: interrupt it; the turn ends soon and the wake-up brings us back.
+			// Keyed by the deletion, so the requeues below send it once, not every 2 s for
+			// as long as the turn takes to end (or the worker is down).
 			interrupt := json.RawMessage(`{"type":"user.interrupt"}`)
-			if _, err := r.API.SendEventsKeyed(ctx, ws, id, "", []json.RawMessage{interrupt}); err != nil && apiKind(err) == 0 {
+			key := fmt.Sprintf("kubernetes-delete:%s:%d", s.UID, s.DeletionTimestamp.Unix())
+			if _, err := r.API.SendEventsKeyed(ctx, ws, id, key, []json.RawMessage{interrupt}); err != nil && apiKind(err) == 0 {
 				return ctrl.Result{}, fmt.Errorf("interrupt session %s before its delete: %w", id, err)
 			}
 			if s.Status.SessionID != "" {
