@@ -48,6 +48,7 @@ var DefaultPorts = []int{80, 443}
 const (
 	DefaultMaxHeaderBytes        = 16 << 10
 	DefaultMaxConns              = 1024
+	DefaultMaxConnsPerClient     = 64
 	DefaultReadHeaderTimeout     = 10 * time.Second
 	DefaultDialTimeout           = 10 * time.Second
 	DefaultResponseHeaderTimeout = 60 * time.Second
@@ -66,6 +67,9 @@ type Config struct {
 	// MaxConns bounds concurrent client connections, tunnels included (default
 	// DefaultMaxConns); further clients wait to be accepted.
 	MaxConns int
+	// MaxConnsPerClient bounds the connections of one client address, one sandbox (default
+	// DefaultMaxConnsPerClient); a client over it gets 429 and its connection is closed.
+	MaxConnsPerClient int
 	// ReadHeaderTimeout, DialTimeout and ResponseHeaderTimeout (plain HTTP) bound each step;
 	// IdleTimeout ends a tunnel or a kept-alive client connection nothing moved on for that long.
 	ReadHeaderTimeout, DialTimeout, ResponseHeaderTimeout, IdleTimeout time.Duration
@@ -100,6 +104,7 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	cfg.MaxHeaderBytes = cmp.Or(cfg.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	cfg.MaxConns = cmp.Or(cfg.MaxConns, DefaultMaxConns)
+	cfg.MaxConnsPerClient = cmp.Or(cfg.MaxConnsPerClient, DefaultMaxConnsPerClient)
 	cfg.ReadHeaderTimeout = cmp.Or(cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	cfg.DialTimeout = cmp.Or(cfg.DialTimeout, DefaultDialTimeout)
 	cfg.ResponseHeaderTimeout = cmp.Or(cfg.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)
@@ -473,7 +478,7 @@ func closeWrite(c net.Conn) {
 
 // Serve runs the proxy on ln until ctx ends, then closes every connection, tunnels included.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
-	lim := newLimitListener(ln, p.cfg.MaxConns)
+	lim := newLimitListener(ln, p.cfg.MaxConns, p.cfg.MaxConnsPerClient)
 	srv := &http.Server{
 		Handler:           p,
 		ReadHeaderTimeout: p.cfg.ReadHeaderTimeout,

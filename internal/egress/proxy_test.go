@@ -453,3 +453,49 @@ func TestTheLongestPolicyFitsTheHeaderLimit(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.ErrorContains(t, egress.CheckPolicy(egress.Policy{Hosts: append(hosts, "one-more.example.com", "and-another.example.com")}), "too long for the egress proxy")
 }
+
+// One client (one sandbox) cannot hold more than its share of the connections: the next
+// one gets 429, and a connection closed frees its place.
+func TestConnectionLimitPerClient(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, egress.Config{MaxConnsPerClient: 2})
+	healthz := func(conn net.Conn) int {
+		// A connection over the bound may be closed before the request is written: no code.
+		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: proxy\r\n\r\n"); err != nil {
+			return 0
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode
+	}
+	var open []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", f.addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		require.Equal(t, http.StatusOK, healthz(c))
+		open = append(open, c)
+	}
+	third, err := net.Dial("tcp", f.addr)
+	require.NoError(t, err)
+	defer third.Close()
+	resp, err := http.ReadResponse(bufio.NewReader(third), nil)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, "egress proxy: this sandbox has too many connections open\n", string(body))
+
+	require.NoError(t, open[0].Close())
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		return healthz(c) == http.StatusOK
+	}, 5*time.Second, 20*time.Millisecond, "a closed connection frees its place")
+}
