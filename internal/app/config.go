@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
+	"github.com/managed-agents/managed-agents/internal/sandboxd"
 )
 
 // Config is the process configuration. Every field has a MANAGED_AGENT_* variable; flags
@@ -122,6 +124,12 @@ type Config struct {
 	// default on); off, resources in unmapped namespaces are not served.
 	ControllerWorkspacePerNamespace bool
 
+	// Sandboxd* configure `sandboxd`, the daemon inside a sandbox pod: its listen address
+	// (MANAGED_AGENT_SANDBOXD_ADDR, host:port, default :8090), the workspace it serves
+	// (MANAGED_AGENT_SANDBOXD_WORKSPACE, default /workspace) and its per-sandbox token
+	// (MANAGED_AGENT_SANDBOXD_TOKEN, or a file holding it: MANAGED_AGENT_SANDBOXD_TOKEN_FILE).
+	SandboxdAddr, SandboxdWorkspace, SandboxdToken, SandboxdTokenFile string
+
 	// unparsed holds, by variable, the messages for values FromEnv could not parse (a
 	// duration, a boolean); Validate reports them in its order.
 	unparsed map[string]string
@@ -166,6 +174,7 @@ func (c Config) Validate() error {
 		}
 	}
 	check(validateHostPort("MANAGED_AGENT_TEMPORAL_ADDRESS", c.TemporalAddress))
+	check(validateHostPort("MANAGED_AGENT_SANDBOXD_ADDR", c.SandboxdAddr))
 	check(c.parsed("MANAGED_AGENT_TEMPORAL_TLS"))
 	check(c.parsed("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"))
 	check(validateAddrOrOff("MANAGED_AGENT_CONTROLLER_METRICS_ADDR", c.ControllerMetricsAddr))
@@ -241,6 +250,46 @@ func (c Config) validateIdle() error {
 		errs = append(errs, fmt.Errorf("MANAGED_AGENT_SANDBOX_RETENTION=%s: must be longer than MANAGED_AGENT_SANDBOX_IDLE_STOP=%s (or 0)", c.SandboxRetention, c.SandboxIdleStop))
 	}
 	return errors.Join(errs...)
+}
+
+// sandboxdToken is the token `sandboxd` requires: from the variable or the file (one of
+// them), at least sandboxd.MinTokenBytes long.
+func (c Config) sandboxdToken() (string, error) {
+	token := c.SandboxdToken
+	switch {
+	case c.SandboxdToken != "" && c.SandboxdTokenFile != "":
+		return "", errors.New("MANAGED_AGENT_SANDBOXD_TOKEN and MANAGED_AGENT_SANDBOXD_TOKEN_FILE: set one of them, not both")
+	case c.SandboxdTokenFile != "":
+		b, err := os.ReadFile(c.SandboxdTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("MANAGED_AGENT_SANDBOXD_TOKEN_FILE=%q: %w", c.SandboxdTokenFile, err)
+		}
+		token = strings.TrimRight(string(b), "\r\n")
+		if len(token) < sandboxd.MinTokenBytes {
+			return "", fmt.Errorf("MANAGED_AGENT_SANDBOXD_TOKEN_FILE=%q: the token must have at least %d bytes (e.g. openssl rand -hex 32)", c.SandboxdTokenFile, sandboxd.MinTokenBytes)
+		}
+	case token == "":
+		return "", errors.New("MANAGED_AGENT_SANDBOXD_TOKEN or MANAGED_AGENT_SANDBOXD_TOKEN_FILE is required: the sandbox's token every call must carry (e.g. openssl rand -hex 32)")
+	case len(token) < sandboxd.MinTokenBytes:
+		return "", fmt.Errorf("MANAGED_AGENT_SANDBOXD_TOKEN: the token must have at least %d bytes (e.g. openssl rand -hex 32)", sandboxd.MinTokenBytes)
+	}
+	return token, nil
+}
+
+// sandboxdWorkspace is the directory `sandboxd` serves: absolute and an existing directory.
+func (c Config) sandboxdWorkspace() (string, error) {
+	dir := orDefault(c.SandboxdWorkspace, DefaultSandboxdWorkspace)
+	if !filepath.IsAbs(dir) {
+		return "", fmt.Errorf("MANAGED_AGENT_SANDBOXD_WORKSPACE=%q: must be an absolute path such as /workspace", dir)
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return "", fmt.Errorf("MANAGED_AGENT_SANDBOXD_WORKSPACE=%q: %w", dir, err)
+	}
+	if !info.IsDir() {
+		return "", fmt.Errorf("MANAGED_AGENT_SANDBOXD_WORKSPACE=%q: not a directory", dir)
+	}
+	return dir, nil
 }
 
 // validateHostPort accepts an empty value (the role's default applies) or host:port.
@@ -351,6 +400,10 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.DockerWarmPool, "MANAGED_AGENT_DOCKER_WARM_POOL")
 	set(&c.DockerPackageTimeout, "MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT")
 	c.Network = networkFromLookup(c.Network, get)
+	set(&c.SandboxdAddr, "MANAGED_AGENT_SANDBOXD_ADDR")
+	set(&c.SandboxdWorkspace, "MANAGED_AGENT_SANDBOXD_WORKSPACE")
+	set(&c.SandboxdToken, "MANAGED_AGENT_SANDBOXD_TOKEN")
+	set(&c.SandboxdTokenFile, "MANAGED_AGENT_SANDBOXD_TOKEN_FILE")
 	set(&c.Kubeconfig, "KUBECONFIG")
 	set(&c.ControllerMetricsAddr, "MANAGED_AGENT_CONTROLLER_METRICS_ADDR")
 	set(&c.ControllerHealthAddr, "MANAGED_AGENT_CONTROLLER_HEALTH_ADDR")
