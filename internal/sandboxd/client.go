@@ -162,6 +162,9 @@ func (c *Client) call(ctx context.Context, op, method, route string, query url.V
 		return nil
 	case *bytes.Buffer:
 		// The daemon never sends more than a file ReadFile may return.
+		if resp.ContentLength > 0 && resp.ContentLength <= MaxWriteBody {
+			v.Grow(int(resp.ContentLength))
+		}
 		if _, err := io.Copy(v, io.LimitReader(resp.Body, MaxWriteBody+1)); err != nil {
 			return c.bodyError(ctx, op, err)
 		}
