@@ -8,11 +8,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -297,4 +299,24 @@ func TestConfigIsChecked(t *testing.T) {
 	require.Error(t, err)
 	_, err = sandboxd.Connect(t.Context(), "ftp://x", token, nil)
 	require.ErrorContains(t, err, "http or https")
+}
+
+func TestCommandLimitsAreClampedToTheServers(t *testing.T) {
+	t.Parallel()
+	ws, _ := newWorkspace(t)
+	srv, err := sandboxd.New(sandboxd.Config{Sandbox: ws, Token: token, MaxOutput: 10, MaxTimeout: time.Second})
+	require.NoError(t, err)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	sb, err := sandboxd.Connect(t.Context(), ts.URL, token, ts.Client())
+	require.NoError(t, err)
+
+	res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "printf '%0100d' 0", MaxOutput: 1000})
+	require.NoError(t, err)
+	require.True(t, res.Truncated)
+	require.Len(t, res.Output, 10, "the server's ceiling wins over the request")
+
+	res, err = sb.Exec(t.Context(), sandbox.ExecRequest{Command: "sleep 30", Timeout: time.Hour})
+	require.NoError(t, err)
+	require.True(t, res.TimedOut, "the server's longest timeout wins over the request")
 }

@@ -190,6 +190,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		Timeout:   timeout,
 		MaxOutput: min(req.MaxOutput, s.cfg.MaxOutput),
 	})
+	// A command that did not start (a bad Dir, a gone workspace) has no result at all; one
+	// that ran and was then cut has its exit status and output, which the caller gets too.
 	if err != nil && res.Output == nil && res.ExitCode == 0 {
 		s.fail(w, r, err)
 		return
