@@ -255,25 +255,33 @@ func (c Config) validateIdle() error {
 // sandboxdToken is the token `sandboxd` requires: from the variable or the file (one of
 // them), at least sandboxd.MinTokenBytes long.
 func (c Config) sandboxdToken() (string, error) {
-	token := c.SandboxdToken
-	switch {
-	case c.SandboxdToken != "" && c.SandboxdTokenFile != "":
-		return "", errors.New("MANAGED_AGENT_SANDBOXD_TOKEN and MANAGED_AGENT_SANDBOXD_TOKEN_FILE: set one of them, not both")
-	case c.SandboxdTokenFile != "":
-		b, err := os.ReadFile(c.SandboxdTokenFile)
-		if err != nil {
-			return "", fmt.Errorf("MANAGED_AGENT_SANDBOXD_TOKEN_FILE=%q: %w", c.SandboxdTokenFile, err)
-		}
-		token = strings.TrimRight(string(b), "\r\n")
-		if len(token) < sandboxd.MinTokenBytes {
-			return "", fmt.Errorf("MANAGED_AGENT_SANDBOXD_TOKEN_FILE=%q: the token must have at least %d bytes (e.g. openssl rand -hex 32)", c.SandboxdTokenFile, sandboxd.MinTokenBytes)
-		}
-	case token == "":
-		return "", errors.New("MANAGED_AGENT_SANDBOXD_TOKEN or MANAGED_AGENT_SANDBOXD_TOKEN_FILE is required: the sandbox's token every call must carry (e.g. openssl rand -hex 32)")
-	case len(token) < sandboxd.MinTokenBytes:
-		return "", fmt.Errorf("MANAGED_AGENT_SANDBOXD_TOKEN: the token must have at least %d bytes (e.g. openssl rand -hex 32)", sandboxd.MinTokenBytes)
+	token, err := secretOrFile("MANAGED_AGENT_SANDBOXD_TOKEN", c.SandboxdToken, c.SandboxdTokenFile, "token", sandboxd.MinTokenBytes)
+	if err == nil && token == "" {
+		err = errors.New("MANAGED_AGENT_SANDBOXD_TOKEN or MANAGED_AGENT_SANDBOXD_TOKEN_FILE is required: the sandbox's token every call must carry (e.g. openssl rand -hex 32)")
 	}
-	return token, nil
+	return token, err
+}
+
+// secretOrFile is a credential given as the variable name or as a file named by name_FILE
+// (one of them; one trailing newline of the file dropped), at least minBytes long; "" when
+// neither is set. Messages name the variables and never the value.
+func secretOrFile(name, value, file, noun string, minBytes int) (string, error) {
+	switch {
+	case value != "" && file != "":
+		return "", fmt.Errorf("%s and %s_FILE: set one of them, not both", name, name)
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("%s_FILE=%q: %w", name, file, err)
+		}
+		value = strings.TrimRight(string(b), "\r\n")
+		if len(value) < minBytes {
+			return "", fmt.Errorf("%s_FILE=%q: the %s must have at least %d bytes (e.g. openssl rand -hex 32)", name, file, noun, minBytes)
+		}
+	case value != "" && len(value) < minBytes:
+		return "", fmt.Errorf("%s: the %s must have at least %d bytes (e.g. openssl rand -hex 32)", name, noun, minBytes)
+	}
+	return value, nil
 }
 
 // sandboxdWorkspace is the directory `sandboxd` serves: absolute and an existing directory.
