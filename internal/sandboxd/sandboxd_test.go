@@ -37,7 +37,15 @@ type daemon struct {
 // serve starts a daemon for sb on 127.0.0.1 and stops it when the test ends.
 func serve(tb testing.TB, sb sandbox.Sandbox, noSearch bool) daemon {
 	tb.Helper()
-	srv, err := sandboxd.New(sandboxd.Config{Sandbox: sb, Token: token, NoSearch: noSearch})
+	d, stop := start(tb, sandboxd.Config{Sandbox: sb, Token: token, NoSearch: noSearch})
+	tb.Cleanup(stop)
+	return d
+}
+
+// start runs a daemon on a real loopback listener until stop.
+func start(tb testing.TB, c sandboxd.Config) (daemon, func()) {
+	tb.Helper()
+	srv, err := sandboxd.New(c)
 	require.NoError(tb, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(tb, err)
@@ -47,12 +55,12 @@ func serve(tb testing.TB, sb sandbox.Sandbox, noSearch bool) daemon {
 	// Its own transport, so the test's idle connections can be closed and leave nothing
 	// running behind it.
 	hc := &http.Client{Transport: &http.Transport{}}
-	tb.Cleanup(func() {
-		hc.CloseIdleConnections()
+	stop := sync.OnceFunc(func() {
 		cancel()
 		require.NoError(tb, <-done)
+		hc.CloseIdleConnections()
 	})
-	return daemon{url: "http://" + ln.Addr().String(), hc: hc}
+	return daemon{url: "http://" + ln.Addr().String(), hc: hc}, stop
 }
 
 func (d daemon) connect(tb testing.TB) sandbox.Sandbox {
@@ -268,23 +276,14 @@ func TestErrorsMapToTheSandboxSentinels(t *testing.T) {
 func TestUnreachableDaemonIsUnavailable(t *testing.T) {
 	t.Parallel()
 	ws, _ := newWorkspace(t)
-	srv, err := sandboxd.New(sandboxd.Config{Sandbox: ws, Token: token})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	hc := &http.Client{Transport: &http.Transport{}}
-	sb, err := sandboxd.Connect(t.Context(), "http://"+ln.Addr().String(), token, hc)
-	require.NoError(t, err)
-	cancel()
-	require.NoError(t, <-done)
-	hc.CloseIdleConnections()
+	d, stop := start(t, sandboxd.Config{Sandbox: ws, Token: token})
+	t.Cleanup(stop)
+	sb := d.connect(t)
+	stop()
 
-	_, err = sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true"})
+	_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "true"})
 	require.ErrorIs(t, err, sandbox.ErrUnavailable)
-	_, err = sandboxd.Connect(t.Context(), "http://"+ln.Addr().String(), token, hc)
+	_, err = sandboxd.Connect(t.Context(), d.url, token, d.hc)
 	require.ErrorIs(t, err, sandbox.ErrUnavailable)
 	var netErr net.Error
 	require.True(t, errors.As(err, &netErr), "the transport error is kept: %v", err)
