@@ -42,9 +42,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), devCmd(), workerCmd(), migrateCmd(), egressProxyCmd(), versionCmd(), controllerCmd(),
-		notYet("sandboxd", "daemon inside a sandbox pod", "Kubernetes sandboxes"),
-	)
+	root.AddCommand(serveCmd(), devCmd(), workerCmd(), migrateCmd(), egressProxyCmd(), versionCmd(), controllerCmd(), sandboxdCmd())
 	return root
 }
 
@@ -106,6 +104,26 @@ func controllerCmd() *cobra.Command {
 	return cmd
 }
 
+func sandboxdCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sandboxd",
+		Short: "Serve a sandbox pod's workspace to the worker (exec, files, search) behind the sandbox's token",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := app.FromLookup(app.Config{LogFormat: "json"}, lookup)
+			if f := cmd.Flags().Lookup("addr"); f.Changed {
+				c.SandboxdAddr = f.Value.String()
+			}
+			if f := cmd.Flags().Lookup("workspace"); f.Changed {
+				c.SandboxdWorkspace = f.Value.String()
+			}
+			return app.RunSandboxd(cmd.Context(), c, buildVersion())
+		},
+	}
+	cmd.Flags().String("addr", "", "listen address (MANAGED_AGENT_SANDBOXD_ADDR, default :8090)")
+	cmd.Flags().String("workspace", "", "the workspace directory served (MANAGED_AGENT_SANDBOXD_WORKSPACE, default /workspace)")
+	return cmd
+}
+
 func migrateCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "migrate",
@@ -153,17 +171,6 @@ func buildVersion() string {
 		return info.Main.Version
 	}
 	return version
-}
-
-// notYet is a subcommand whose issue has not landed: it says so instead of pretending.
-func notYet(name, short, issue string) *cobra.Command {
-	return &cobra.Command{
-		Use:   name,
-		Short: short + " (not yet implemented)",
-		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("%s is not implemented yet: it arrives with %s", name, issue)
-		},
-	}
 }
 
 // overrideFlags applies flags the user set over the environment.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
+	"github.com/managed-agents/managed-agents/internal/sandboxd"
 )
 
 // Config is the process configuration. Every field has a MANAGED_AGENT_* variable; flags
@@ -122,6 +124,12 @@ type Config struct {
 	// default on); off, resources in unmapped namespaces are not served.
 	ControllerWorkspacePerNamespace bool
 
+	// Sandboxd* configure `sandboxd`, the daemon inside a sandbox pod: its listen address
+	// (MANAGED_AGENT_SANDBOXD_ADDR, host:port, default :8090), the workspace it serves
+	// (MANAGED_AGENT_SANDBOXD_WORKSPACE, default /workspace) and its per-sandbox token
+	// (MANAGED_AGENT_SANDBOXD_TOKEN, or a file holding it: MANAGED_AGENT_SANDBOXD_TOKEN_FILE).
+	SandboxdAddr, SandboxdWorkspace, SandboxdToken, SandboxdTokenFile string
+
 	// unparsed holds, by variable, the messages for values FromEnv could not parse (a
 	// duration, a boolean); Validate reports them in its order.
 	unparsed map[string]string
@@ -166,6 +174,7 @@ func (c Config) Validate() error {
 		}
 	}
 	check(validateHostPort("MANAGED_AGENT_TEMPORAL_ADDRESS", c.TemporalAddress))
+	check(validateHostPort("MANAGED_AGENT_SANDBOXD_ADDR", c.SandboxdAddr))
 	check(c.parsed("MANAGED_AGENT_TEMPORAL_TLS"))
 	check(c.parsed("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"))
 	check(validateAddrOrOff("MANAGED_AGENT_CONTROLLER_METRICS_ADDR", c.ControllerMetricsAddr))
@@ -241,6 +250,54 @@ func (c Config) validateIdle() error {
 		errs = append(errs, fmt.Errorf("MANAGED_AGENT_SANDBOX_RETENTION=%s: must be longer than MANAGED_AGENT_SANDBOX_IDLE_STOP=%s (or 0)", c.SandboxRetention, c.SandboxIdleStop))
 	}
 	return errors.Join(errs...)
+}
+
+// sandboxdToken is the token `sandboxd` requires: from the variable or the file (one of
+// them), at least sandboxd.MinTokenBytes long.
+func (c Config) sandboxdToken() (string, error) {
+	token, err := secretOrFile("MANAGED_AGENT_SANDBOXD_TOKEN", c.SandboxdToken, c.SandboxdTokenFile, "token", sandboxd.MinTokenBytes)
+	if err == nil && token == "" {
+		err = errors.New("MANAGED_AGENT_SANDBOXD_TOKEN or MANAGED_AGENT_SANDBOXD_TOKEN_FILE is required: the sandbox's token every call must carry (e.g. openssl rand -hex 32)")
+	}
+	return token, err
+}
+
+// secretOrFile is a credential given as the variable name or as a file named by name_FILE
+// (one of them; one trailing newline of the file dropped), at least minBytes long; "" when
+// neither is set. Messages name the variables and never the value.
+func secretOrFile(name, value, file, noun string, minBytes int) (string, error) {
+	switch {
+	case value != "" && file != "":
+		return "", fmt.Errorf("%s and %s_FILE: set one of them, not both", name, name)
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("%s_FILE=%q: %w", name, file, err)
+		}
+		value = strings.TrimRight(string(b), "\r\n")
+		if len(value) < minBytes {
+			return "", fmt.Errorf("%s_FILE=%q: the %s must have at least %d bytes (e.g. openssl rand -hex 32)", name, file, noun, minBytes)
+		}
+	case value != "" && len(value) < minBytes:
+		return "", fmt.Errorf("%s: the %s must have at least %d bytes (e.g. openssl rand -hex 32)", name, noun, minBytes)
+	}
+	return value, nil
+}
+
+// sandboxdWorkspace is the directory `sandboxd` serves: absolute and an existing directory.
+func (c Config) sandboxdWorkspace() (string, error) {
+	dir := orDefault(c.SandboxdWorkspace, DefaultSandboxdWorkspace)
+	if !filepath.IsAbs(dir) {
+		return "", fmt.Errorf("MANAGED_AGENT_SANDBOXD_WORKSPACE=%q: must be an absolute path such as /workspace", dir)
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return "", fmt.Errorf("MANAGED_AGENT_SANDBOXD_WORKSPACE=%q: %w", dir, err)
+	}
+	if !info.IsDir() {
+		return "", fmt.Errorf("MANAGED_AGENT_SANDBOXD_WORKSPACE=%q: not a directory", dir)
+	}
+	return dir, nil
 }
 
 // validateHostPort accepts an empty value (the role's default applies) or host:port.
@@ -351,6 +408,10 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.DockerWarmPool, "MANAGED_AGENT_DOCKER_WARM_POOL")
 	set(&c.DockerPackageTimeout, "MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT")
 	c.Network = networkFromLookup(c.Network, get)
+	set(&c.SandboxdAddr, "MANAGED_AGENT_SANDBOXD_ADDR")
+	set(&c.SandboxdWorkspace, "MANAGED_AGENT_SANDBOXD_WORKSPACE")
+	set(&c.SandboxdToken, "MANAGED_AGENT_SANDBOXD_TOKEN")
+	set(&c.SandboxdTokenFile, "MANAGED_AGENT_SANDBOXD_TOKEN_FILE")
 	set(&c.Kubeconfig, "KUBECONFIG")
 	set(&c.ControllerMetricsAddr, "MANAGED_AGENT_CONTROLLER_METRICS_ADDR")
 	set(&c.ControllerHealthAddr, "MANAGED_AGENT_CONTROLLER_HEALTH_ADDR")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -111,23 +110,7 @@ func (n NetworkConfig) ports() ([]int, error) {
 
 // key returns the proxy key from the variable or the file ("" when neither is set).
 func (n NetworkConfig) key() (string, error) {
-	key := n.EgressKey
-	switch {
-	case n.EgressKey != "" && n.EgressKeyFile != "":
-		return "", errors.New("MANAGED_AGENT_EGRESS_PROXY_KEY and MANAGED_AGENT_EGRESS_PROXY_KEY_FILE: set one of them, not both")
-	case n.EgressKeyFile != "":
-		b, err := os.ReadFile(n.EgressKeyFile)
-		if err != nil {
-			return "", fmt.Errorf("MANAGED_AGENT_EGRESS_PROXY_KEY_FILE=%q: %w", n.EgressKeyFile, err)
-		}
-		key = strings.TrimRight(string(b), "\r\n")
-		if len(key) < egress.MinKeyBytes {
-			return "", fmt.Errorf("MANAGED_AGENT_EGRESS_PROXY_KEY_FILE=%q: the key must have at least %d bytes (e.g. openssl rand -hex 32)", n.EgressKeyFile, egress.MinKeyBytes)
-		}
-	case key != "" && len(key) < egress.MinKeyBytes:
-		return "", fmt.Errorf("MANAGED_AGENT_EGRESS_PROXY_KEY: the key must have at least %d bytes (e.g. openssl rand -hex 32)", egress.MinKeyBytes)
-	}
-	return key, nil
+	return secretOrFile("MANAGED_AGENT_EGRESS_PROXY_KEY", n.EgressKey, n.EgressKeyFile, "key", egress.MinKeyBytes)
 }
 
 var networkName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)

@@ -173,6 +173,23 @@ func rules() []rule {
 			forbidden: prefixes([]string{internal("internal/sandbox"), internal("internal/store")}, temporal, kubernetes),
 		},
 		{
+			name:    "sandbox/workspace imports only sandbox and doublestar besides the standard library",
+			subject: is("internal/sandbox/workspace"),
+			only:    []string{internal("internal/sandbox"), "github.com/bmatcuk/doublestar/v4"},
+		},
+		{
+			name:    "sandboxd imports only sandbox and sandbox/workspace besides the standard library",
+			subject: func(p string) bool { return under(p, internal("internal/sandboxd")) },
+			only:    []string{internal("internal/sandbox"), internal("internal/sandbox/workspace")},
+		},
+		{
+			name:    "sandboxd never reaches store, sessions, turns, agent, durable, Temporal or Kubernetes: it runs alone in the pod",
+			subject: func(p string) bool { return under(p, internal("internal/sandboxd")) },
+			reach:   true,
+			forbidden: prefixes([]string{internal("internal/store"), internal("internal/sessions"), internal("internal/turns"), internal("internal/agent"), internal("internal/durable")},
+				temporal, kubernetes),
+		},
+		{
 			name:      "wire imports nothing internal",
 			subject:   is("internal/wire"),
 			forbidden: []string{module},
@@ -273,7 +290,10 @@ func TestDependencyRulesCatchBreaks(t *testing.T) {
 		internal("internal/wire"):         {ImportPath: internal("internal/wire"), Imports: []string{internal("internal/ids")}},
 		internal("internal/sandbox/kube"): {ImportPath: internal("internal/sandbox/kube"), Deps: []string{internal("internal/agent")}},
 		internal("internal/stream"):       {ImportPath: internal("internal/stream"), Imports: []string{internal("internal/durable")}},
-		module + "/api/v1alpha1":          {ImportPath: module + "/api/v1alpha1", Imports: []string{internal("internal/wire")}},
+		internal("internal/turns"):        {ImportPath: internal("internal/turns"), Imports: []string{internal("internal/store")}, Deps: []string{internal("internal/store")}},
+		internal("internal/sandboxd"): {ImportPath: internal("internal/sandboxd"), Imports: []string{internal("internal/sandbox"), internal("internal/turns")},
+			Deps: []string{internal("internal/sandbox"), internal("internal/turns"), internal("internal/store")}},
+		module + "/api/v1alpha1": {ImportPath: module + "/api/v1alpha1", Imports: []string{internal("internal/wire")}},
 		module + "/controllers": {ImportPath: module + "/controllers", Imports: []string{internal("internal/sessions")},
 			Deps: []string{internal("internal/sessions"), internal("internal/durable")}},
 	}
@@ -287,6 +307,10 @@ func TestDependencyRulesCatchBreaks(t *testing.T) {
 		"api/v1alpha1 imports nothing of this module":  {"api/v1alpha1 imports internal/wire"},
 		"controllers reach sessions, store and wire, never turns, agent, durable, httpapi or Temporal": {
 			"controllers imports internal/durable"},
+		"sandboxd imports only sandbox and sandbox/workspace besides the standard library": {"internal/sandboxd imports internal/turns"},
+		"sandboxd never reaches store, sessions, turns, agent, durable, Temporal or Kubernetes: it runs alone in the pod": {
+			"internal/sandboxd imports internal/turns",
+			"internal/sandboxd reaches internal/store through internal/sandboxd → internal/turns → internal/store"},
 	}
 	for _, r := range rules() {
 		var got []string

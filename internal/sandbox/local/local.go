@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/workspace"
 )
 
 // Name is the provider name stored in sandbox refs.
@@ -201,17 +202,15 @@ func (p *Provider) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Sandbox
 	if err != nil {
 		return nil, fmt.Errorf("attach local sandbox %s: %w", ref.ExternalID, err)
 	}
-	real, err := filepath.EvalSymlinks(work)
+	ws, err := workspace.New(work, workspace.Config{
+		Env:       sandbox.Spec{Env: spec.Env}.Environ(map[string]string{"PATH": p.path, "HOME": work, "LANG": p.lang}),
+		Timeout:   p.timeout,
+		MaxOutput: p.maxOutput,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("attach local sandbox %s: %w", ref.ExternalID, err)
 	}
-	return &workspace{
-		dir:       work,
-		realDir:   real,
-		env:       sandbox.Spec{Env: spec.Env}.Environ(map[string]string{"PATH": p.path, "HOME": work, "LANG": p.lang}),
-		timeout:   p.timeout,
-		maxOutput: p.maxOutput,
-	}, nil
+	return ws, nil
 }
 
 func readSpec(path string) (storedSpec, error) {

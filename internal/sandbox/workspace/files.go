@@ -1,4 +1,4 @@
-package local
+package workspace
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 // MaxFileSize bounds what ReadFile loads into memory; larger files are read with commands.
 const MaxFileSize = 64 << 20
 
-// workspace is one session's sandbox: its work directory on the host and the command settings.
-type workspace struct {
+// Workspace is one session's sandbox: its work directory on the host and the command settings.
+type Workspace struct {
 	dir       string // absolute, cleaned
 	realDir   string // dir with symlinks resolved: what pwd prints when /tmp is a link
 	env       []string
@@ -28,11 +28,50 @@ type workspace struct {
 	maxOutput int
 }
 
+// Config is what a Workspace needs besides its directory.
+type Config struct {
+	// Env is the complete environment of commands (nothing else is inherited).
+	Env []string
+	// Timeout and MaxOutput apply to commands whose request leaves them zero; both must be
+	// positive.
+	Timeout   time.Duration
+	MaxOutput int
+}
+
+// New returns the workspace of the existing directory dir. ErrGone if it does not exist.
+func New(dir string, c Config) (*Workspace, error) {
+	if c.Timeout <= 0 || c.MaxOutput <= 0 {
+		return nil, fmt.Errorf("workspace %s: the default timeout and output cap must be positive", dir)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	info, err := os.Stat(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("workspace %s: %w", dir, sandbox.ErrGone)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("workspace %s: not a directory", dir)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	return &Workspace{dir: abs, realDir: real, env: c.Env, timeout: c.Timeout, maxOutput: c.MaxOutput}, nil
+}
+
+// Dir is the absolute path of the workspace (what commands start in).
+func (w *Workspace) Dir() string { return w.dir }
+
 // rel turns a tool's path into one relative to the workspace. Absolute paths are accepted only
 // when they name something inside the workspace (what `pwd` prints there); everything else
 // that is not local is refused before os.Root sees it, so the error is ours and clear.
 // os.Root then does the real confinement, including symlinks.
-func (w *workspace) rel(path string) (string, error) {
+func (w *Workspace) rel(path string) (string, error) {
 	if path == "" {
 		return "", errors.New("path is empty")
 	}
@@ -55,7 +94,7 @@ func (w *workspace) rel(path string) (string, error) {
 }
 
 // open resolves path and opens the workspace root; the caller closes the root.
-func (w *workspace) open(path string) (*os.Root, string, error) {
+func (w *Workspace) open(path string) (*os.Root, string, error) {
 	rel, err := w.rel(path)
 	if err != nil {
 		return nil, "", err
@@ -72,7 +111,7 @@ func (w *workspace) open(path string) (*os.Root, string, error) {
 
 // ReadFile implements sandbox.Sandbox. Only regular files are read: a FIFO or device could
 // block or never end.
-func (w *workspace) ReadFile(ctx context.Context, path string) ([]byte, error) {
+func (w *Workspace) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -110,7 +149,7 @@ func (w *workspace) ReadFile(ctx context.Context, path string) ([]byte, error) {
 
 // WriteFile implements sandbox.Sandbox: it creates missing parent directories inside the
 // workspace and replaces the file's content.
-func (w *workspace) WriteFile(ctx context.Context, path string, data []byte) error {
+func (w *Workspace) WriteFile(ctx context.Context, path string, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package local
+package workspace
 
 import (
 	"context"
@@ -24,7 +24,7 @@ const drainGrace = 500 * time.Millisecond
 // the workspace's cleared environment. When the command exits, times out or ctx ends, the
 // whole group is killed: a call leaves nothing running in its group (a process that must
 // outlive the call has to detach with setsid and redirect its output).
-func (w *workspace) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (w *Workspace) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	if err := ctx.Err(); err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -82,7 +82,7 @@ func (w *workspace) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 // execDir resolves the request's working directory inside the workspace. The command may of
 // course cd anywhere afterwards (this provider is not a security boundary); the check keeps
 // the Dir semantics identical to providers that are one.
-func (w *workspace) execDir(dir string) (string, error) {
+func (w *Workspace) execDir(dir string) (string, error) {
 	if dir == "" {
 		// Checked so a destroyed sandbox says so, instead of a confusing failure to start bash.
 		if _, err := os.Stat(w.dir); errors.Is(err, fs.ErrNotExist) {

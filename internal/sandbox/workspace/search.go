@@ -1,4 +1,4 @@
-package local
+package workspace
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 )
 
-var _ sandbox.FileSearcher = (*workspace)(nil)
+var _ sandbox.FileSearcher = (*Workspace)(nil)
 
 // FindFiles implements sandbox.FileSearcher with one walk of the directory.
-func (w *workspace) FindFiles(ctx context.Context, req sandbox.FindRequest) (sandbox.FindResult, error) {
+func (w *Workspace) FindFiles(ctx context.Context, req sandbox.FindRequest) (sandbox.FindResult, error) {
 	if !doublestar.ValidatePattern(req.Pattern) {
 		return sandbox.FindResult{}, fmt.Errorf("find: invalid pattern %q", req.Pattern)
 	}
@@ -42,7 +42,7 @@ func (w *workspace) FindFiles(ctx context.Context, req sandbox.FindRequest) (san
 }
 
 // GrepFiles implements sandbox.FileSearcher: one walk, then each file read locally.
-func (w *workspace) GrepFiles(ctx context.Context, req sandbox.GrepRequest) (sandbox.GrepResult, error) {
+func (w *Workspace) GrepFiles(ctx context.Context, req sandbox.GrepRequest) (sandbox.GrepResult, error) {
 	re, err := regexp.Compile(req.Pattern)
 	if err != nil {
 		return sandbox.GrepResult{}, fmt.Errorf("grep: %w", err)
@@ -98,7 +98,7 @@ func (w *workspace) GrepFiles(ctx context.Context, req sandbox.GrepRequest) (san
 	return out, nil
 }
 
-func (w *workspace) stat(p string) (fs.FileInfo, error) {
+func (w *Workspace) stat(p string) (fs.FileInfo, error) {
 	if p == "" {
 		return nil, fs.ErrInvalid
 	}
@@ -112,7 +112,7 @@ func (w *workspace) stat(p string) (fs.FileInfo, error) {
 
 // openDir opens the workspace root and resolves dir ("" is the root) to a directory in it,
 // with the errors Exec gives for the same Dir.
-func (w *workspace) openDir(op, dir string) (*os.Root, string, error) {
+func (w *Workspace) openDir(op, dir string) (*os.Root, string, error) {
 	root, rel, err := w.open(dirOrRoot(dir))
 	if err != nil {
 		return nil, "", err

@@ -1,0 +1,74 @@
+package app
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/managed-agents/managed-agents/internal/sandbox/local"
+	"github.com/managed-agents/managed-agents/internal/sandbox/workspace"
+	"github.com/managed-agents/managed-agents/internal/sandboxd"
+)
+
+// Defaults of `sandboxd`.
+const (
+	DefaultSandboxdAddr      = ":8090"
+	DefaultSandboxdWorkspace = "/workspace"
+)
+
+// RunSandboxd serves the workspace of a sandbox pod (sandboxd) until ctx ends. Every setting
+// is checked before the listener opens.
+func RunSandboxd(ctx context.Context, cfg Config, version string) error {
+	logger, err := start(cfg)
+	if err != nil {
+		return err
+	}
+	token, tokenErr := cfg.sandboxdToken()
+	dir, dirErr := cfg.sandboxdWorkspace()
+	if err := errors.Join(tokenErr, dirErr); err != nil {
+		return err
+	}
+	ws, err := workspace.New(dir, workspace.Config{
+		Env:       commandEnv(os.Environ(), dir),
+		Timeout:   local.DefaultTimeout,
+		MaxOutput: local.DefaultMaxOutput,
+	})
+	if err != nil {
+		return err
+	}
+	srv, err := sandboxd.New(sandboxd.Config{Sandbox: ws, Token: token, Logger: logger})
+	if err != nil {
+		return err
+	}
+	addr := orDefault(cfg.SandboxdAddr, DefaultSandboxdAddr)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (MANAGED_AGENT_SANDBOXD_ADDR): %w", addr, err)
+	}
+	logger.Info("sandboxd listening", "addr", ln.Addr().String(), "workspace", dir, "version", version)
+	return srv.Serve(ctx, ln)
+}
+
+// commandEnv is the environment of the pod's commands: the container's own (the image's PATH,
+// the template's variables), without any of ours (the token above all), HOME defaulting to
+// the workspace.
+func commandEnv(environ []string, dir string) []string {
+	var env []string
+	home := ""
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "MANAGED_AGENT_") {
+			continue
+		}
+		if name == "HOME" {
+			home = value
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "HOME="+cmp.Or(home, dir))
+}
