@@ -297,7 +297,23 @@ func (p *Proxy) authenticate(w http.ResponseWriter, r *http.Request) (Policy, bo
 			"the sandbox egress proxy refused these credentials (they are not the sandbox's own)\n", challenge)
 		return Policy{}, false
 	}
+	if policy.Client.IsValid() && !policy.Client.Contains(remoteAddr(r)) {
+		p.logger.WarnContext(r.Context(), "egress refused: proxy credentials used from outside their sandbox's network",
+			"remote", r.RemoteAddr, "sandbox", policy.Sandbox, "method", r.Method, "target", r.Host)
+		p.fail(w, http.StatusProxyAuthRequired, "Invalid proxy credentials",
+			"the sandbox egress proxy refused these credentials (they are not the sandbox's own)\n", challenge)
+		return Policy{}, false
+	}
 	return policy, true
+}
+
+// remoteAddr is the client's address (the zero Addr, contained in no prefix, if unparsable).
+func remoteAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 // target parses where the request goes, or answers 400.

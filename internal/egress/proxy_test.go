@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -498,4 +499,27 @@ func TestConnectionLimitPerClient(t *testing.T) {
 		defer c.Close()
 		return healthz(c) == http.StatusOK
 	}, 5*time.Second, 20*time.Millisecond, "a closed connection frees its place")
+}
+
+// Credentials bound to a client network work only from it: a leaked credential is of no
+// use to a sandbox on another network.
+func TestBoundCredentialsWorkOnlyFromTheirNetwork(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, egress.Config{}, "allowed.test")
+	policy := egress.Policy{Sandbox: "ma-bound", Hosts: []string{"allowed.test"}, Client: netip.MustParsePrefix("127.0.0.0/8")}
+	user, password := egress.Credentials(testKey, policy)
+	got, err := egress.Verify(testKey, user, password)
+	require.NoError(t, err)
+	require.Equal(t, policy, got, "the bound policy round-trips")
+	resp, _ := get(t, f.client(t, user, password), "http://allowed.test/")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "from inside its network (the fixture's clients are on 127.0.0.1)")
+
+	policy.Client = netip.MustParsePrefix("10.128.7.0/24")
+	user, password = egress.Credentials(testKey, policy)
+	resp, body := get(t, f.client(t, user, password), "http://allowed.test/")
+	require.Equal(t, http.StatusProxyAuthRequired, resp.StatusCode, "from outside it: %s", body)
+
+	// The prefix is under the signature: moving a credential to another network forges it.
+	_, err = egress.Verify(testKey, strings.Replace(user, "ma2.", "ma1.", 1), password)
+	require.Error(t, err)
 }

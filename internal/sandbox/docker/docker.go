@@ -279,13 +279,14 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 	if err := spec.CheckEnv(); err != nil {
 		return sandbox.Ref{}, fmt.Errorf("create docker sandbox: %w", err)
 	}
-	netID, err := p.prepareNetwork(ctx, spec, ContainerName(spec.Name))
+	netID, subnet, err := p.prepareNetwork(ctx, spec, ContainerName(spec.Name))
 	if err != nil {
 		return sandbox.Ref{}, fmt.Errorf("create docker sandbox: %w", err)
 	}
 	opts := p.CreateOptions(spec)
 	if netID != "" {
 		opts.HostConfig.NetworkMode = container.NetworkMode(netID) // the name may be ambiguous on old engines
+		opts.Config.Env = p.sandboxEnvFrom(spec, opts.Name, subnet)
 	}
 	ref := sandbox.Ref{Provider: Name, ExternalID: opts.Name}
 	if info, err := p.engine.ContainerInspect(ctx, opts.Name, client.ContainerInspectOptions{}); err == nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,14 +113,14 @@ func (p *Provider) networkMode(spec sandbox.Spec, name string) container.Network
 
 // proxyEnv are the variables that send a hosts-policy sandbox's HTTP(S) through the proxy,
 // in both spellings tools read; nil for other policies.
-func (p *Provider) proxyEnv(spec sandbox.Spec, name string) map[string]string {
+func (p *Provider) proxyEnv(spec sandbox.Spec, name string, client netip.Prefix) map[string]string {
 	if spec.Egress.Mode != sandbox.EgressHosts {
 		return nil
 	}
 	p.egress.mu.Lock()
 	key := cmp.Or(p.cfg.Net.ProxyKey, p.egress.key)
 	p.egress.mu.Unlock()
-	user, password := egress.Credentials([]byte(key), egress.Policy{Sandbox: name, Hosts: spec.Egress.Hosts})
+	user, password := egress.Credentials([]byte(key), egress.Policy{Sandbox: name, Hosts: spec.Egress.Hosts, Client: client})
 	proxy := fmt.Sprintf("http://%s:%s@%s:%d", user, password, ProxyAlias, ProxyPort)
 	noProxy := "localhost,127.0.0.1,::1"
 	return map[string]string{
@@ -132,7 +133,13 @@ func (p *Provider) proxyEnv(spec sandbox.Spec, name string) map[string]string {
 // variables over both, so an environment cannot point its sandbox elsewhere (it would find
 // no route anyway).
 func (p *Provider) sandboxEnv(spec sandbox.Spec, name string) []string {
-	pe := p.proxyEnv(spec, name)
+	return p.sandboxEnvFrom(spec, name, netip.Prefix{})
+}
+
+// sandboxEnvFrom is sandboxEnv with the proxy credentials bound to the client subnet (the
+// session network's), when it is valid.
+func (p *Provider) sandboxEnvFrom(spec sandbox.Spec, name string, client netip.Prefix) []string {
+	pe := p.proxyEnv(spec, name, client)
 	env := spec.Environ(containerEnv())
 	if pe == nil {
 		return env
@@ -151,25 +158,27 @@ func (p *Provider) sandboxEnv(spec sandbox.Spec, name string) []string {
 
 // prepareNetwork makes what a sandbox's policy needs before its container is created or
 // adopted: under hosts, the proxy and the session network with the proxy on it. It returns
-// the session network's id ("" for other policies).
-func (p *Provider) prepareNetwork(ctx context.Context, spec sandbox.Spec, name string) (string, error) {
+// the session network's id ("" for other policies) and its subnet, which the sandbox's
+// proxy credentials are bound to.
+func (p *Provider) prepareNetwork(ctx context.Context, spec sandbox.Spec, name string) (string, netip.Prefix, error) {
 	if spec.Egress.Mode != sandbox.EgressHosts {
-		return "", nil
+		return "", netip.Prefix{}, nil
 	}
-	if err := egress.CheckPolicy(egress.Policy{Sandbox: name, Hosts: spec.Egress.Hosts}); err != nil {
-		return "", err
+	if err := egress.CheckPolicy(egress.Policy{Sandbox: name, Hosts: spec.Egress.Hosts, Client: netip.MustParsePrefix("255.255.255.255/32")}); err != nil {
+		return "", netip.Prefix{}, err
 	}
 	proxyID, err := p.ensureProxy(ctx)
 	if err != nil {
-		return "", err
+		return "", netip.Prefix{}, err
 	}
 	labels := p.labels(spec)
 	labels[LabelRole] = roleSessionNetwork
 	netID, err := p.ensureSessionNetwork(ctx, sessionNetwork(name), labels)
 	if err != nil {
-		return "", err
+		return "", netip.Prefix{}, err
 	}
-	return netID, p.connectProxy(ctx, netID, proxyID)
+	subnet, err := p.connectProxy(ctx, netID, proxyID)
+	return netID, subnet, err
 }
 
 // reattachNetwork puts the proxy back on an attached sandbox's session network: a proxy
@@ -187,7 +196,8 @@ func (p *Provider) reattachNetwork(ctx context.Context, info container.InspectRe
 	if err != nil {
 		return err
 	}
-	return p.connectProxy(ctx, ep.NetworkID, proxyID)
+	_, err = p.connectProxy(ctx, ep.NetworkID, proxyID)
+	return err
 }
 
 // ensureProxy adopts the deployment's proxy container if its settings are this worker's,
@@ -291,7 +301,7 @@ func (p *Provider) createProxy(ctx context.Context, name string) (string, error)
 	}
 	for _, n := range nets.Items {
 		// A network removed meanwhile (its sandbox destroyed) needs no proxy.
-		if err := p.connectProxy(ctx, n.ID, res.ID); err != nil && !cerrdefs.IsNotFound(err) {
+		if _, err := p.connectProxy(ctx, n.ID, res.ID); err != nil && !cerrdefs.IsNotFound(err) {
 			return "", err
 		}
 	}
@@ -392,22 +402,30 @@ func (p *Provider) networksNamed(ctx context.Context, name string) ([]string, er
 	return ids, nil
 }
 
-// connectProxy attaches the proxy to a session network under ProxyAlias, unless it is on it.
-func (p *Provider) connectProxy(ctx context.Context, netID, proxyID string) error {
+// connectProxy attaches the proxy to a session network under ProxyAlias, unless it is on it,
+// and returns the network's (first IPv4) subnet, or the zero prefix if the engine shows none.
+func (p *Provider) connectProxy(ctx context.Context, netID, proxyID string) (netip.Prefix, error) {
 	info, err := p.cli.NetworkInspect(ctx, netID, client.NetworkInspectOptions{})
 	if err != nil {
-		return fmt.Errorf("inspect sandbox network %s: %w", netID, err)
+		return netip.Prefix{}, fmt.Errorf("inspect sandbox network %s: %w", netID, err)
+	}
+	var subnet netip.Prefix
+	for _, c := range info.Network.IPAM.Config {
+		if c.Subnet.IsValid() && c.Subnet.Addr().Is4() {
+			subnet = c.Subnet.Masked()
+			break
+		}
 	}
 	if _, ok := info.Network.Containers[proxyID]; ok {
-		return nil
+		return subnet, nil
 	}
 	_, err = p.cli.NetworkConnect(ctx, netID, client.NetworkConnectOptions{
 		Container: proxyID, EndpointConfig: &network.EndpointSettings{Aliases: []string{ProxyAlias}},
 	})
 	if err != nil && !strings.Contains(err.Error(), "already exists") {
-		return fmt.Errorf("connect the egress proxy to sandbox network %s: %w", netID, err)
+		return netip.Prefix{}, fmt.Errorf("connect the egress proxy to sandbox network %s: %w", netID, err)
 	}
-	return nil
+	return subnet, nil
 }
 
 // removeNetwork removes a sandbox's session network (every network of its name), taking the

@@ -346,7 +346,7 @@ func TestTheProxyNeverReachesAnotherSandbox(t *testing.T) {
 	t.Parallel()
 	f := newNetFixture(t, "")
 	full := sandbox.Ceiling{Mode: sandbox.CeilingFull}
-	_, refB, _ := f.sandbox(t, full, limited("allowed.test"))
+	_, refB, b := f.sandbox(t, full, limited("allowed.test"))
 	info, err := f.cli.ContainerInspect(t.Context(), refB.ExternalID, client.ContainerInspectOptions{})
 	require.NoError(t, err)
 	ep := info.Container.NetworkSettings.Networks[refB.ExternalID+"-net"]
@@ -364,4 +364,14 @@ func TestTheProxyNeverReachesAnotherSandbox(t *testing.T) {
 		require.Contains(t, out, "an address on a sandbox network", host)
 		require.True(t, strings.HasSuffix(out, " 403"), "%s: %s", host, out)
 	}
+
+	// A's credentials are bound to A's network: used from B (a leak), the proxy refuses them.
+	proxyA, code := run(t, a, "printenv HTTP_PROXY")
+	require.Equal(t, 0, code, proxyA)
+	out, code = run(t, b, curl+"-w ' %{http_code}' -x '"+strings.TrimSpace(proxyA)+"' http://allowed.test:8080/")
+	require.Equal(t, 0, code, out)
+	require.True(t, strings.HasSuffix(out, " 407"), "A's credentials from B: %s", out)
+	out, code = run(t, b, curl+"http://allowed.test:8080/")
+	require.Equal(t, 0, code, out)
+	require.Equal(t, "allowed-ok\n", out, "B's own credentials work")
 }

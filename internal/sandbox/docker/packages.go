@@ -400,11 +400,11 @@ func (p *Provider) buildNet(ctx context.Context, name string, eg sandbox.Egress)
 		return container.NetworkMode(p.cfg.Net.Network), env, nil
 	case sandbox.EgressHosts:
 		spec := sandbox.Spec{Name: name, Egress: eg}
-		netID, err := p.prepareNetwork(ctx, spec, name)
+		netID, subnet, err := p.prepareNetwork(ctx, spec, name)
 		if err != nil {
 			return "", nil, err
 		}
-		pe := p.proxyEnv(spec, name)
+		pe := p.proxyEnv(spec, name, subnet)
 		for _, k := range slices.Sorted(maps.Keys(pe)) {
 			env = append(env, k+"="+pe[k])
 		}
