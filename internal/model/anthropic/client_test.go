@@ -17,7 +17,10 @@ import (
 
 func newClient(t *testing.T, srv *httptest.Server, opts ...anthropic.Option) *anthropic.Client {
 	t.Helper()
-	base := []anthropic.Option{anthropic.WithBaseURL(srv.URL), anthropic.WithAPIKey(testKey)}
+	// The server's own client (its own transport): with http.DefaultClient, another parallel
+	// test's httptest.Server.Close (which closes DefaultTransport's idle connections) can
+	// break a connection this test is about to reuse ("CloseIdleConnections called").
+	base := []anthropic.Option{anthropic.WithBaseURL(srv.URL), anthropic.WithAPIKey(testKey), anthropic.WithHTTPClient(srv.Client())}
 	c, err := anthropic.New(append(base, opts...)...)
 	require.NoError(t, err)
 	return c
