@@ -23,16 +23,7 @@ func Bench(b *testing.B, p sandbox.Provider) {
 	b.Run("AcquireCold", func(b *testing.B) {
 		var took []time.Duration
 		for b.Loop() {
-			s := sandbox.SpecFor(fmt.Sprintf("sesn_bench_%d_%d", os.Getpid(), names.Add(1)), wire.EnvironmentConfig{Type: "cloud"})
-			start := time.Now()
-			ref, err := p.Create(b.Context(), s)
-			require.NoError(b, err)
-			_, err = p.Attach(b.Context(), ref)
-			took = append(took, time.Since(start))
-			require.NoError(b, err)
-			b.StopTimer()
-			require.NoError(b, p.Destroy(context.Background(), ref))
-			b.StartTimer()
+			took = append(took, acquireOnce(b, p, benchSpec()))
 		}
 		reportPercentiles(b, took)
 	})
@@ -89,18 +80,10 @@ func BenchWarm(b *testing.B, p sandbox.Provider, ready func(sandbox.Spec) error)
 		var took []time.Duration
 		for b.Loop() {
 			b.StopTimer()
-			s := sandbox.SpecFor(fmt.Sprintf("sesn_bench_%d_%d", os.Getpid(), names.Add(1)), wire.EnvironmentConfig{Type: "cloud"})
+			s := benchSpec()
 			require.NoError(b, ready(s))
 			b.StartTimer()
-			start := time.Now()
-			ref, err := p.Create(b.Context(), s)
-			require.NoError(b, err)
-			_, err = p.Attach(b.Context(), ref)
-			took = append(took, time.Since(start))
-			require.NoError(b, err)
-			b.StopTimer()
-			require.NoError(b, p.Destroy(context.Background(), ref))
-			b.StartTimer()
+			took = append(took, acquireOnce(b, p, s))
 		}
 		reportPercentiles(b, took)
 	})
@@ -127,4 +110,23 @@ func reportPercentiles(b *testing.B, took []time.Duration) {
 	at := func(q int) float64 { return float64(took[(len(took)-1)*q/100].Microseconds()) / 1000 }
 	b.ReportMetric(at(50), "p50-ms")
 	b.ReportMetric(at(99), "p99-ms")
+}
+
+// benchSpec is a new session's spec of the default environment.
+func benchSpec() sandbox.Spec {
+	return sandbox.SpecFor(fmt.Sprintf("sesn_bench_%d_%d", os.Getpid(), names.Add(1)), wire.EnvironmentConfig{Type: "cloud"})
+}
+
+// acquireOnce times Create + Attach of s, then destroys the sandbox off the clock.
+func acquireOnce(b *testing.B, p sandbox.Provider, s sandbox.Spec) time.Duration {
+	start := time.Now()
+	ref, err := p.Create(b.Context(), s)
+	require.NoError(b, err)
+	_, err = p.Attach(b.Context(), ref)
+	took := time.Since(start)
+	require.NoError(b, err)
+	b.StopTimer()
+	require.NoError(b, p.Destroy(context.Background(), ref))
+	b.StartTimer()
+	return took
 }
