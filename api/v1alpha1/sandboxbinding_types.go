@@ -2,12 +2,18 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // SandboxBindingSpec is the template of one session's sandbox pod on the kubernetes
-// sandbox provider. The provider writes it when a session first needs a sandbox; the
-// SandboxBinding controller (not built yet) runs the pod from it.
+// sandbox provider. The provider (the worker) writes it when a session first needs a
+// sandbox; the SandboxBinding controller runs the pod from it, with sandboxd injected into
+// Image by an init container, so any image works.
+//
+// NOTE: the spec is fixed once the pod exists (the controller never restarts a sandbox to
+// apply a change: that would lose its workspace). A field added here must also be rendered
+// by controllers/sandboxbinding_pod.go and written by internal/sandbox/kubernetes.
 type SandboxBindingSpec struct {
 	// SessionID is the API session the sandbox belongs to (sesn_...). It cannot change.
 	// +kubebuilder:validation:MinLength=1
@@ -15,11 +21,30 @@ type SandboxBindingSpec struct {
 	// +required
 	SessionID string `json:"sessionID"`
 
-	// Image of the sandbox container; it must contain the sandboxd daemon (the default
-	// sandbox image does).
+	// Image of the sandbox container: any image with the libraries a static binary needs
+	// (none) and bash, which commands run in. sandboxd is copied into it at start from the
+	// controller's image (MANAGED_AGENT_SANDBOXD_IMAGE) through a shared volume.
 	// +kubebuilder:validation:MinLength=1
 	// +required
 	Image string `json:"image"`
+
+	// Port sandboxd listens on in the pod, and the port of the endpoint in status.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +kubebuilder:default=8090
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// Network is the egress the sandbox gets: the deployment's ceiling already resolved
+	// against the environment's networking by the worker. The controller enforces it with a
+	// NetworkPolicy (ingress is always only from the worker pods to Port).
+	// +optional
+	Network SandboxNetwork `json:"network,omitempty"`
+
+	// WorkspaceSize bounds the /workspace emptyDir (its sizeLimit); omitted means the
+	// controller's default (10Gi). Exceeding it evicts the pod, which fails the sandbox.
+	// +optional
+	WorkspaceSize *resource.Quantity `json:"workspaceSize,omitempty"`
 
 	// Resources of the sandbox container (CPU, memory, ephemeral storage); omitted means the
 	// namespace's defaults.
@@ -50,6 +75,56 @@ type SandboxBindingSpec struct {
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 }
 
+// Egress modes of a SandboxNetwork (the worker's sandbox.Egress modes).
+const (
+	// EgressNone: no egress at all (the default).
+	EgressNone = "None"
+	// EgressHosts: egress only to the allowlisting egress proxy's pods (NetworkPolicies cannot
+	// name hosts); the proxy decides per host.
+	EgressHosts = "Hosts"
+	// EgressFull: any egress.
+	EgressFull = "Full"
+)
+
+// SandboxNetwork is a sandbox's egress.
+type SandboxNetwork struct {
+	// Egress is None, Hosts or Full; omitted means None.
+	// +kubebuilder:validation:Enum=None;Hosts;Full
+	// +optional
+	Egress string `json:"egress,omitempty"`
+	// Hosts are the host patterns the egress proxy lets through (Hosts only), for the record:
+	// the NetworkPolicy can only send the pod to the proxy.
+	// +optional
+	Hosts []string `json:"hosts,omitempty"`
+}
+
+// Phases of a SandboxBinding.
+const (
+	// SandboxPending: the pod is being made, scheduled or started.
+	SandboxPending = "Pending"
+	// SandboxRunning: the pod runs (Ready says whether sandboxd answers).
+	SandboxRunning = "Running"
+	// SandboxStopped: the pod's containers ended (the sandbox cannot serve again).
+	SandboxStopped = "Stopped"
+	// SandboxFailed: the sandbox cannot serve again: its pod failed, or was deleted or evicted
+	// behind the controller's back. The controller never makes a second pod for a binding (its
+	// workspace would be empty, silently): the worker sees the sandbox gone, and deleting the
+	// binding is the only way on.
+	SandboxFailed = "Failed"
+)
+
+// Reasons of a SandboxBinding's Ready condition besides the pod's own waiting reasons.
+const (
+	ReasonSandboxReady    = "SandboxdReady"
+	ReasonPodCreating     = "PodCreating"
+	ReasonPodStarting     = "PodStarting"
+	ReasonPodGone         = "PodGone"
+	ReasonPodFailed       = "PodFailed"
+	ReasonPodStopped      = "PodStopped"
+	ReasonNotConfigured   = "NotConfigured"
+	ReasonReconcileFailed = "ReconcileFailed"
+)
+
 // SandboxBindingStatus is the sandbox pod as last observed.
 type SandboxBindingStatus struct {
 	// Phase is Pending, Running, Stopped or Failed.
@@ -59,9 +134,18 @@ type SandboxBindingStatus struct {
 	// Endpoint is the sandboxd URL the worker reaches the sandbox at, once it runs.
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
-	// ExternalID is the provider's id of the sandbox (the pod's UID).
+	// ExternalID is the provider's id of the sandbox (the pod's UID). Once set, a missing pod
+	// is one deleted behind the controller's back (the binding becomes Failed), never one to
+	// create.
 	// +optional
 	ExternalID string `json:"externalID,omitempty"`
+	// PodName is the sandbox pod (the binding's name).
+	// +optional
+	PodName string `json:"podName,omitempty"`
+	// TokenSecret names the Secret (key "token") holding sandboxd's per-sandbox token, which
+	// the worker sends on every call. The binding owns it.
+	// +optional
+	TokenSecret string `json:"tokenSecret,omitempty"`
 	// Conditions of the sandbox (Ready once the daemon answers).
 	// +listType=map
 	// +listMapKey=type
@@ -69,8 +153,10 @@ type SandboxBindingStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// SandboxBinding binds one session's sandbox to a pod. Its controller arrives with the
-// kubernetes sandbox provider; until then the kind exists so that clusters can install it.
+// SandboxBinding binds one session's sandbox to a pod: the worker's kubernetes sandbox
+// provider creates it (named after the session, so a retried create adopts it), the
+// controller runs the pod, its token Secret and its NetworkPolicy, and publishes the
+// endpoint; deleting it deletes them.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -96,3 +182,14 @@ type SandboxBindingList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SandboxBinding `json:"items"`
 }
+
+// Labels and keys the SandboxBinding controller and the kubernetes provider share.
+const (
+	// LabelSessionID is on every SandboxBinding and on everything made for it: the session
+	// the sandbox belongs to, so orphans can be found by session.
+	LabelSessionID = "agents.managed-agents.io/session-id"
+	// LabelSandboxBinding is on the pod, Secret and NetworkPolicy of a binding: its name.
+	LabelSandboxBinding = "agents.managed-agents.io/sandbox-binding"
+	// TokenSecretKey is the key of the token in the binding's Secret.
+	TokenSecretKey = "token"
+)

@@ -1,0 +1,260 @@
+package controllers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/managed-agents/managed-agents/api/v1alpha1"
+)
+
+// SandboxBindingReconciler runs the pod of each SandboxBinding (DESIGN.md §6 kubernetes): a
+// token Secret, a NetworkPolicy and the pod, all owned by the binding, and the binding's
+// status from the pod (viewSandbox). It never makes a second pod for a binding: a pod
+// deleted behind its back makes the binding Failed, so the worker sees the sandbox gone
+// instead of a fresh, empty one.
+type SandboxBindingReconciler struct {
+	// Client reads through the manager's cache (pods and NetworkPolicies restricted to the
+	// sandboxes' by SandboxCacheOptions).
+	Client client.Client
+	// APIReader reads the apiserver directly: a pod the cache does not hold yet must not be
+	// taken for one deleted, and Secrets are never cached.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Pods      SandboxPods
+}
+
+// +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+
+// SandboxCacheOptions restricts the manager's cache of pods and NetworkPolicies to those made
+// for sandboxes, so a controller in a big cluster does not hold every pod in memory.
+func SandboxCacheOptions() map[client.Object]cache.ByObject {
+	req, err := labels.NewRequirement(v1alpha1.LabelSandboxBinding, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant label key
+	}
+	sel := labels.NewSelector().Add(*req)
+	return map[client.Object]cache.ByObject{
+		&corev1.Pod{}:                {Label: sel},
+		&networkingv1.NetworkPolicy{}: {Label: sel},
+	}
+}
+
+// SetupWithManager registers the reconciler; pod and NetworkPolicy changes reach their
+// binding through the owner reference.
+func (r *SandboxBindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.SandboxBinding{}).
+		Owns(&corev1.Pod{}).Owns(&networkingv1.NetworkPolicy{}).
+		Named("sandboxbinding").Complete(r)
+}
+
+// Reconcile makes what b needs and writes its status.
+func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var b v1alpha1.SandboxBinding
+	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !b.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, &b)
+	}
+	if controllerutil.AddFinalizer(&b, v1alpha1.Finalizer) {
+		if err := r.Client.Update(ctx, &b); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add the finalizer: %w", err)
+		}
+	}
+	before := b.Status.DeepCopy()
+	b.Status.PodName, b.Status.TokenSecret = b.Name, tokenSecretName(&b)
+	if r.Pods.SandboxdImage == "" {
+		applyView(&b.Status, sandboxView{Phase: v1alpha1.SandboxPending, Ready: metav1.ConditionFalse, Reason: v1alpha1.ReasonNotConfigured,
+			Message: "the controller has no sandboxd image (MANAGED_AGENT_SANDBOXD_IMAGE): no sandbox pod can be made"}, b.Generation)
+		return ctrl.Result{}, r.writeStatus(ctx, &b, before)
+	}
+	var errs []error
+	if err := r.ensureSecret(ctx, &b); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.ensureNetworkPolicy(ctx, &b); err != nil {
+		errs = append(errs, err)
+	}
+	var pod *corev1.Pod
+	if len(errs) == 0 {
+		// No pod before its Secret and policy exist: it would start without a token, or
+		// unconfined for a moment.
+		var err error
+		if pod, err = r.ensurePod(ctx, &b); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	v := viewSandbox(b.Status, pod, bindingPort(&b))
+	err := errors.Join(errs...)
+	if err != nil && v.Phase != v1alpha1.SandboxFailed {
+		v.Ready, v.Reason, v.Message = metav1.ConditionFalse, v1alpha1.ReasonReconcileFailed, err.Error()
+	}
+	if prev := meta.FindStatusCondition(before.Conditions, v1alpha1.ConditionReady); v.Phase == v1alpha1.SandboxFailed && (prev == nil || prev.Reason != v.Reason) {
+		r.Recorder.Eventf(&b, nil, corev1.EventTypeWarning, v.Reason, "Sandbox", "%s", v.Message)
+	}
+	if err != nil {
+		r.Recorder.Eventf(&b, nil, corev1.EventTypeWarning, v1alpha1.ReasonReconcileFailed, "Reconcile", "%s", err.Error())
+	}
+	applyView(&b.Status, v, b.Generation)
+	return ctrl.Result{}, errors.Join(err, r.writeStatus(ctx, &b, before))
+}
+
+func (r *SandboxBindingReconciler) writeStatus(ctx context.Context, b *v1alpha1.SandboxBinding, before *v1alpha1.SandboxBindingStatus) error {
+	if equality.Semantic.DeepEqual(before, &b.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Update(ctx, b); err != nil {
+		return fmt.Errorf("write the status of sandbox binding %s: %w", b.Name, err)
+	}
+	return nil
+}
+
+func (r *SandboxBindingReconciler) owned(b *v1alpha1.SandboxBinding, obj client.Object) error {
+	obj.SetNamespace(b.Namespace)
+	return controllerutil.SetControllerReference(b, obj, r.Client.Scheme())
+}
+
+// ensureSecret creates the binding's token Secret once; an existing one keeps its token (the
+// pod may be reading it).
+func (r *SandboxBindingReconciler) ensureSecret(ctx context.Context, b *v1alpha1.SandboxBinding) error {
+	var s corev1.Secret
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: tokenSecretName(b)}, &s)
+	if err == nil {
+		if !metav1.IsControlledBy(&s, b) {
+			return fmt.Errorf("secret %s exists and does not belong to sandbox binding %s", s.Name, b.Name)
+		}
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read the token secret: %w", err)
+	}
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw) // never fails (crypto/rand)
+	s = corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: tokenSecretName(b), Labels: sandboxLabels(b)},
+		Type:       corev1.SecretTypeOpaque,
+		Immutable:  ptr.To(true),
+		Data:       map[string][]byte{v1alpha1.TokenSecretKey: []byte(hex.EncodeToString(raw))},
+	}
+	if err := r.owned(b, &s); err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, &s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the token secret: %w", err)
+	}
+	return nil
+}
+
+// ensureNetworkPolicy creates the binding's policy or brings its spec back to what it must be.
+func (r *SandboxBindingReconciler) ensureNetworkPolicy(ctx context.Context, b *v1alpha1.SandboxBinding) error {
+	want := r.Pods.sandboxNetworkPolicy(b)
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace}}
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, np, func() error {
+		if !np.CreationTimestamp.IsZero() && !metav1.IsControlledBy(np, b) {
+			return fmt.Errorf("network policy %s exists and does not belong to sandbox binding %s", np.Name, b.Name)
+		}
+		np.Labels = want.Labels
+		np.Spec = want.Spec
+		return controllerutil.SetControllerReference(b, np, r.Client.Scheme())
+	})
+	if err != nil {
+		return fmt.Errorf("network policy: %w", err)
+	}
+	return nil
+}
+
+// ensurePod returns b's pod, creating it only if none was ever made (status has no pod UID).
+// A nil pod with no error and a recorded UID is a pod deleted behind our back.
+func (r *SandboxBindingReconciler) ensurePod(ctx context.Context, b *v1alpha1.SandboxBinding) (*corev1.Pod, error) {
+	key := client.ObjectKey{Namespace: b.Namespace, Name: b.Name}
+	var pod corev1.Pod
+	err := r.Client.Get(ctx, key, &pod)
+	if apierrors.IsNotFound(err) {
+		// The cache may not hold a pod created a moment ago: ask the apiserver before
+		// deciding it is missing.
+		err = r.APIReader.Get(ctx, key, &pod)
+	}
+	switch {
+	case err == nil:
+		if !metav1.IsControlledBy(&pod, b) {
+			return nil, fmt.Errorf("pod %s exists and does not belong to sandbox binding %s", pod.Name, b.Name)
+		}
+		return &pod, nil
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("read the sandbox pod: %w", err)
+	case b.Status.ExternalID != "" || b.Status.Phase == v1alpha1.SandboxFailed:
+		return nil, nil
+	}
+	p := r.Pods.sandboxPod(b)
+	if err := r.owned(b, p); err != nil {
+		return nil, err
+	}
+	if err := r.Client.Create(ctx, p); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create the sandbox pod: %w (retrying)", err)
+		}
+		return nil, fmt.Errorf("create the sandbox pod: %w", err)
+	}
+	r.Recorder.Eventf(b, p, corev1.EventTypeNormal, "Created", "Create", "created sandbox pod %s", p.Name)
+	return p, nil
+}
+
+// finalize deletes what the binding made (owner references would too, but only where a
+// garbage collector runs, and later) and then lets the binding go.
+func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.SandboxBinding) error {
+	if !controllerutil.ContainsFinalizer(b, v1alpha1.Finalizer) {
+		return nil
+	}
+	var errs []error
+	for _, obj := range []client.Object{
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tokenSecretName(b), Namespace: b.Namespace}},
+		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
+	} {
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if !metav1.IsControlledBy(obj, b) {
+			continue
+		}
+		uid := obj.GetUID()
+		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete %T %s: %w", obj, obj.GetName(), err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, v1alpha1.ReasonReconcileFailed, "Delete", "%s", err.Error())
+		return err
+	}
+	controllerutil.RemoveFinalizer(b, v1alpha1.Finalizer)
+	if err := r.Client.Update(ctx, b); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove the finalizer: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,227 @@
+package controllers
+
+import (
+	"cmp"
+	"maps"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/managed-agents/managed-agents/api/v1alpha1"
+)
+
+// Where things are in a sandbox pod.
+const (
+	sandboxContainer = "sandbox"
+	injectContainer  = "install-sandboxd"
+	// sandboxdDir is the shared volume the init container copies the binary into; the
+	// sandbox container sees it read-only.
+	sandboxdDir    = "/opt/managed-agents"
+	sandboxdBinary = sandboxdDir + "/managed-agents"
+	workspaceDir   = "/workspace"
+	tokenDir       = "/var/run/managed-agents/sandboxd"
+	// sandboxUID is the uid and gid every sandbox runs as, whatever user the image names:
+	// the restricted pod security standard needs a non-root one, and a fixed one owns the
+	// workspace through fsGroup.
+	sandboxUID = 65532
+	// DefaultWorkspaceSize bounds a workspace emptyDir whose binding names no size.
+	DefaultWorkspaceSize = "10Gi"
+	// tmpSize bounds /tmp, the only other writable place (the root filesystem is read-only).
+	tmpSize = "1Gi"
+	// DefaultSandboxdPort is the port of a binding that names none.
+	DefaultSandboxdPort = 8090
+)
+
+// PodPeer names pods a NetworkPolicy lets in or out: those matching Selector in Namespace
+// ("" = the binding's own namespace).
+type PodPeer struct {
+	Namespace string
+	Selector  map[string]string
+}
+
+func (p PodPeer) peer() networkingv1.NetworkPolicyPeer {
+	peer := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: p.Selector}}
+	if p.Namespace != "" {
+		peer.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: p.Namespace}}
+	}
+	return peer
+}
+
+// SandboxPods is the controller's side of every sandbox pod: where sandboxd comes from, who
+// may call it, where allowlisted egress goes.
+type SandboxPods struct {
+	// SandboxdImage is the image the init container copies sandboxd from: the managed-agents
+	// image (MANAGED_AGENT_SANDBOXD_IMAGE). Empty: bindings stay Pending with a
+	// NotConfigured condition.
+	SandboxdImage string
+	// Workers are the only pods that may reach sandboxd (MANAGED_AGENT_SANDBOX_WORKER_SELECTOR,
+	// MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE).
+	Workers PodPeer
+	// EgressProxy receives the egress of bindings in Hosts mode on EgressProxyPort
+	// (MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR, _NAMESPACE, _PORT). Without a selector those
+	// bindings get no egress at all: narrower, never wider.
+	EgressProxy     PodPeer
+	EgressProxyPort int32
+}
+
+// sandboxLabels are the labels of everything made for b.
+func sandboxLabels(b *v1alpha1.SandboxBinding) map[string]string {
+	return map[string]string{
+		v1alpha1.LabelSandboxBinding:   b.Name,
+		v1alpha1.LabelSessionID:        b.Spec.SessionID,
+		"app.kubernetes.io/managed-by": "managed-agents",
+		"app.kubernetes.io/component":  "sandbox",
+	}
+}
+
+func bindingPort(b *v1alpha1.SandboxBinding) int32 {
+	return cmp.Or(b.Spec.Port, DefaultSandboxdPort)
+}
+
+func tokenSecretName(b *v1alpha1.SandboxBinding) string { return b.Name + "-token" }
+
+// sandboxPod renders b's pod: restricted pod security, sandboxd copied from our image into
+// the user's by an init container, a size-limited workspace and /tmp, the token as a file.
+// The pod never restarts into a new one: RestartPolicy Always restarts sandboxd in place
+// and keeps the emptyDirs.
+func (c SandboxPods) sandboxPod(b *v1alpha1.SandboxBinding) *corev1.Pod {
+	port := bindingPort(b)
+	workspaceSize := resource.MustParse(DefaultWorkspaceSize)
+	if b.Spec.WorkspaceSize != nil {
+		workspaceSize = *b.Spec.WorkspaceSize
+	}
+	tmp := resource.MustParse(tmpSize)
+	restricted := &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	env := []corev1.EnvVar{
+		{Name: "MANAGED_AGENT_SANDBOXD_ADDR", Value: ":" + itoa(port)},
+		{Name: "MANAGED_AGENT_SANDBOXD_WORKSPACE", Value: workspaceDir},
+		{Name: "MANAGED_AGENT_SANDBOXD_TOKEN_FILE", Value: tokenDir + "/" + v1alpha1.TokenSecretKey},
+		{Name: "MANAGED_AGENT_LOG_FORMAT", Value: "json"},
+		{Name: "HOME", Value: workspaceDir},
+		{Name: "TMPDIR", Value: "/tmp"},
+	}
+	for _, e := range b.Spec.Env {
+		// The template's variables come after ours and so win for everything but ours:
+		// sandboxd drops MANAGED_AGENT_* from what commands see, and a template must not move
+		// the daemon's token or workspace.
+		if strings.HasPrefix(e.Name, "MANAGED_AGENT_") {
+			continue
+		}
+		env = append(env, e)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace, Labels: sandboxLabels(b)},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			ServiceAccountName:            b.Spec.ServiceAccountName,
+			RuntimeClassName:              b.Spec.RuntimeClassName,
+			NodeSelector:                  maps.Clone(b.Spec.NodeSelector),
+			Tolerations:                   b.Spec.Tolerations,
+			TerminationGracePeriodSeconds: ptr.To[int64](15),
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   ptr.To(true),
+				RunAsUser:      ptr.To[int64](sandboxUID),
+				RunAsGroup:     ptr.To[int64](sandboxUID),
+				FSGroup:        ptr.To[int64](sandboxUID),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			InitContainers: []corev1.Container{{
+				Name:  injectContainer,
+				Image: c.SandboxdImage,
+				// The image has no shell: the binary copies itself.
+				Command:         []string{"/managed-agents", "install-binary", sandboxdBinary},
+				SecurityContext: restricted,
+				VolumeMounts:    []corev1.VolumeMount{{Name: "sandboxd", MountPath: sandboxdDir}},
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+				},
+			}},
+			Containers: []corev1.Container{{
+				Name:            sandboxContainer,
+				Image:           b.Spec.Image,
+				Command:         []string{sandboxdBinary, "sandboxd"},
+				WorkingDir:      workspaceDir,
+				Env:             env,
+				Ports:           []corev1.ContainerPort{{Name: "sandboxd", ContainerPort: port, Protocol: corev1.ProtocolTCP}},
+				Resources:       b.Spec.Resources,
+				SecurityContext: restricted,
+				// sandboxd's health route needs the token, which a probe must not carry (it
+				// would sit in the pod spec): sandboxd opens its port only once its token and
+				// workspace are checked, so an open port is a daemon ready to serve, and the
+				// worker's Connect then checks health with the token.
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}},
+					PeriodSeconds: 2, FailureThreshold: 3,
+				},
+				LivenessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}},
+					PeriodSeconds: 10, FailureThreshold: 6,
+				},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "sandboxd", MountPath: sandboxdDir, ReadOnly: true},
+					{Name: "workspace", MountPath: workspaceDir},
+					{Name: "tmp", MountPath: "/tmp"},
+					{Name: "token", MountPath: tokenDir, ReadOnly: true},
+				},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "sandboxd", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))}}},
+				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &workspaceSize}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &tmp}}},
+				{Name: "token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+					SecretName: tokenSecretName(b), DefaultMode: ptr.To[int32](0o440),
+					Items: []corev1.KeyToPath{{Key: v1alpha1.TokenSecretKey, Path: v1alpha1.TokenSecretKey}},
+				}}},
+			},
+		},
+	}
+	return pod
+}
+
+// sandboxNetworkPolicy renders b's NetworkPolicy: ingress only from the worker pods to
+// sandboxd's port; egress none, all, or (Hosts) only to the egress proxy's pods on its port.
+// Both directions are always listed in PolicyTypes, so an empty rule list denies.
+func (c SandboxPods) sandboxNetworkPolicy(b *v1alpha1.SandboxBinding) *networkingv1.NetworkPolicy {
+	tcp := corev1.ProtocolTCP
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace, Labels: sandboxLabels(b)},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelSandboxBinding: b.Name}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{c.Workers.peer()},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(bindingPort(b)))}},
+			}},
+			Egress: []networkingv1.NetworkPolicyEgressRule{},
+		},
+	}
+	switch b.Spec.Network.Egress {
+	case v1alpha1.EgressFull:
+		np.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{}}
+	case v1alpha1.EgressHosts:
+		if len(c.EgressProxy.Selector) > 0 && c.EgressProxyPort > 0 {
+			np.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{
+				To:    []networkingv1.NetworkPolicyPeer{c.EgressProxy.peer()},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(c.EgressProxyPort))}},
+			}}
+		}
+	}
+	return np
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }
