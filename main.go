@@ -42,7 +42,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), devCmd(), workerCmd(), migrateCmd(), egressProxyCmd(), versionCmd(), controllerCmd(), sandboxdCmd())
+	root.AddCommand(serveCmd(), devCmd(), workerCmd(), migrateCmd(), egressProxyCmd(), versionCmd(), controllerCmd(), sandboxdCmd(), installBinaryCmd())
 	return root
 }
 
@@ -122,6 +122,15 @@ func sandboxdCmd() *cobra.Command {
 	cmd.Flags().String("addr", "", "listen address (MANAGED_AGENT_SANDBOXD_ADDR, default :8090)")
 	cmd.Flags().String("workspace", "", "the workspace directory served (MANAGED_AGENT_SANDBOXD_WORKSPACE, default /workspace)")
 	return cmd
+}
+
+func installBinaryCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "install-binary DEST",
+		Short: "Copy this binary to DEST (the init container of a sandbox pod injects sandboxd into any image this way)",
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(_ *cobra.Command, args []string) error { return app.InstallBinary(args[0]) },
+	}
 }
 
 func migrateCmd() *cobra.Command {

@@ -1,0 +1,147 @@
+package controllers
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/managed-agents/managed-agents/api/v1alpha1"
+)
+
+func binding(mod ...func(*v1alpha1.SandboxBinding)) *v1alpha1.SandboxBinding {
+	b := &v1alpha1.SandboxBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "ma-0123", Namespace: "sandboxes"},
+		Spec:       v1alpha1.SandboxBindingSpec{SessionID: "sesn_Abc", Image: "python:3.13"},
+	}
+	for _, m := range mod {
+		m(b)
+	}
+	return b
+}
+
+var testPods = SandboxPods{
+	SandboxdImage:   "managed-agents:v1",
+	Workers:         PodPeer{Namespace: "agents", Selector: map[string]string{"app.kubernetes.io/component": "worker"}},
+	EgressProxy:     PodPeer{Namespace: "agents", Selector: map[string]string{"app.kubernetes.io/component": "egress-proxy"}},
+	EgressProxyPort: 3128,
+}
+
+func TestSandboxPodIsRestricted(t *testing.T) {
+	b := binding(func(b *v1alpha1.SandboxBinding) {
+		b.Spec.RuntimeClassName = ptr.To("gvisor")
+		b.Spec.Port = 9000
+		b.Spec.Env = []corev1.EnvVar{{Name: "CONTRACT", Value: "yes"}, {Name: "MANAGED_AGENT_SANDBOXD_TOKEN_FILE", Value: "/evil"}}
+		b.Spec.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+		b.Spec.WorkspaceSize = ptr.To(resource.MustParse("2Gi"))
+	})
+	pod := testPods.sandboxPod(b)
+
+	require.Equal(t, "ma-0123", pod.Name)
+	require.Equal(t, "sesn_Abc", pod.Labels[v1alpha1.LabelSessionID], "the labels name the session")
+	require.Equal(t, "ma-0123", pod.Labels[v1alpha1.LabelSandboxBinding])
+	require.Equal(t, ptr.To("gvisor"), pod.Spec.RuntimeClassName)
+	require.Equal(t, ptr.To(false), pod.Spec.AutomountServiceAccountToken)
+	require.True(t, *pod.Spec.SecurityContext.RunAsNonRoot)
+	require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.Spec.SecurityContext.SeccompProfile.Type)
+
+	require.Len(t, pod.Spec.InitContainers, 1)
+	inject := pod.Spec.InitContainers[0]
+	require.Equal(t, "managed-agents:v1", inject.Image, "sandboxd comes from our image")
+	require.Equal(t, []string{"/managed-agents", "install-binary", sandboxdBinary}, inject.Command)
+
+	require.Len(t, pod.Spec.Containers, 1)
+	main := pod.Spec.Containers[0]
+	require.Equal(t, "python:3.13", main.Image, "and runs in the user's")
+	require.Equal(t, []string{sandboxdBinary, "sandboxd"}, main.Command)
+	require.Equal(t, resource.MustParse("1Gi"), main.Resources.Limits[corev1.ResourceMemory])
+	require.Equal(t, int32(9000), main.Ports[0].ContainerPort)
+	require.Equal(t, int32(9000), main.ReadinessProbe.TCPSocket.Port.IntVal)
+	for _, c := range append(pod.Spec.InitContainers, main) {
+		sc := c.SecurityContext
+		require.True(t, *sc.RunAsNonRoot, c.Name)
+		require.True(t, *sc.ReadOnlyRootFilesystem, c.Name)
+		require.False(t, *sc.AllowPrivilegeEscalation, c.Name)
+		require.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop, c.Name)
+		require.Empty(t, sc.Capabilities.Add, c.Name)
+		require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, sc.SeccompProfile.Type, c.Name)
+	}
+
+	env := map[string]string{}
+	for _, e := range main.Env {
+		_, dup := env[e.Name]
+		require.False(t, dup, "%s is set once", e.Name)
+		env[e.Name] = e.Value
+	}
+	require.Equal(t, "yes", env["CONTRACT"], "the template's variables reach the container")
+	require.Equal(t, tokenDir+"/token", env["MANAGED_AGENT_SANDBOXD_TOKEN_FILE"], "but cannot move the daemon's token")
+	require.Equal(t, ":9000", env["MANAGED_AGENT_SANDBOXD_ADDR"])
+
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range main.VolumeMounts {
+		mounts[m.MountPath] = m
+	}
+	require.False(t, mounts["/workspace"].ReadOnly)
+	require.False(t, mounts["/tmp"].ReadOnly)
+	require.True(t, mounts[sandboxdDir].ReadOnly, "the injected binary cannot be replaced from inside")
+	require.True(t, mounts[tokenDir].ReadOnly)
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Spec.Volumes {
+		vols[v.Name] = v
+	}
+	require.Equal(t, resource.MustParse("2Gi"), *vols["workspace"].EmptyDir.SizeLimit)
+	require.NotNil(t, vols["tmp"].EmptyDir.SizeLimit)
+	require.Equal(t, "ma-0123-token", vols["token"].Secret.SecretName)
+}
+
+func TestSandboxPodDefaults(t *testing.T) {
+	pod := testPods.sandboxPod(binding())
+	require.Nil(t, pod.Spec.RuntimeClassName, "the cluster's default runtime")
+	require.Equal(t, int32(DefaultSandboxdPort), pod.Spec.Containers[0].Ports[0].ContainerPort)
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == "workspace" {
+			require.Equal(t, resource.MustParse(DefaultWorkspaceSize), *v.EmptyDir.SizeLimit)
+		}
+	}
+}
+
+func TestSandboxNetworkPolicy(t *testing.T) {
+	tests := []struct {
+		name    string
+		egress  string
+		pods    SandboxPods
+		wantOut func(t *testing.T, rules []networkingv1.NetworkPolicyEgressRule)
+	}{
+		{"none by default", "", testPods, func(t *testing.T, r []networkingv1.NetworkPolicyEgressRule) { require.Empty(t, r) }},
+		{"none", v1alpha1.EgressNone, testPods, func(t *testing.T, r []networkingv1.NetworkPolicyEgressRule) { require.Empty(t, r) }},
+		{"full", v1alpha1.EgressFull, testPods, func(t *testing.T, r []networkingv1.NetworkPolicyEgressRule) {
+			require.Equal(t, []networkingv1.NetworkPolicyEgressRule{{}}, r, "one empty rule allows everything")
+		}},
+		{"hosts: only the proxy", v1alpha1.EgressHosts, testPods, func(t *testing.T, r []networkingv1.NetworkPolicyEgressRule) {
+			require.Len(t, r, 1)
+			require.Len(t, r[0].To, 1)
+			require.Equal(t, map[string]string{"app.kubernetes.io/component": "egress-proxy"}, r[0].To[0].PodSelector.MatchLabels)
+			require.Equal(t, map[string]string{corev1.LabelMetadataName: "agents"}, r[0].To[0].NamespaceSelector.MatchLabels)
+			require.Equal(t, int32(3128), r[0].Ports[0].Port.IntVal)
+		}},
+		{"hosts without a proxy: nothing", v1alpha1.EgressHosts, SandboxPods{SandboxdImage: "x"}, func(t *testing.T, r []networkingv1.NetworkPolicyEgressRule) {
+			require.Empty(t, r, "narrower, never wider")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			np := tt.pods.sandboxNetworkPolicy(binding(func(b *v1alpha1.SandboxBinding) { b.Spec.Network.Egress = tt.egress }))
+			require.Equal(t, map[string]string{v1alpha1.LabelSandboxBinding: "ma-0123"}, np.Spec.PodSelector.MatchLabels)
+			require.ElementsMatch(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, np.Spec.PolicyTypes)
+			require.NotNil(t, np.Spec.Egress, "an empty list, with the Egress type, denies")
+			tt.wantOut(t, np.Spec.Egress)
+			require.Len(t, np.Spec.Ingress, 1)
+			require.Equal(t, int32(DefaultSandboxdPort), np.Spec.Ingress[0].Ports[0].Port.IntVal, "ingress only to sandboxd")
+			require.Equal(t, tt.pods.Workers.Selector, np.Spec.Ingress[0].From[0].PodSelector.MatchLabels, "only from the workers")
+		})
+	}
+}
