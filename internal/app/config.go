@@ -21,6 +21,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
+	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes"
 	"github.com/managed-agents/managed-agents/internal/sandboxd"
 )
 
@@ -78,6 +79,15 @@ type Config struct {
 	// (MANAGED_AGENT_DOCKER_DEPLOYMENT). Empty values are the provider's defaults; dockerConfig
 	// parses them.
 	DockerImage, DockerCPUs, DockerMemory, DockerPids, DockerRuntime, DockerDeployment string
+	// Kubernetes* configure the kubernetes provider (kubernetesConfig, docs/kubernetes.md):
+	// MANAGED_AGENT_KUBERNETES_NAMESPACE, _IMAGE, _SANDBOXD_PORT, _RUNTIME_CLASS,
+	// _SERVICE_ACCOUNT and _READY_TIMEOUT; the cluster is KUBECONFIG's, else in-cluster.
+	KubernetesNamespace, KubernetesImage, KubernetesSandboxdPort, KubernetesRuntimeClass, KubernetesServiceAccount, KubernetesReadyTimeout string
+	// Sandbox pods, on the controller's side (sandboxPodsConfig): the image sandboxd is copied
+	// from (MANAGED_AGENT_SANDBOXD_IMAGE), the worker pods that may call it
+	// (MANAGED_AGENT_SANDBOX_WORKER_SELECTOR, _WORKER_NAMESPACE) and the egress proxy pods
+	// allowlisted sandboxes may reach (MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR, _NAMESPACE, _PORT).
+	SandboxdImage, SandboxWorkerSelector, SandboxWorkerNamespace, SandboxEgressProxySelector, SandboxEgressProxyNamespace, SandboxEgressProxyPort string
 	// DockerWarmPool (MANAGED_AGENT_DOCKER_WARM_POOL, a count, default 0) and
 	// DockerPackageTimeout (MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT, a duration): see
 	// dockerPoolConfig.
@@ -152,6 +162,12 @@ func (c Config) Validate() error {
 	check(sandboxErr)
 	_, err := c.dockerConfig()
 	check(err)
+	if c.Sandbox == kubernetes.Name {
+		_, err = c.kubernetesConfig()
+		check(err)
+	}
+	_, err = c.sandboxPodsConfig()
+	check(err)
 	check(c.parsed("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"))
 	if c.FakeWordDelay < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%s: must not be negative", c.FakeWordDelay))
@@ -225,7 +241,7 @@ func (c Config) validateSandbox() error {
 	for i, p := range sandboxProviders {
 		names[i] = p.name
 	}
-	return fmt.Errorf("MANAGED_AGENT_SANDBOX=%q: must be one of %s (kubernetes arrives with its issue)", c.Sandbox, strings.Join(names, ", "))
+	return fmt.Errorf("MANAGED_AGENT_SANDBOX=%q: must be one of %s", c.Sandbox, strings.Join(names, ", "))
 }
 
 // minIdle is the shortest idle clock: the sweep runs about once a minute, so a shorter one
@@ -406,6 +422,18 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.DockerRuntime, "MANAGED_AGENT_DOCKER_RUNTIME")
 	set(&c.DockerDeployment, "MANAGED_AGENT_DOCKER_DEPLOYMENT")
 	set(&c.DockerWarmPool, "MANAGED_AGENT_DOCKER_WARM_POOL")
+	set(&c.KubernetesNamespace, "MANAGED_AGENT_KUBERNETES_NAMESPACE")
+	set(&c.KubernetesImage, "MANAGED_AGENT_KUBERNETES_IMAGE")
+	set(&c.KubernetesSandboxdPort, "MANAGED_AGENT_KUBERNETES_SANDBOXD_PORT")
+	set(&c.KubernetesRuntimeClass, "MANAGED_AGENT_KUBERNETES_RUNTIME_CLASS")
+	set(&c.KubernetesServiceAccount, "MANAGED_AGENT_KUBERNETES_SERVICE_ACCOUNT")
+	set(&c.KubernetesReadyTimeout, "MANAGED_AGENT_KUBERNETES_READY_TIMEOUT")
+	set(&c.SandboxdImage, "MANAGED_AGENT_SANDBOXD_IMAGE")
+	set(&c.SandboxWorkerSelector, "MANAGED_AGENT_SANDBOX_WORKER_SELECTOR")
+	set(&c.SandboxWorkerNamespace, "MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE")
+	set(&c.SandboxEgressProxySelector, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR")
+	set(&c.SandboxEgressProxyNamespace, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_NAMESPACE")
+	set(&c.SandboxEgressProxyPort, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_PORT")
 	set(&c.DockerPackageTimeout, "MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT")
 	c.Network = networkFromLookup(c.Network, get)
 	set(&c.SandboxdAddr, "MANAGED_AGENT_SANDBOXD_ADDR")

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -85,6 +86,10 @@ func RunControllerManager(ctx context.Context, cfg Config, d ControllerDeps, log
 	}
 	log := logr.FromSlogHandler(logger.Handler())
 	ctrl.SetLogger(log)
+	sandboxPods, err := cfg.sandboxPodsConfig()
+	if err != nil {
+		return err
+	}
 	skip := true
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                        scheme,
@@ -95,6 +100,8 @@ func RunControllerManager(ctx context.Context, cfg Config, d ControllerDeps, log
 		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       cfg.ControllerLeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		// Only sandbox pods and their NetworkPolicies, not every pod of the cluster.
+		Cache: cache.Options{ByObject: controllers.SandboxCacheOptions()},
 		// Controller names are checked for uniqueness per process; tests run managers one
 		// after another in one process.
 		Controller: ctrlconfig.Controller{SkipNameValidation: &skip},
@@ -132,6 +139,14 @@ func RunControllerManager(ctx context.Context, cfg Config, d ControllerDeps, log
 		Events: wakes, AfterCreate: d.AfterCreate}
 	if err := sr.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up the Session controller: %w", err)
+	}
+	sb := &controllers.SandboxBindingReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: sandboxPods}
+	if err := sb.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the SandboxBinding controller: %w", err)
+	}
+	if sandboxPods.SandboxdImage == "" {
+		logger.Warn("MANAGED_AGENT_SANDBOXD_IMAGE is not set: SandboxBindings stay Pending (NotConfigured) and the kubernetes sandbox provider cannot run sandboxes")
 	}
 	logger.Info("controller manager starting", "host", restCfg.Host, "leader_election", cfg.ControllerLeaderElect, "mapped_namespaces", len(mapping),
 		"workspace_per_namespace", cfg.ControllerWorkspacePerNamespace)

@@ -20,6 +20,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/model/fake"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
+	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
 	"github.com/managed-agents/managed-agents/internal/startstop"
 	"github.com/managed-agents/managed-agents/internal/store"
@@ -90,6 +91,7 @@ var sandboxProviders = []sandboxProvider{
 		}
 		return docker.New(cfg)
 	}},
+	{name: kubernetes.Name, isolating: true, new: newKubernetesProvider},
 }
 
 // defaultSandbox is the provider an empty MANAGED_AGENT_SANDBOX means.

@@ -64,9 +64,11 @@ func TestBindingFromSpec(t *testing.T) {
 	require.Equal(t, int32(9000), b.Spec.Port)
 	require.Equal(t, "gvisor", *b.Spec.RuntimeClassName)
 	require.Equal(t, []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}}, b.Spec.Env, "sorted, so equal specs render equally")
-	require.Equal(t, resource.MustParse("500m"), b.Spec.Resources.Limits[corev1.ResourceCPU])
-	require.Equal(t, resource.MustParse("1Gi"), b.Spec.Resources.Requests[corev1.ResourceMemory])
-	require.Equal(t, resource.MustParse("2Gi"), *b.Spec.WorkspaceSize)
+	requireQuantity(t, "500m", b.Spec.Resources.Limits[corev1.ResourceCPU])
+	requireQuantity(t, "500m", b.Spec.Resources.Requests[corev1.ResourceCPU])
+	requireQuantity(t, "1Gi", b.Spec.Resources.Limits[corev1.ResourceMemory])
+	requireQuantity(t, "1Gi", b.Spec.Resources.Requests[corev1.ResourceMemory])
+	requireQuantity(t, "2Gi", *b.Spec.WorkspaceSize)
 	require.Equal(t, v1alpha1.SandboxNetwork{Egress: v1alpha1.EgressHosts, Hosts: []string{"pypi.org"}}, b.Spec.Network)
 
 	spec.Image = "python:3.13"
@@ -74,4 +76,10 @@ func TestBindingFromSpec(t *testing.T) {
 	b = p.binding(spec)
 	require.Equal(t, "python:3.13", b.Spec.Image)
 	require.Equal(t, v1alpha1.EgressNone, b.Spec.Network.Egress, "an unresolved spec gets no network")
+}
+
+func requireQuantity(t *testing.T, want string, got resource.Quantity) {
+	t.Helper()
+	w := resource.MustParse(want)
+	require.Zero(t, w.Cmp(got), "want %s, got %s", want, got.String())
 }

@@ -1,0 +1,130 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/managed-agents/managed-agents/api/v1alpha1"
+	"github.com/managed-agents/managed-agents/controllers"
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes"
+)
+
+// DefaultSandboxWorkerSelector selects the chart's worker pods, the only ones a sandbox
+// pod's NetworkPolicy lets in.
+const DefaultSandboxWorkerSelector = "app.kubernetes.io/component=worker"
+
+// kubernetesConfig parses the MANAGED_AGENT_KUBERNETES_* values (the cluster client is added
+// by newKubernetesProvider); every problem names its variable.
+func (c Config) kubernetesConfig() (kubernetes.Config, error) {
+	cfg := kubernetes.Config{Namespace: c.KubernetesNamespace, Image: c.KubernetesImage,
+		RuntimeClassName: c.KubernetesRuntimeClass, ServiceAccountName: c.KubernetesServiceAccount}
+	var errs []error
+	if c.KubernetesNamespace == "" {
+		errs = append(errs, errors.New("MANAGED_AGENT_KUBERNETES_NAMESPACE is not set: the namespace of the sandbox pods (MANAGED_AGENT_SANDBOX=kubernetes)"))
+	} else if msgs := validation.IsDNS1123Label(c.KubernetesNamespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_NAMESPACE=%q: must be a namespace name (%s)", c.KubernetesNamespace, msgs[0]))
+	}
+	if c.KubernetesImage == "" {
+		errs = append(errs, errors.New("MANAGED_AGENT_KUBERNETES_IMAGE is not set: the sandbox image of environments that name none (MANAGED_AGENT_SANDBOX=kubernetes)"))
+	}
+	if c.KubernetesSandboxdPort != "" {
+		v, err := strconv.Atoi(c.KubernetesSandboxdPort)
+		if err != nil || v < 1 || v > 65535 {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_SANDBOXD_PORT=%q: must be a port from 1 to 65535", c.KubernetesSandboxdPort))
+		}
+		cfg.Port = int32(v)
+	}
+	if c.KubernetesRuntimeClass != "" {
+		if msgs := validation.IsDNS1123Subdomain(c.KubernetesRuntimeClass); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_RUNTIME_CLASS=%q: must be a RuntimeClass name such as gvisor (%s)", c.KubernetesRuntimeClass, msgs[0]))
+		}
+	}
+	if c.KubernetesServiceAccount != "" {
+		if msgs := validation.IsDNS1123Subdomain(c.KubernetesServiceAccount); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_SERVICE_ACCOUNT=%q: must be a ServiceAccount name (%s)", c.KubernetesServiceAccount, msgs[0]))
+		}
+	}
+	if c.KubernetesReadyTimeout != "" {
+		d, err := time.ParseDuration(c.KubernetesReadyTimeout)
+		if err != nil || d < time.Second {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_READY_TIMEOUT=%q: must be a duration of at least 1s, such as 3m", c.KubernetesReadyTimeout))
+		}
+		cfg.ReadyTimeout = d
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// newKubernetesProvider builds the kubernetes provider on a client of the cluster KUBECONFIG
+// names, else the pod's own. The client reads the apiserver directly (no cache): a worker
+// waits on a handful of bindings and must see the controller's last word.
+func newKubernetesProvider(c Config) (sandbox.Provider, error) {
+	cfg, err := c.kubernetesConfig()
+	if err != nil {
+		return nil, err
+	}
+	rest, err := kubeRESTConfig(c.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("MANAGED_AGENT_SANDBOX=kubernetes: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	cl, err := client.New(rest, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("MANAGED_AGENT_SANDBOX=kubernetes: a client of %s: %w", rest.Host, err)
+	}
+	cfg.Client = cl
+	return kubernetes.New(cfg)
+}
+
+// sandboxPodsConfig parses the controller's sandbox pod settings; every problem names its
+// variable.
+func (c Config) sandboxPodsConfig() (controllers.SandboxPods, error) {
+	pods := controllers.SandboxPods{SandboxdImage: c.SandboxdImage}
+	var errs []error
+	sel, err := selectorMap("MANAGED_AGENT_SANDBOX_WORKER_SELECTOR", orDefault(c.SandboxWorkerSelector, DefaultSandboxWorkerSelector))
+	errs = append(errs, err)
+	pods.Workers = controllers.PodPeer{Namespace: c.SandboxWorkerNamespace, Selector: sel}
+	if c.SandboxEgressProxySelector != "" {
+		sel, err := selectorMap("MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR", c.SandboxEgressProxySelector)
+		errs = append(errs, err)
+		pods.EgressProxy = controllers.PodPeer{Namespace: c.SandboxEgressProxyNamespace, Selector: sel}
+		port, err := strconv.Atoi(c.SandboxEgressProxyPort)
+		if err != nil || port < 1 || port > 65535 {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_SANDBOX_EGRESS_PROXY_PORT=%q: must be a port from 1 to 65535 (it is required with MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR)", c.SandboxEgressProxyPort))
+		}
+		pods.EgressProxyPort = int32(port)
+	}
+	for name, ns := range map[string]string{"MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE": c.SandboxWorkerNamespace, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_NAMESPACE": c.SandboxEgressProxyNamespace} {
+		if ns == "" {
+			continue
+		}
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: must be a namespace name (%s)", name, ns, msgs[0]))
+		}
+	}
+	return pods, errors.Join(errs...)
+}
+
+// selectorMap parses an equality label selector ("a=b,c=d"): a NetworkPolicy peer takes
+// matchLabels, and set-based selectors would be refused by it anyway.
+func selectorMap(name, v string) (map[string]string, error) {
+	set, err := labels.ConvertSelectorToLabelsMap(v)
+	if err != nil || len(set) == 0 {
+		return nil, fmt.Errorf("%s=%q: must be labels such as app.kubernetes.io/component=worker (key=value, comma separated)", name, v)
+	}
+	return set, nil
+}

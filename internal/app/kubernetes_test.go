@@ -1,0 +1,77 @@
+package app
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/controllers"
+)
+
+func TestKubernetesSettingsAreValidatedNamingTheVariable(t *testing.T) {
+	kube := func(mod func(*Config)) Config {
+		c := Config{Sandbox: "kubernetes", KubernetesNamespace: "sandboxes", KubernetesImage: "python:3.13"}
+		mod(&c)
+		return c
+	}
+	tests := []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{"namespace and image are required", Config{Sandbox: "kubernetes"}, []string{"MANAGED_AGENT_KUBERNETES_NAMESPACE is not set", "MANAGED_AGENT_KUBERNETES_IMAGE is not set"}},
+		{"a bad namespace", kube(func(c *Config) { c.KubernetesNamespace = "Sand_Boxes" }), []string{`MANAGED_AGENT_KUBERNETES_NAMESPACE="Sand_Boxes"`}},
+		{"a bad port", kube(func(c *Config) { c.KubernetesSandboxdPort = "0" }), []string{`MANAGED_AGENT_KUBERNETES_SANDBOXD_PORT="0"`}},
+		{"a bad runtime class", kube(func(c *Config) { c.KubernetesRuntimeClass = "g visor" }), []string{`MANAGED_AGENT_KUBERNETES_RUNTIME_CLASS="g visor"`}},
+		{"a bad service account", kube(func(c *Config) { c.KubernetesServiceAccount = "-x" }), []string{`MANAGED_AGENT_KUBERNETES_SERVICE_ACCOUNT="-x"`}},
+		{"a bad ready timeout", kube(func(c *Config) { c.KubernetesReadyTimeout = "soon" }), []string{`MANAGED_AGENT_KUBERNETES_READY_TIMEOUT="soon"`}},
+		{"a bad worker selector", Config{SandboxWorkerSelector: "a in (b)"}, []string{`MANAGED_AGENT_SANDBOX_WORKER_SELECTOR="a in (b)"`}},
+		{"a proxy selector needs a port", Config{SandboxEgressProxySelector: "app=egress"}, []string{"MANAGED_AGENT_SANDBOX_EGRESS_PROXY_PORT"}},
+		{"a bad worker namespace", Config{SandboxWorkerNamespace: "A"}, []string{`MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE="A"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			require.Error(t, err)
+			for _, w := range tt.want {
+				require.ErrorContains(t, err, w)
+			}
+		})
+	}
+	require.NoError(t, Config{}.Validate(), "another provider needs none of it")
+}
+
+func TestKubernetesSettingsParse(t *testing.T) {
+	c := FromLookup(Config{}, func(name string) (string, bool) {
+		v, ok := map[string]string{
+			"MANAGED_AGENT_SANDBOX":                        "kubernetes",
+			"MANAGED_AGENT_KUBERNETES_NAMESPACE":           "sandboxes",
+			"MANAGED_AGENT_KUBERNETES_IMAGE":               "python:3.13",
+			"MANAGED_AGENT_KUBERNETES_SANDBOXD_PORT":       "9000",
+			"MANAGED_AGENT_KUBERNETES_RUNTIME_CLASS":       "gvisor",
+			"MANAGED_AGENT_KUBERNETES_READY_TIMEOUT":       "90s",
+			"MANAGED_AGENT_SANDBOXD_IMAGE":                 "managed-agents:v1",
+			"MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE":       "agents",
+			"MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR":  "app=egress,tier=proxy",
+			"MANAGED_AGENT_SANDBOX_EGRESS_PROXY_NAMESPACE": "agents",
+			"MANAGED_AGENT_SANDBOX_EGRESS_PROXY_PORT":      "3128",
+		}[name]
+		return v, ok
+	})
+	require.NoError(t, c.Validate())
+	k, err := c.kubernetesConfig()
+	require.NoError(t, err)
+	require.Equal(t, "sandboxes", k.Namespace)
+	require.Equal(t, int32(9000), k.Port)
+	require.Equal(t, "gvisor", k.RuntimeClassName)
+	require.Equal(t, 90*time.Second, k.ReadyTimeout)
+	pods, err := c.sandboxPodsConfig()
+	require.NoError(t, err)
+	require.Equal(t, controllers.SandboxPods{
+		SandboxdImage:   "managed-agents:v1",
+		Workers:         controllers.PodPeer{Namespace: "agents", Selector: map[string]string{"app.kubernetes.io/component": "worker"}},
+		EgressProxy:     controllers.PodPeer{Namespace: "agents", Selector: map[string]string{"app": "egress", "tier": "proxy"}},
+		EgressProxyPort: 3128,
+	}, pods)
+}
