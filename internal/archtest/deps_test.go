@@ -190,6 +190,13 @@ func rules() []rule {
 				temporal, kubernetes),
 		},
 		{
+			name:    "the kubernetes provider never reaches store, sessions, turns, agent, durable, httpapi, controllers or Temporal: it talks to the cluster and to sandboxd only",
+			subject: is("internal/sandbox/kubernetes"),
+			reach:   true,
+			forbidden: prefixes([]string{internal("internal/store"), internal("internal/sessions"), internal("internal/turns"), internal("internal/agent"),
+				internal("internal/durable"), internal("internal/httpapi"), module + "/controllers"}, temporal),
+		},
+		{
 			name:      "wire imports nothing internal",
 			subject:   is("internal/wire"),
 			forbidden: []string{module},

@@ -82,6 +82,12 @@ server's own configuration errors name their variable.
 {{- if and (eq .Values.model.provider "anthropic") (not .Values.existingSecret) (not .Values.model.anthropic.apiKey) (not .Values.model.anthropic.authToken) -}}
 {{- fail "model.provider=anthropic needs model.anthropic.apiKey or model.anthropic.authToken (or existingSecret with anthropic-api-key or anthropic-auth-token)" -}}
 {{- end -}}
+{{- if and (eq .Values.sandbox.provider "kubernetes") (not .Values.sandbox.kubernetes.image) -}}
+{{- fail "sandbox.provider=kubernetes needs sandbox.kubernetes.image (the image sandboxes run in; any image with bash)" -}}
+{{- end -}}
+{{- if and (eq .Values.sandbox.provider "kubernetes") (not .Values.controller.enabled) -}}
+{{- fail "sandbox.provider=kubernetes needs controller.enabled=true: the controller runs the sandbox pods" -}}
+{{- end -}}
 {{- if and (eq .Values.model.provider "anthropic") (eq .Values.sandbox.provider "local") (not .Values.sandbox.allowUnsafeLocal) -}}
 {{- fail "model.provider=anthropic with sandbox.provider=local needs sandbox.allowUnsafeLocal=true: the local sandbox is not a security boundary" -}}
 {{- end -}}
@@ -169,9 +175,28 @@ environment. Optional keys are optional references, so an existingSecret may lea
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if eq .Values.sandbox.provider "kubernetes" }}
+{{- with .Values.sandbox.kubernetes }}
+- name: MANAGED_AGENT_KUBERNETES_NAMESPACE
+  value: {{ include "managed-agents.sandboxNamespace" $ | quote }}
+- name: MANAGED_AGENT_KUBERNETES_SANDBOXD_PORT
+  value: {{ .sandboxdPort | quote }}
+{{- range $name, $value := dict "IMAGE" .image "RUNTIME_CLASS" .runtimeClassName "SERVICE_ACCOUNT" .serviceAccountName "READY_TIMEOUT" .readyTimeout }}
+{{- if $value }}
+- name: MANAGED_AGENT_KUBERNETES_{{ $name }}
+  value: {{ $value | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{/* The namespace of the sandbox pods (sandbox.kubernetes.namespace, else the release's). */}}
+{{- define "managed-agents.sandboxNamespace" -}}
+{{- .Values.sandbox.kubernetes.namespace | default .Release.Namespace -}}
 {{- end -}}
 
 {{- define "managed-agents.podSpecCommon" -}}
