@@ -9,8 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -57,7 +57,7 @@ func SandboxCacheOptions() map[client.Object]cache.ByObject {
 	}
 	sel := labels.NewSelector().Add(*req)
 	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}:                {Label: sel},
+		&corev1.Pod{}:                 {Label: sel},
 		&networkingv1.NetworkPolicy{}: {Label: sel},
 	}
 }
