@@ -1,0 +1,84 @@
+//go:build integration
+
+package kubernetes_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/managed-agents/managed-agents/api/v1alpha1"
+	"github.com/managed-agents/managed-agents/controllers"
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes/kubetest"
+)
+
+func readyCondition(t *testing.T, c client.Client, name string) (*v1alpha1.SandboxBinding, *metav1.Condition) {
+	var b v1alpha1.SandboxBinding
+	require.NoError(t, c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &b))
+	return &b, meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReady)
+}
+
+// TestSandboxBindingControllerRefusals: what the controller does when it cannot make a
+// sandbox, seen on a binding written directly (as a worker would).
+func TestSandboxBindingControllerRefusals(t *testing.T) {
+	c := kubetest.StartCluster(t)
+	c.Namespace(t, ns)
+	ctx := t.Context()
+	newBinding := func(session string) *v1alpha1.SandboxBinding {
+		b := &v1alpha1.SandboxBinding{ObjectMeta: metav1.ObjectMeta{Name: sandbox.NameFor(session), Namespace: ns},
+			Spec: v1alpha1.SandboxBindingSpec{SessionID: session, Image: "sandbox:test"}}
+		require.NoError(t, c.Client.Create(ctx, b))
+		return b
+	}
+
+	t.Run("WithoutASandboxdImageNothingStarts", func(t *testing.T) {
+		stop := c.RunSandboxController(t, controllers.SandboxPods{})
+		defer stop()
+		b := newBinding("sesn_no_image")
+		require.Eventually(t, func() bool {
+			_, cond := readyCondition(t, c.Client, b.Name)
+			return cond != nil && cond.Reason == v1alpha1.ReasonNotConfigured
+		}, 10*time.Second, 50*time.Millisecond)
+		got, cond := readyCondition(t, c.Client, b.Name)
+		require.Equal(t, v1alpha1.SandboxPending, got.Status.Phase)
+		require.Contains(t, cond.Message, "MANAGED_AGENT_SANDBOXD_IMAGE")
+		require.Contains(t, got.Finalizers, v1alpha1.Finalizer)
+		var pods corev1.PodList
+		require.NoError(t, c.Client.List(ctx, &pods, client.InNamespace(ns)))
+		require.Empty(t, pods.Items)
+	})
+
+	t.Run("APodItDidNotMakeIsNotAdopted", func(t *testing.T) {
+		stop := c.RunSandboxController(t, sandboxPods)
+		defer stop()
+		name := sandbox.NameFor("sesn_squatted")
+		squatter := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "x"}}}}
+		require.NoError(t, c.Client.Create(ctx, squatter))
+		b := newBinding("sesn_squatted")
+		require.Eventually(t, func() bool {
+			_, cond := readyCondition(t, c.Client, b.Name)
+			return cond != nil && cond.Reason == v1alpha1.ReasonReconcileFailed
+		}, 10*time.Second, 50*time.Millisecond)
+		_, cond := readyCondition(t, c.Client, b.Name)
+		require.Contains(t, cond.Message, "does not belong to sandbox binding")
+		var pod corev1.Pod
+		require.NoError(t, c.Client.Get(ctx, client.ObjectKeyFromObject(squatter), &pod))
+		require.Empty(t, pod.OwnerReferences, "the squatter is left alone")
+
+		// Deleting the binding leaves the squatter too: the finalizer deletes only what the
+		// binding owns.
+		require.NoError(t, c.Client.Delete(ctx, b))
+		require.Eventually(t, func() bool {
+			return apierrors.IsNotFound(c.Client.Get(ctx, client.ObjectKeyFromObject(b), &v1alpha1.SandboxBinding{}))
+		}, 10*time.Second, 50*time.Millisecond)
+		require.NoError(t, c.Client.Get(ctx, client.ObjectKeyFromObject(squatter), &pod))
+	})
+}
