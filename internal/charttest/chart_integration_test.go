@@ -429,8 +429,9 @@ func checkServerConfig(t *testing.T, ctx context.Context, c *cluster, ns string,
 }
 
 // checkControllerAccess asks the apiserver's RBAC authorizer what the ServiceAccounts may do:
-// the controller reconciles the resources in every namespace and holds its Lease in its own,
-// and nothing more; the API's account may do nothing with them.
+// the controller reconciles the resources in every namespace (sandbox pods, their Secrets and
+// NetworkPolicies included) and holds its Lease in its own, and nothing more; the API's
+// account may do nothing with them, nor the worker's unless its provider is kubernetes.
 func checkControllerAccess(t *testing.T, ctx context.Context, c *cluster, ns, fullname string) {
 	t.Helper()
 	for _, tc := range []struct {
@@ -444,8 +445,14 @@ func checkControllerAccess(t *testing.T, ctx context.Context, c *cluster, ns, fu
 		{"controller", "update", "coordination.k8s.io", "leases", "", ns, true},
 		{"controller", "create", "events.k8s.io", "events", "", ns, true},
 		{"controller", "update", "coordination.k8s.io", "leases", "", "kube-system", false},
-		{"controller", "get", "", "secrets", "", ns, false},
-		{"controller", "delete", "", "pods", "", ns, false},
+		// The SandboxBinding controller makes each sandbox's pod, token Secret and
+		// NetworkPolicy, in whatever namespace the binding is in.
+		{"controller", "get", "", "secrets", "", ns, true},
+		{"controller", "delete", "", "pods", "", ns, true},
+		{"controller", "create", "networking.k8s.io", "networkpolicies", "", ns, true},
+		{"controller", "update", "", "secrets", "", ns, false},
+		{"controller", "list", "", "secrets", "", ns, false},
+		{"controller", "update", "", "pods", "", ns, false},
 		{"api", "list", "agents.managed-agents.io", "sessions", "", ns, false},
 		{"worker", "get", "", "secrets", "", ns, false},
 	} {

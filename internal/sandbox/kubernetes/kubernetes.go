@@ -205,19 +205,20 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 	if len(spec.Packages) > 0 {
 		return sandbox.Ref{}, fmt.Errorf("the kubernetes sandbox provider does not install an environment's packages yet; build them into the image (MANAGED_AGENT_KUBERNETES_IMAGE): %w", sandbox.ErrSetup)
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.ReadyTimeout)
+	parent := ctx
+	ctx, cancel := context.WithTimeoutCause(ctx, p.cfg.ReadyTimeout, errNotReadyInTime)
 	defer cancel()
 	uid, err := p.ensureBinding(ctx, spec)
 	if err != nil {
 		return sandbox.Ref{}, err
 	}
 	if _, err := p.waitReady(ctx, spec.Name, uid); err != nil {
-		if errors.Is(err, context.Canceled) && context.Cause(ctx) == context.Canceled {
-			// The caller went away (a worker shutting down): keep the binding for the
-			// retried acquisition to adopt.
-			return sandbox.Ref{}, err
+		if parent.Err() != nil {
+			// The caller gave up (a worker shutting down, an activity's own deadline): keep
+			// the binding for the retried acquisition to adopt.
+			return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w", spec.Name, err)
 		}
-		if errors.Is(err, errFailed) || errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, errFailed) || errors.Is(context.Cause(ctx), errNotReadyInTime) {
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			if derr := p.Destroy(cleanup, ref); derr != nil {
@@ -270,6 +271,10 @@ func (p *Provider) sleep(ctx context.Context) error {
 		return nil
 	}
 }
+
+// errNotReadyInTime is the cause of a Create's own ReadyTimeout, told apart from the
+// caller's deadline.
+var errNotReadyInTime = errors.New("not ready within the ready timeout (MANAGED_AGENT_KUBERNETES_READY_TIMEOUT)")
 
 // errFailed marks a binding the controller says will never serve (Failed or Stopped).
 var errFailed = errors.New("sandbox failed")
