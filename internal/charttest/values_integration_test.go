@@ -44,7 +44,9 @@ func TestValuesRefused(t *testing.T) {
 		{"unknown key", []string{"--set", "replicas=2"}, "additional properties 'replicas' not allowed"},
 		{"unknown nested key", []string{"--set", "api.port=9090"}, "additional properties 'port' not allowed"},
 		{"unknown model", []string{"--set", "model.provider=openai"}, "at '/model/provider': value must be one of 'fake', 'anthropic'"},
-		{"unknown sandbox", []string{"--set", "sandbox.provider=firecracker"}, "at '/sandbox/provider': value must be one of 'local', 'docker'"},
+		{"unknown sandbox", []string{"--set", "sandbox.provider=firecracker"}, "at '/sandbox/provider': value must be one of 'local', 'docker', 'kubernetes'"},
+		{"kubernetes without an image", []string{"--set", "sandbox.provider=kubernetes"}, "sandbox.provider=kubernetes needs sandbox.kubernetes.image"},
+		{"kubernetes without the controller", []string{"--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13", "--set", "controller.enabled=false"}, "sandbox.provider=kubernetes needs controller.enabled=true"},
 		{"bad duration", []string{"--set", "worker.stopTimeout=soon"}, "at '/worker/stopTimeout': 'soon' does not match pattern"},
 		{"temporal address without port", []string{"--set", "temporal.devServer.enabled=false", "--set", "temporal.address=temporal"}, "at '/temporal/address': 'temporal' does not match pattern"},
 		{"no database", []string{"--set", "postgresql.enabled=false"}, "postgresql.enabled=false needs externalDatabase.url"},
@@ -82,6 +84,32 @@ func TestValuesRendered(t *testing.T) {
 		require.NoError(t, err)
 		require.NotContains(t, out, "managed-agents-controller")
 		require.NotContains(t, out, "kind: ClusterRole")
+	})
+	t.Run("the kubernetes provider gives the worker a Role in the sandbox namespace", func(t *testing.T) {
+		out, err := helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13",
+			"--set", "sandbox.kubernetes.namespace=sandboxes", "--set", "sandbox.kubernetes.runtimeClassName=gvisor")
+		require.NoError(t, err)
+		var role, worker string
+		for _, doc := range strings.Split(out, "\n---\n") {
+			switch {
+			case strings.Contains(doc, "\nkind: Role\n") && strings.Contains(doc, "-worker-sandboxes"):
+				role = doc
+			case strings.Contains(doc, "\nkind: Deployment\n") && strings.Contains(doc, `args: ["worker"]`):
+				worker = doc
+			}
+		}
+		require.Contains(t, role, "namespace: sandboxes")
+		require.Contains(t, role, "sandboxbindings")
+		require.Contains(t, worker, "automountServiceAccountToken: true")
+		for _, want := range []string{"MANAGED_AGENT_KUBERNETES_NAMESPACE\n              value: \"sandboxes\"", "MANAGED_AGENT_KUBERNETES_IMAGE\n              value: \"python:3.13\"",
+			"MANAGED_AGENT_KUBERNETES_RUNTIME_CLASS\n              value: \"gvisor\""} {
+			require.Contains(t, worker, want)
+		}
+		require.Contains(t, out, "MANAGED_AGENT_SANDBOXD_IMAGE")
+
+		out, err = helmTemplate(t)
+		require.NoError(t, err)
+		require.NotContains(t, out, "-worker-sandboxes", "only with the kubernetes provider")
 	})
 	t.Run("a Temporal namespace other than default is created by the dev server", func(t *testing.T) {
 		out, err := helmTemplate(t, "--set", "temporal.namespace=agents")
