@@ -146,7 +146,8 @@ func RunControllerManager(ctx context.Context, cfg Config, d ControllerDeps, log
 		return fmt.Errorf("set up the SandboxBinding controller: %w", err)
 	}
 	if sandboxPods.SandboxdImage == "" {
-		logger.Warn("MANAGED_AGENT_SANDBOXD_IMAGE is not set: SandboxBindings stay Pending (NotConfigured) and the kubernetes sandbox provider cannot run sandboxes")
+		// Only the kubernetes sandbox provider makes bindings; other deployments need no image.
+		logger.Info("MANAGED_AGENT_SANDBOXD_IMAGE is not set: SandboxBindings stay Pending (NotConfigured); the kubernetes sandbox provider needs it")
 	}
 	logger.Info("controller manager starting", "host", restCfg.Host, "leader_election", cfg.ControllerLeaderElect, "mapped_namespaces", len(mapping),
 		"workspace_per_namespace", cfg.ControllerWorkspacePerNamespace)
