@@ -189,7 +189,12 @@ func TestKubernetesProvider(t *testing.T) {
 		b := w.bindingOf(t, ref.ExternalID)
 		require.Equal(t, v1alpha1.ReasonPodGone, meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReady).Reason)
 
-		_, err = sb.ReadFile(ctx, "work.txt")
+		// Once the pod's daemon stops answering (the test's kubelet notices the deletion within
+		// a poll), the live client's transport error is checked against the binding: gone.
+		require.Eventually(t, func() bool {
+			_, err = sb.ReadFile(ctx, "work.txt")
+			return err != nil
+		}, 10*time.Second, 20*time.Millisecond)
 		require.ErrorIs(t, err, sandbox.ErrGone, "the live client sees the sandbox gone")
 		_, err = p.Attach(ctx, ref)
 		require.ErrorIs(t, err, sandbox.ErrGone, "and so does the next acquisition")
