@@ -222,7 +222,8 @@ func TestKubernetesProvider(t *testing.T) {
 
 	t.Run("AnImageThatCannotBePulledFailsCreateAndLeavesNothing", func(t *testing.T) {
 		ctx := t.Context()
-		p := w.provider(t, func(c *kubernetes.Config) { c.ReadyTimeout = 3 * time.Second })
+		// Long enough for the kubelet to report the pull failure under load, short for a test.
+		p := w.provider(t, func(c *kubernetes.Config) { c.ReadyTimeout = 8 * time.Second })
 		s := spec()
 		s.Image = kubetest.UnpullablePrefix + "nothing:here"
 		_, err := p.Create(ctx, s)
