@@ -59,7 +59,7 @@ help: ## Show this help.
 
 .PHONY: build
 build: ## Build the managed-agents binary into bin/.
-	go build -ldflags '$(LDFLAGS)' -o $(LOCALBIN)/managed-agents .
+	CGO_ENABLED=0 go build -ldflags '$(LDFLAGS)' -o $(LOCALBIN)/managed-agents .
 
 .PHONY: run
 run: build ## Run everything a laptop needs in one process (managed-agents dev); Ctrl-C stops it.

@@ -78,6 +78,9 @@ type Config struct {
 	// (MANAGED_AGENT_DOCKER_DEPLOYMENT). Empty values are the provider's defaults; dockerConfig
 	// parses them.
 	DockerImage, DockerCPUs, DockerMemory, DockerPids, DockerRuntime, DockerDeployment string
+	// DockerRunner is the managed-agents binary docker sandboxes run to serve commands and
+	// files (MANAGED_AGENT_DOCKER_RUNNER; default this executable): a static Linux build.
+	DockerRunner string
 	// DockerWarmPool (MANAGED_AGENT_DOCKER_WARM_POOL, a count, default 0) and
 	// DockerPackageTimeout (MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT, a duration): see
 	// dockerPoolConfig.
@@ -404,6 +407,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.DockerMemory, "MANAGED_AGENT_DOCKER_MEMORY")
 	set(&c.DockerPids, "MANAGED_AGENT_DOCKER_PIDS")
 	set(&c.DockerRuntime, "MANAGED_AGENT_DOCKER_RUNTIME")
+	set(&c.DockerRunner, "MANAGED_AGENT_DOCKER_RUNNER")
 	set(&c.DockerDeployment, "MANAGED_AGENT_DOCKER_DEPLOYMENT")
 	set(&c.DockerWarmPool, "MANAGED_AGENT_DOCKER_WARM_POOL")
 	set(&c.DockerPackageTimeout, "MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT")
@@ -487,7 +491,7 @@ func orDefault(v, def string) string {
 
 // dockerConfig parses the MANAGED_AGENT_DOCKER_* values; every problem names its variable.
 func (c Config) dockerConfig() (docker.Config, error) {
-	cfg := docker.Config{Image: c.DockerImage, Runtime: c.DockerRuntime, Deployment: c.DockerDeployment}
+	cfg := docker.Config{Image: c.DockerImage, Runtime: c.DockerRuntime, Deployment: c.DockerDeployment, Runner: c.DockerRunner}
 	var errs []error
 	netCfg, err := c.Network.dockerNetwork()
 	errs = append(errs, err)
