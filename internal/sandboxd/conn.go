@@ -21,22 +21,13 @@ import (
 func (s *Server) ServeConn(ctx context.Context, conn net.Conn) error {
 	ln := newSingleListener(conn)
 	srv := s.httpServer(ctx)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case <-ln.closed:
-	case <-ctx.Done():
-	}
-	// The connection is gone (or we are told to stop): let calls in flight end, then stop.
-	// A command still running when the peer left has its request canceled already.
-	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	err := srv.Shutdown(shutdown)
-	<-done
-	if err != nil {
-		return fmt.Errorf("sandboxd shutdown: %w", err)
-	}
-	return nil
+	return run(ctx, srv, func() error {
+		err := srv.Serve(ln)
+		if errors.Is(err, net.ErrClosed) {
+			return nil // the connection ended, nothing was in flight (it closes after its calls)
+		}
+		return err
+	})
 }
 
 // singleListener hands out one connection, then blocks until that connection is closed

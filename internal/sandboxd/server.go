@@ -136,11 +136,20 @@ func (s *Server) authorized(fn http.HandlerFunc) http.HandlerFunc {
 // short grace (a command still running after it is cut by its context).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := s.httpServer(ctx)
+	return run(ctx, srv, func() error { return srv.Serve(ln) })
+}
+
+// run calls serve until it returns or ctx ends, then shuts srv down. serve returning nil is
+// a normal end (ServeConn's peer hung up); an error fails the call.
+func run(ctx context.Context, srv *http.Server, serve func() error) error {
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	go func() { done <- serve() }()
 	select {
 	case err := <-done:
-		return fmt.Errorf("sandboxd serve: %w", err)
+		if err != nil {
+			return fmt.Errorf("sandboxd serve: %w", err)
+		}
+		done <- nil // for the wait below
 	case <-ctx.Done():
 	}
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
