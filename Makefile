@@ -59,7 +59,7 @@ help: ## Show this help.
 
 .PHONY: build
 build: ## Build the managed-agents binary into bin/.
-	go build -ldflags '$(LDFLAGS)' -o $(LOCALBIN)/managed-agents .
+	CGO_ENABLED=0 go build -ldflags '$(LDFLAGS)' -o $(LOCALBIN)/managed-agents .
 
 .PHONY: run
 run: build ## Run everything a laptop needs in one process (managed-agents dev); Ctrl-C stops it.
@@ -67,7 +67,7 @@ run: build ## Run everything a laptop needs in one process (managed-agents dev);
 	@exec $(LOCALBIN)/managed-agents dev
 
 .PHONY: test
-test: $(STATICCHECK) $(HELM) sandbox-image egress-image verify-generated ## Run what CI runs (builds the sandbox and egress images and the envtest assets first, no-ops when current; fails on stale generated files): go vet, staticcheck, the Helm checks, 100,000 inputs of each fuzz target, then all tests with -race, including the integration ones (PostgreSQL, Temporal, Docker, kube-apiserver, ...) and the dependency rules.
+test: $(STATICCHECK) $(HELM) build sandbox-image egress-image verify-generated ## Run what CI runs (builds the binary, the sandbox and egress images and the envtest assets first, no-ops when current; fails on stale generated files): go vet, staticcheck, the Helm checks, 100,000 inputs of each fuzz target, then all tests with -race, including the integration ones (PostgreSQL, Temporal, Docker, kube-apiserver, ...) and the dependency rules.
 	go vet -tags integration ./...
 	$(STATICCHECK) -tags integration ./...
 	$(STATICCHECK) ./...

@@ -116,9 +116,11 @@ func sandboxdCmd() *cobra.Command {
 			if f := cmd.Flags().Lookup("workspace"); f.Changed {
 				c.SandboxdWorkspace = f.Value.String()
 			}
-			return app.RunSandboxd(cmd.Context(), c, buildVersion())
+			stdio, _ := cmd.Flags().GetBool("stdio")
+			return app.RunSandboxd(cmd.Context(), c, buildVersion(), stdio)
 		},
 	}
+	cmd.Flags().Bool("stdio", false, "serve one connection on standard input and output instead of listening (how the docker sandbox runs it)")
 	cmd.Flags().String("addr", "", "listen address (MANAGED_AGENT_SANDBOXD_ADDR, default :8090)")
 	cmd.Flags().String("workspace", "", "the workspace directory served (MANAGED_AGENT_SANDBOXD_WORKSPACE, default /workspace)")
 	return cmd

@@ -88,6 +88,9 @@ type Config struct {
 	// (MANAGED_AGENT_SANDBOX_WORKER_SELECTOR, _WORKER_NAMESPACE) and the egress proxy pods
 	// allowlisted sandboxes may reach (MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR, _NAMESPACE, _PORT).
 	SandboxdImage, SandboxWorkerSelector, SandboxWorkerNamespace, SandboxEgressProxySelector, SandboxEgressProxyNamespace, SandboxEgressProxyPort string
+	// DockerRunner is the managed-agents binary docker sandboxes run to serve commands and
+	// files (MANAGED_AGENT_DOCKER_RUNNER; default this executable): a static Linux build.
+	DockerRunner string
 	// DockerWarmPool (MANAGED_AGENT_DOCKER_WARM_POOL, a count, default 0) and
 	// DockerPackageTimeout (MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT, a duration): see
 	// dockerPoolConfig.
@@ -420,6 +423,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.DockerMemory, "MANAGED_AGENT_DOCKER_MEMORY")
 	set(&c.DockerPids, "MANAGED_AGENT_DOCKER_PIDS")
 	set(&c.DockerRuntime, "MANAGED_AGENT_DOCKER_RUNTIME")
+	set(&c.DockerRunner, "MANAGED_AGENT_DOCKER_RUNNER")
 	set(&c.DockerDeployment, "MANAGED_AGENT_DOCKER_DEPLOYMENT")
 	set(&c.DockerWarmPool, "MANAGED_AGENT_DOCKER_WARM_POOL")
 	set(&c.KubernetesNamespace, "MANAGED_AGENT_KUBERNETES_NAMESPACE")
@@ -515,7 +519,7 @@ func orDefault(v, def string) string {
 
 // dockerConfig parses the MANAGED_AGENT_DOCKER_* values; every problem names its variable.
 func (c Config) dockerConfig() (docker.Config, error) {
-	cfg := docker.Config{Image: c.DockerImage, Runtime: c.DockerRuntime, Deployment: c.DockerDeployment}
+	cfg := docker.Config{Image: c.DockerImage, Runtime: c.DockerRuntime, Deployment: c.DockerDeployment, Runner: c.DockerRunner}
 	var errs []error
 	netCfg, err := c.Network.dockerNetwork()
 	errs = append(errs, err)

@@ -21,8 +21,10 @@ const (
 )
 
 // RunSandboxd serves the workspace of a sandbox pod (sandboxd) until ctx ends. Every setting
-// is checked before the listener opens.
-func RunSandboxd(ctx context.Context, cfg Config, version string) error {
+// is checked before the listener opens. With stdio it serves the one connection its standard
+// input and output make instead, until that ends: how the docker provider runs it in a
+// container (a `docker exec` per connection).
+func RunSandboxd(ctx context.Context, cfg Config, version string, stdio bool) error {
 	logger, err := start(cfg)
 	if err != nil {
 		return err
@@ -43,6 +45,14 @@ func RunSandboxd(ctx context.Context, cfg Config, version string) error {
 	srv, err := sandboxd.New(sandboxd.Config{Sandbox: ws, Token: token, Logger: logger})
 	if err != nil {
 		return err
+	}
+	if stdio {
+		// One connection on stdin and stdout (the docker provider's exec), nothing listening.
+		conn, err := sandboxd.StdioConn()
+		if err != nil {
+			return err
+		}
+		return srv.ServeConn(ctx, conn)
 	}
 	addr := orDefault(cfg.SandboxdAddr, DefaultSandboxdAddr)
 	ln, err := net.Listen("tcp", addr)

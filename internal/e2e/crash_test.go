@@ -55,6 +55,8 @@ func managedAgentsBinary(t *testing.T) string {
 		}
 		binaryDir, binaryPath = dir, filepath.Join(dir, "managed-agents")
 		cmd := exec.Command("go", "build", "-o", binaryPath, "../..")
+		// Static, as `make build` makes it: the docker sandbox runs this binary in its containers.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			binaryErr = fmt.Errorf("go build: %v\n%s", err, out)

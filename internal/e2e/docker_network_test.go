@@ -51,8 +51,10 @@ func TestLimitedNetworkingInADockerSandbox(t *testing.T) {
 	// The worker starts the proxy; the test removes it before the outside network.
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", "ma-egress-"+deployment).Run() })
 
+	runner := managedAgentsBinary(t) // what the containers run (the test's own binary is not it)
 	e := newRunningEnv(t, func(c *app.Config) {
 		c.Sandbox = "docker"
+		c.DockerRunner = runner
 		c.DockerDeployment = deployment
 		c.Network = app.NetworkConfig{Ceiling: "allowlist", DockerNetwork: outside, EgressPorts: "8080",
 			EgressKey: "e2e-egress-key-0123456789abcdef0123456789"}

@@ -23,8 +23,10 @@ func TestTurnWithEveryBuiltinInADockerSandbox(t *testing.T) {
 	if out, err := exec.Command("docker", "image", "inspect", "managed-agents-sandbox:dev").CombinedOutput(); err != nil {
 		t.Fatalf("the docker sandbox image is missing: run make sandbox-image (%v: %s)", err, out)
 	}
+	runner := managedAgentsBinary(t) // what the containers run (the test's own binary is not it)
 	e := newRunningEnv(t, func(c *app.Config) {
 		c.Sandbox = "docker"
+		c.DockerRunner = runner
 		c.DockerDeployment = "test" // the label the docker package's tests and cleanups use
 	})
 	f := newTurnFixtureIn(t, e, builtinTools("always_allow"))

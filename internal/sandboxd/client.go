@@ -36,14 +36,11 @@ type searchClient struct{ *Client }
 // one that is a sandbox.FileSearcher when the daemon offers search. hc nil means
 // http.DefaultClient; its timeout, if any, must allow for the longest command.
 func Connect(ctx context.Context, baseURL, token string, hc *http.Client) (sandbox.Sandbox, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("sandboxd endpoint %q: must be an http or https URL", baseURL)
+	sb, err := Open(baseURL, token, hc, false)
+	if err != nil {
+		return nil, err
 	}
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	c := &Client{base: u, token: token, http: hc}
+	c := sb.(*Client)
 	var h healthResponse
 	if err := c.call(ctx, "health", http.MethodGet, RouteHealth, nil, nil, &h); err != nil {
 		return nil, err
@@ -52,6 +49,24 @@ func Connect(ctx context.Context, baseURL, token string, hc *http.Client) (sandb
 		if capability == CapabilitySearch {
 			return searchClient{c}, nil
 		}
+	}
+	return c, nil
+}
+
+// Open returns the client of the daemon at baseURL without asking it anything: for a caller
+// that knows the daemon's capabilities already (the docker provider runs its own), so an
+// attach costs no round trip. search says whether the daemon serves find and grep.
+func Open(baseURL, token string, hc *http.Client, search bool) (sandbox.Sandbox, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("sandboxd endpoint %q: must be an http or https URL", baseURL)
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	c := &Client{base: u, token: token, http: hc}
+	if search {
+		return searchClient{c}, nil
 	}
 	return c, nil
 }

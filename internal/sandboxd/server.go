@@ -135,22 +135,21 @@ func (s *Server) authorized(fn http.HandlerFunc) http.HandlerFunc {
 // Serve answers on ln until ctx ends, then shuts down, letting calls in flight finish for a
 // short grace (a command still running after it is cut by its context).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
-		// A body is at most MaxWriteBody; two minutes is a slow link's worth of it.
-		ReadTimeout: 2 * time.Minute,
-		// The longest response is an exec that ran for MaxTimeout.
-		WriteTimeout:   s.cfg.MaxTimeout + time.Minute,
-		IdleTimeout:    2 * time.Minute,
-		MaxHeaderBytes: 64 << 10,
-		BaseContext:    func(net.Listener) context.Context { return ctx },
-	}
+	srv := s.httpServer(ctx)
+	return run(ctx, srv, func() error { return srv.Serve(ln) })
+}
+
+// run calls serve until it returns or ctx ends, then shuts srv down. serve returning nil is
+// a normal end (ServeConn's peer hung up); an error fails the call.
+func run(ctx context.Context, srv *http.Server, serve func() error) error {
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	go func() { done <- serve() }()
 	select {
 	case err := <-done:
-		return fmt.Errorf("sandboxd serve: %w", err)
+		if err != nil {
+			return fmt.Errorf("sandboxd serve: %w", err)
+		}
+		done <- nil // for the wait below
 	case <-ctx.Done():
 	}
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -161,6 +160,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("sandboxd shutdown: %w", err)
 	}
 	return nil
+}
+
+// httpServer is the HTTP server of Serve and ServeConn, its requests' contexts derived from ctx.
+func (s *Server) httpServer(ctx context.Context) *http.Server {
+	return &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		// A body is at most MaxWriteBody; two minutes is a slow link's worth of it.
+		ReadTimeout: 2 * time.Minute,
+		// The longest response is an exec that ran for MaxTimeout.
+		WriteTimeout:   s.cfg.MaxTimeout + time.Minute,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		BaseContext:    func(net.Listener) context.Context { return ctx },
+	}
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) {

@@ -6,35 +6,39 @@
 // root filesystem (tmpfs for /tmp and /run), all capabilities dropped, no-new-privileges, CPU,
 // memory and pids limits, no network unless the deployment's ceiling allows more (network.go:
 // a session network behind the egress proxy, or a normal network) and, optionally, another
-// OCI runtime such as gVisor's runsc. The workspace volume is its only mount. Containers share the host
-// kernel: that is the limit of this boundary (gVisor narrows it).
+// OCI runtime such as gVisor's runsc. Its mounts are the workspace volume and the read-only
+// runner volume. Containers share the host kernel: that is the limit of this boundary
+// (gVisor narrows it).
 //
-// Commands and file operations run through the exec API. A command runs as the leader of
-// its own session, so a timeout or a cancellation kills its whole process group inside the
-// container, and whatever it leaves in its group is killed when it ends; file reads and
-// writes resolve their path inside the container and refuse one that leaves /workspace
-// (`..`, absolute paths elsewhere, symlinks), with the errors of the local provider.
+// Commands, file operations and searches are requests to the container's runner (runner.go,
+// conn.go): the managed-agents binary on a read-only volume, run as `sandboxd --stdio` with
+// one exec per kept-alive connection, so a command costs a request, not a runtime exec. The
+// runner runs the local provider's code (sandbox/workspace) against /workspace: paths that
+// leave it are refused by os.Root, a command is the leader of its own process group, killed
+// whole on timeout or cancellation (or when the connection goes), its output capped.
 //
 // Create is idempotent on the spec's name: the container and volume names derive from it,
 // so a retried create adopts what an earlier attempt made. The optional FileSearcher
-// capability is not offered: glob and grep fall back to find and ReadFile.
+// capability is offered (the runner serves it).
 //
 // An environment's packages are installed once into an image of their own (packages.go);
 // an optional warm pool of started containers makes a first acquisition a rename (pool.go).
 //
-// The package imports only the sandbox interfaces (and wire, startstop), the Docker client
-// and x/sync; it must never import agent, store, httpapi, durable, Temporal or Kubernetes
-// packages.
+// The package imports only the sandbox interfaces (and wire, startstop), sandboxd (the
+// runner's protocol), the Docker client and x/sync; it must never import agent, store,
+// httpapi, durable, Temporal or Kubernetes packages.
 package docker
 
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"regexp"
 	"time"
 
@@ -44,6 +48,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandboxd"
 )
 
 // Name is the provider name stored in sandbox refs.
@@ -109,6 +114,10 @@ type Config struct {
 	Logger   *slog.Logger
 	// Net is the networking of sandboxes (network.go).
 	Net NetworkConfig
+	// Runner is the managed-agents binary the containers run to serve commands and files
+	// (runner.go): a Linux executable of the engine's architecture, best statically linked
+	// (CGO_ENABLED=0) so it runs in any image. "" is the running executable.
+	Runner string
 }
 
 func (c Config) withDefaults() Config {
@@ -144,6 +153,9 @@ type engine interface {
 	ContainerRename(context.Context, string, client.ContainerRenameOptions) (client.ContainerRenameResult, error)
 	VolumeInspect(context.Context, string, client.VolumeInspectOptions) (client.VolumeInspectResult, error)
 	VolumeList(context.Context, client.VolumeListOptions) (client.VolumeListResult, error)
+	// For runner.go.
+	ContainerStatPath(context.Context, string, client.ContainerStatPathOptions) (client.ContainerStatPathResult, error)
+	CopyToContainer(context.Context, string, client.CopyToContainerOptions) (client.CopyToContainerResult, error)
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -156,6 +168,12 @@ type Provider struct {
 	builds envBuilds
 	pool   *pool // nil without a warm pool
 	egress *egressState
+	runner *runnerState
+	// token is what this provider's runners require (conn.go); transport keeps the
+	// connections to them, http is the client over it.
+	token     string
+	transport *http.Transport
+	http      *http.Client
 }
 
 // New returns a provider on the engine DOCKER_HOST names (the local socket by default). It
@@ -165,11 +183,22 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	bin, err := loadRunner(cfg.Runner)
+	if err != nil {
+		return nil, err
+	}
+	if !bin.static {
+		cfg.Logger.Warn("the docker sandbox runner is dynamically linked: images without a compatible C library cannot run it; build it with CGO_ENABLED=0 (make build does) or set MANAGED_AGENT_DOCKER_RUNNER", "runner", bin.path)
+	}
 	cli, err := client.New(client.FromEnv) // negotiates the API version on first use
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	p := &Provider{cli: cli, engine: cli, cfg: cfg, egress: &egressState{}}
+	var token [24]byte
+	_, _ = rand.Read(token[:])
+	p := &Provider{cli: cli, engine: cli, cfg: cfg, egress: &egressState{}, runner: &runnerState{bin: bin}, token: hex.EncodeToString(token[:])}
+	p.transport = p.newTransport()
+	p.http = &http.Client{Transport: p.transport}
 	if cfg.WarmPool > 0 {
 		p.pool = newPool(p, cfg.WarmPool, cfg.Logger)
 	}
@@ -190,8 +219,11 @@ func (c Config) check() error {
 	return nil
 }
 
-// Close releases the client's connections.
-func (p *Provider) Close() error { return p.cli.Close() }
+// Close releases the client's connections, those to the runners too (their runners exit).
+func (p *Provider) Close() error {
+	p.transport.CloseIdleConnections()
+	return p.cli.Close()
+}
 
 // Name implements sandbox.Provider.
 func (p *Provider) Name() string { return Name }
@@ -238,10 +270,13 @@ func (p *Provider) CreateOptions(spec sandbox.Spec) client.ContainerCreateOption
 			NetworkMode:    p.networkMode(spec, name),
 			ReadonlyRootfs: true,
 			Tmpfs:          map[string]string{"/tmp": tmpfsOptions + ",mode=1777", "/run": tmpfsOptions + ",mode=755"},
-			Mounts:         []mount.Mount{{Type: mount.TypeVolume, Source: volumeName(name), Target: Workspace}},
-			CapDrop:        []string{"ALL"},
-			SecurityOpt:    []string{"no-new-privileges"},
-			Runtime:        p.cfg.Runtime,
+			Mounts: []mount.Mount{
+				{Type: mount.TypeVolume, Source: volumeName(name), Target: Workspace},
+				{Type: mount.TypeVolume, Source: p.runner.bin.volume(), Target: RunnerDir, ReadOnly: true, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
+			},
+			CapDrop:     []string{"ALL"},
+			SecurityOpt: []string{"no-new-privileges"},
+			Runtime:     p.cfg.Runtime,
 			// Command output is returned by exec, never logged: nothing grows on the host's disk.
 			LogConfig: container.LogConfig{Type: "none"},
 			Resources: container.Resources{
@@ -302,6 +337,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 		return sandbox.Ref{}, fmt.Errorf("create docker sandbox %s: %w", opts.Name, err)
 	}
 	opts.Config.Image = image
+	if err := p.ensureRunner(ctx, image); err != nil {
+		return sandbox.Ref{}, fmt.Errorf("create docker sandbox %s: %w", opts.Name, err)
+	}
 	if p.pool != nil {
 		if claimed, err := p.pool.claim(ctx, spec, opts.Name); err != nil || claimed {
 			return ref, err
@@ -406,7 +444,17 @@ func (p *Provider) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Sandbox
 	if err := p.reattachNetwork(ctx, info.Container); err != nil {
 		return nil, fmt.Errorf("attach docker sandbox %s: %w", ref.ExternalID, err)
 	}
-	return &box{engine: p.engine, id: ref.ExternalID, timeout: p.cfg.Timeout, maxOutput: p.cfg.MaxOutput}, nil
+	return p.box(ref.ExternalID)
+}
+
+// box is the sandbox of a running container: the client of its runner, which dials on the
+// first call (an attach costs no exec).
+func (p *Provider) box(name string) (*box, error) {
+	client, err := sandboxd.Open("http://"+name, p.token, p.http, true)
+	if err != nil {
+		return nil, fmt.Errorf("attach docker sandbox %s: %w", name, err)
+	}
+	return &box{daemon: client.(daemon), p: p, name: name}, nil
 }
 
 // Destroy force-removes the container and its workspace volume. Either being gone already

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"github.com/stretchr/testify/require"
 
@@ -236,8 +237,16 @@ func TestLabels(t *testing.T) {
 	hc := info.Container.HostConfig
 	require.True(t, hc.ReadonlyRootfs)
 	require.EqualValues(t, "none", hc.NetworkMode)
-	require.Len(t, info.Container.Mounts, 1, "the workspace volume is the only mount besides tmpfs")
-	require.EqualValues(t, "volume", info.Container.Mounts[0].Type)
+	mounts := map[string]container.MountPoint{}
+	for _, m := range info.Container.Mounts {
+		require.EqualValues(t, "volume", m.Type, "no host mounts")
+		mounts[m.Destination] = m
+	}
+	require.Len(t, mounts, 2, "the workspace and the runner are the only mounts besides tmpfs")
+	require.True(t, mounts[docker.Workspace].RW, "the workspace is writable")
+	require.Equal(t, ref.ExternalID+"-workspace", mounts[docker.Workspace].Name)
+	require.False(t, mounts[docker.RunnerDir].RW, "the runner is read-only")
+	require.Equal(t, docker.RunnerVolume(p), mounts[docker.RunnerDir].Name)
 
 	require.NoError(t, p.Destroy(t.Context(), ref))
 	_, err = cli.VolumeInspect(t.Context(), ref.ExternalID+"-workspace", client.VolumeInspectOptions{})
@@ -256,8 +265,7 @@ func TestMissingImageSaysHowToBuildIt(t *testing.T) {
 	require.NoError(t, p.Destroy(context.Background(), sandbox.Ref{Provider: docker.Name, ExternalID: docker.ContainerName(spec.Name)}))
 }
 
-// The exit status travels on the wrapper script's own stderr: output of the command that
-// looks like it must not change the status reported.
+// Output that looks like a status report must not change the status reported.
 func TestCommandOutputCannotForgeTheExitStatus(t *testing.T) {
 	t.Parallel()
 	_, sb := newSandbox(t, newProvider(t, docker.Config{}))
@@ -270,4 +278,16 @@ func TestCommandOutputCannotForgeTheExitStatus(t *testing.T) {
 	data, err := sb.ReadFile(t.Context(), "trailer.txt")
 	require.NoError(t, err)
 	require.Equal(t, "ma-exit 9\n", string(data), "a file's content is not taken for a status")
+}
+
+// The runner is on a read-only volume: a command cannot replace what serves the next one.
+func TestTheRunnerCannotBeReplaced(t *testing.T) {
+	t.Parallel()
+	_, sb := newSandbox(t, newProvider(t, docker.Config{}))
+	out, code := sh(t, sb, "cp /bin/true "+docker.RunnerDir+"/managed-agents 2>&1; touch "+docker.RunnerDir+"/x 2>&1")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, out, "Read-only file system")
+	out, code = sh(t, sb, "echo still served")
+	require.Equal(t, 0, code)
+	require.Equal(t, "still served\n", out)
 }

@@ -24,3 +24,10 @@ func BuildContainer(baseID string, packages map[string][]string) string {
 
 // Reconcile runs one of the pool's reconciliations with the engine now.
 func Reconcile(p *Provider) { p.pool.reconcile(context.Background()) }
+
+// UseRunner makes providers whose configuration names no runner run the binary at path: a
+// test's executable is the test binary, not managed-agents.
+func UseRunner(path string) { defaultRunner = func() (string, error) { return path, nil } }
+
+// RunnerVolume is the runner volume of the provider's binary.
+func RunnerVolume(p *Provider) string { return p.runner.bin.volume() }

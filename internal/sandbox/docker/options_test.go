@@ -46,7 +46,10 @@ func TestCreateOptions(t *testing.T) {
 	require.Equal(t, []string{"no-new-privileges"}, hc.SecurityOpt)
 	require.False(t, hc.Privileged)
 	require.Empty(t, hc.Binds, "no host mounts")
-	require.Equal(t, []mount.Mount{{Type: mount.TypeVolume, Source: spec.Name + "-workspace", Target: "/workspace"}}, hc.Mounts)
+	require.Equal(t, []mount.Mount{
+		{Type: mount.TypeVolume, Source: spec.Name + "-workspace", Target: "/workspace"},
+		{Type: mount.TypeVolume, Source: docker.RunnerVolume(p), Target: docker.RunnerDir, ReadOnly: true, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
+	}, hc.Mounts, "the workspace and the read-only runner, nothing of the host")
 	require.ElementsMatch(t, []string{"/tmp", "/run"}, keys(hc.Tmpfs))
 	require.Equal(t, int64(5e8), hc.NanoCPUs)
 	require.Equal(t, int64(64<<20), hc.Memory)

@@ -270,10 +270,9 @@ func (p *Provider) build(ctx context.Context, base, key, tag string, packages ma
 	if _, err := p.engine.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
 		return fmt.Errorf("start the package build container of %s: %w", tag, err)
 	}
-	b := &box{engine: p.engine, id: name}
 	deadline := time.Now().Add(p.cfg.PackageTimeout)
 	for _, m := range slices.Sorted(maps.Keys(packages)) {
-		code, out, err := b.runAsRoot(ctx, time.Until(deadline), append([]string{"sh", "-c", installScript, "ma-install", m, managerCommands[m], managerBinary[m]}, packages[m]...))
+		code, out, err := p.runAsRoot(ctx, name, time.Until(deadline), append([]string{"sh", "-c", installScript, "ma-install", m, managerCommands[m], managerBinary[m]}, packages[m]...))
 		switch {
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 			return fmt.Errorf("%w: installing the %s packages took longer than %s; the installer's output ends with:\n%s", ErrPackages, m, p.cfg.PackageTimeout, out)
@@ -319,20 +318,19 @@ func (p *Provider) busyOrStale(ctx context.Context, name string) error {
 	return errBuildBusy
 }
 
-// runAsRoot runs cmd as root in the box's container (only build containers: sessions never
-// run anything as root) and returns its exit status and the tail of its combined output. A
+// runAsRoot runs cmd as root in the build container name (sessions never run anything as root) and returns its exit status and the tail of its combined output. A
 // command still running after timeout fails with context.DeadlineExceeded; the caller
 // removes the container, which ends it.
-func (b *box) runAsRoot(ctx context.Context, timeout time.Duration, cmd []string) (int, string, error) {
+func (p *Provider) runAsRoot(ctx context.Context, name string, timeout time.Duration, cmd []string) (int, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	created, err := b.engine.ExecCreate(ctx, b.id, client.ExecCreateOptions{User: "0:0", WorkingDir: "/", Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	created, err := p.engine.ExecCreate(ctx, name, client.ExecCreateOptions{User: "0:0", WorkingDir: "/", Cmd: cmd, AttachStdout: true, AttachStderr: true})
 	if err != nil {
-		return 0, "", b.execError(err)
+		return 0, "", execError(name, err)
 	}
-	attach, err := b.engine.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	attach, err := p.engine.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return 0, "", b.execError(err)
+		return 0, "", execError(name, err)
 	}
 	defer attach.Close()
 	tail := &outputTail{}
@@ -351,7 +349,7 @@ func (b *box) runAsRoot(ctx context.Context, timeout time.Duration, cmd []string
 	if err != nil {
 		return 0, tail.String(), fmt.Errorf("read the installer's output: %w", err)
 	}
-	info, err := b.engine.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
+	info, err := p.engine.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
 	if err != nil {
 		return 0, tail.String(), fmt.Errorf("inspect the installer's exit: %w", err)
 	}

@@ -267,6 +267,9 @@ func (pl *pool) make(ctx context.Context, spec sandbox.Spec) (string, error) {
 	var id [12]byte
 	_, _ = rand.Read(id[:])
 	name := poolPrefix + hex.EncodeToString(id[:])
+	if err := pl.p.ensureRunner(ctx, image); err != nil {
+		return "", err
+	}
 	opts := pl.p.CreateOptions(spec)
 	opts.Name = name
 	opts.Config.Image = image
