@@ -16,6 +16,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/ids"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
+	"github.com/managed-agents/managed-agents/internal/sandbox/docker/runnertest"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -36,7 +37,9 @@ func newDockerFixture(t *testing.T, deployment string) dockerFixture {
 	t.Cleanup(func() { _ = cli.Close() })
 	_, err = cli.ImageInspect(t.Context(), docker.DefaultImage)
 	require.NoError(t, err, "the sandbox image is missing: run make sandbox-image")
-	p, err := docker.New(docker.Config{Deployment: deployment})
+	runner, err := runnertest.Path() // what the containers run: this test binary cannot
+	require.NoError(t, err)
+	p, err := docker.New(docker.Config{Deployment: deployment, Runner: runner})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	reg, err := sandbox.NewRegistry(p)
