@@ -79,6 +79,12 @@ func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !b.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, &b)
 	}
+	if r.Pods.Namespace != "" && b.Namespace != r.Pods.Namespace {
+		before := b.Status.DeepCopy()
+		applyView(&b.Status, sandboxView{Phase: v1alpha1.SandboxPending, Ready: metav1.ConditionFalse, Reason: v1alpha1.ReasonNotConfigured,
+			Message: "this controller makes sandbox pods only in namespace " + r.Pods.Namespace + " (MANAGED_AGENT_SANDBOX_NAMESPACE)"}, b.Generation)
+		return ctrl.Result{}, r.writeStatus(ctx, &b, before)
+	}
 	if controllerutil.AddFinalizer(&b, v1alpha1.Finalizer) {
 		if err := r.Client.Update(ctx, &b); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add the finalizer: %w", err)

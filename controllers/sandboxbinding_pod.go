@@ -68,6 +68,11 @@ type SandboxPods struct {
 	// bindings get no egress at all: narrower, never wider.
 	EgressProxy     PodPeer
 	EgressProxyPort int32
+	// Namespace, when set, is the only namespace whose bindings get pods
+	// (MANAGED_AGENT_SANDBOX_NAMESPACE; the chart sets it to its sandbox namespace): a
+	// binding is a pod of the author's choosing made with the controller's rights, so only
+	// the namespace the workers write to is served.
+	Namespace string
 }
 
 // sandboxLabels are the labels of everything made for b.
@@ -117,6 +122,11 @@ func (c SandboxPods) sandboxPod(b *v1alpha1.SandboxBinding) *corev1.Pod {
 		// sandboxd drops MANAGED_AGENT_* from what commands see, and a template must not move
 		// the daemon's token or workspace.
 		if strings.HasPrefix(e.Name, "MANAGED_AGENT_") {
+			continue
+		}
+		if e.ValueFrom != nil {
+			// Values only: the kubelet, not the binding's author, would resolve a reference,
+			// so one could pull any Secret of the namespace (another sandbox's token) in.
 			continue
 		}
 		env = append(env, e)

@@ -35,7 +35,8 @@ func TestSandboxPodIsRestricted(t *testing.T) {
 	b := binding(func(b *v1alpha1.SandboxBinding) {
 		b.Spec.RuntimeClassName = ptr.To("gvisor")
 		b.Spec.Port = 9000
-		b.Spec.Env = []corev1.EnvVar{{Name: "CONTRACT", Value: "yes"}, {Name: "MANAGED_AGENT_SANDBOXD_TOKEN_FILE", Value: "/evil"}}
+		b.Spec.Env = []corev1.EnvVar{{Name: "CONTRACT", Value: "yes"}, {Name: "MANAGED_AGENT_SANDBOXD_TOKEN_FILE", Value: "/evil"},
+			{Name: "STOLEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "ma-other-token"}, Key: "token"}}}}
 		b.Spec.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
 		b.Spec.WorkspaceSize = ptr.To(resource.MustParse("2Gi"))
 	})
@@ -76,7 +77,9 @@ func TestSandboxPodIsRestricted(t *testing.T) {
 		_, dup := env[e.Name]
 		require.False(t, dup, "%s is set once", e.Name)
 		env[e.Name] = e.Value
+		require.Nil(t, e.ValueFrom, "%s: values only, no references the kubelet would resolve", e.Name)
 	}
+	require.NotContains(t, env, "STOLEN", "a reference to another Secret is dropped")
 	require.Equal(t, "yes", env["CONTRACT"], "the template's variables reach the container")
 	require.Equal(t, tokenDir+"/token", env["MANAGED_AGENT_SANDBOXD_TOKEN_FILE"], "but cannot move the daemon's token")
 	require.Equal(t, ":9000", env["MANAGED_AGENT_SANDBOXD_ADDR"])

@@ -88,6 +88,9 @@ type Config struct {
 	// (MANAGED_AGENT_SANDBOX_WORKER_SELECTOR, _WORKER_NAMESPACE) and the egress proxy pods
 	// allowlisted sandboxes may reach (MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR, _NAMESPACE, _PORT).
 	SandboxdImage, SandboxWorkerSelector, SandboxWorkerNamespace, SandboxEgressProxySelector, SandboxEgressProxyNamespace, SandboxEgressProxyPort string
+	// SandboxNamespace is the only namespace whose SandboxBindings the controller serves
+	// (MANAGED_AGENT_SANDBOX_NAMESPACE; empty: every namespace).
+	SandboxNamespace string
 	// DockerRunner is the managed-agents binary docker sandboxes run to serve commands and
 	// files (MANAGED_AGENT_DOCKER_RUNNER; default this executable): a static Linux build.
 	DockerRunner string
@@ -433,6 +436,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.KubernetesServiceAccount, "MANAGED_AGENT_KUBERNETES_SERVICE_ACCOUNT")
 	set(&c.KubernetesReadyTimeout, "MANAGED_AGENT_KUBERNETES_READY_TIMEOUT")
 	set(&c.SandboxdImage, "MANAGED_AGENT_SANDBOXD_IMAGE")
+	set(&c.SandboxNamespace, "MANAGED_AGENT_SANDBOX_NAMESPACE")
 	set(&c.SandboxWorkerSelector, "MANAGED_AGENT_SANDBOX_WORKER_SELECTOR")
 	set(&c.SandboxWorkerNamespace, "MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE")
 	set(&c.SandboxEgressProxySelector, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR")

@@ -93,7 +93,7 @@ func newKubernetesProvider(c Config) (sandbox.Provider, error) {
 // sandboxPodsConfig parses the controller's sandbox pod settings; every problem names its
 // variable.
 func (c Config) sandboxPodsConfig() (controllers.SandboxPods, error) {
-	pods := controllers.SandboxPods{SandboxdImage: c.SandboxdImage}
+	pods := controllers.SandboxPods{SandboxdImage: c.SandboxdImage, Namespace: c.SandboxNamespace}
 	var errs []error
 	sel, err := selectorMap("MANAGED_AGENT_SANDBOX_WORKER_SELECTOR", orDefault(c.SandboxWorkerSelector, DefaultSandboxWorkerSelector))
 	errs = append(errs, err)
@@ -108,7 +108,7 @@ func (c Config) sandboxPodsConfig() (controllers.SandboxPods, error) {
 		}
 		pods.EgressProxyPort = int32(port)
 	}
-	for name, ns := range map[string]string{"MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE": c.SandboxWorkerNamespace, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_NAMESPACE": c.SandboxEgressProxyNamespace} {
+	for name, ns := range map[string]string{"MANAGED_AGENT_SANDBOX_NAMESPACE": c.SandboxNamespace, "MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE": c.SandboxWorkerNamespace, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_NAMESPACE": c.SandboxEgressProxyNamespace} {
 		if ns == "" {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
@@ -47,7 +48,10 @@ func RunSandboxd(ctx context.Context, cfg Config, version string, stdio bool) er
 		return err
 	}
 	if stdio {
-		// One connection on stdin and stdout (the docker provider's exec), nothing listening.
+		// One connection on stdin and stdout (the docker provider's exec), nothing listening;
+		// one P is plenty for one connection, and fewer threads count against the
+		// container's pids limit.
+		runtime.GOMAXPROCS(1)
 		conn, err := sandboxd.StdioConn()
 		if err != nil {
 			return err

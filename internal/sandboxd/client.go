@@ -78,6 +78,13 @@ func (c *Client) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Exe
 	if req.Timeout > 0 && body.TimeoutMS == 0 {
 		body.TimeoutMS = 1 // a sub-millisecond timeout is still one, not the default
 	}
+	if req.Timeout > 0 {
+		// The daemon enforces the timeout; this bounds the wait for a daemon that does not
+		// answer (stopped, or hung by what it runs).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, req.Timeout+ExecAnswerGrace)
+		defer cancel()
+	}
 	var out execResponse
 	if err := c.call(ctx, "exec", http.MethodPost, RouteExec, nil, body, &out); err != nil {
 		return sandbox.ExecResult{}, err
@@ -188,7 +195,8 @@ func (c *Client) call(ctx context.Context, op, method, route string, query url.V
 		}
 		return nil
 	default:
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		// Bounded: a command in the sandbox could write an answer of its own into the stream.
+		if err := json.NewDecoder(io.LimitReader(resp.Body, MaxJSONResponse)).Decode(out); err != nil {
 			return c.bodyError(ctx, op, err)
 		}
 		return nil

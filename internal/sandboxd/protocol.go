@@ -14,6 +14,8 @@
 package sandboxd
 
 import (
+	"time"
+
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/workspace"
 )
@@ -33,6 +35,13 @@ const (
 	MaxJSONBody  = 4 << 20
 	MaxWriteBody = workspace.MaxFileSize
 )
+
+// MaxJSONResponse bounds a JSON answer the client reads: an exec's output at the server's
+// largest cap (base64, a third larger) with room for the rest.
+const MaxJSONResponse = DefaultMaxOutput*4/3 + 1<<20
+
+// ExecAnswerGrace is how long past a command's timeout the client waits for its answer.
+const ExecAnswerGrace = 30 * time.Second
 
 // CapabilitySearch is the health capability of a daemon that serves find and grep
 // (sandbox.FileSearcher).

@@ -25,8 +25,13 @@ const (
 	// maxIdleConns is how many idle connections each container keeps: each is a runner
 	// process in the container, counting against its pids limit.
 	maxIdleConns = 2
-	// idleConnTimeout closes a connection unused this long (its runner exits).
-	idleConnTimeout = 2 * time.Minute
+	// idleConnTimeout closes a connection unused this long (its runner exits): below the
+	// runner's own idle timeout (sandboxd's two minutes), so the worker never sends a call on
+	// a connection the runner is closing.
+	idleConnTimeout = 90 * time.Second
+	// maxConns bounds the runners one container has at once (each counts against its pids
+	// and memory limits); further concurrent calls wait for a connection.
+	maxConns = 8
 	// dialTimeout bounds the exec that opens a connection.
 	dialTimeout = 30 * time.Second
 )
@@ -35,6 +40,8 @@ func (p *Provider) newTransport() *http.Transport {
 	return &http.Transport{
 		DialContext:         p.dialRunner,
 		MaxIdleConnsPerHost: maxIdleConns,
+		MaxConnsPerHost:     maxConns,
+		Proxy:               nil, // the engine's stream, never a proxy's
 		IdleConnTimeout:     idleConnTimeout,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,

@@ -350,7 +350,10 @@ func TestPackageFailureThroughTheManager(t *testing.T) {
 	m := sandbox.NewManager(registry, bindings, fixedSpec{spec})
 	_, err = m.Acquire(t.Context(), spec.SessionID)
 	require.ErrorIs(t, err, sandbox.ErrSetup)
-	require.ErrorContains(t, err, "the npm installer exited with status 100; its output ends with:\nma-install: npm "+bad+"\n")
+	// The installer's stdout and stderr reach the engine through separate pipes: their lines
+	// may interleave either way.
+	require.ErrorContains(t, err, "the npm installer exited with status 100; its output ends with:\n")
+	require.ErrorContains(t, err, "\nma-install: npm "+bad+"\n")
 	require.ErrorContains(t, err, "\nE: Unable to locate package "+bad)
 	require.ErrorContains(t, err, "\nfake npm: giving up")
 	require.NoError(t, m.Teardown(t.Context(), spec.SessionID), "nothing to destroy, and the session's delete can finish")

@@ -145,7 +145,9 @@ type runnerState struct {
 
 // ensureRunner makes sure the engine has the runner volume with this binary in it, filling
 // it through a container that is created, never started, from image (any image will do:
-// the copy goes into the volume). Once per provider; a failure is retried on the next call.
+// the copy goes into the volume, and nothing of the image does). The volume's content can
+// only come from this copy: sandboxes mount it read-only, the fill container never runs.
+// Once per provider, then a cheap check that the volume is still there.
 //
 // Two workers filling one new volume at the same moment write the same bytes, but a
 // container started between them could find the binary half written; its exec then fails and
@@ -155,10 +157,17 @@ func (p *Provider) ensureRunner(ctx context.Context, image string) error {
 	st := p.runner
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.ready {
-		return nil
-	}
 	name := st.bin.volume()
+	if st.ready {
+		// Still there? A volume nothing uses can be pruned under a running worker; the
+		// engine would then mount an empty one of that name.
+		if _, err := p.engine.VolumeInspect(ctx, name, client.VolumeInspectOptions{}); err == nil {
+			return nil
+		} else if !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("inspect the runner volume %s: %w", name, err)
+		}
+		st.ready = false
+	}
 	labels := map[string]string{LabelRunner: st.bin.digest}
 	if _, err := p.engine.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: labels}); err != nil {
 		return fmt.Errorf("create the runner volume %s: %w", name, err)
@@ -168,7 +177,9 @@ func (p *Provider) ensureRunner(ctx context.Context, image string) error {
 		HostConfig: &container.HostConfig{
 			NetworkMode: "none",
 			LogConfig:   container.LogConfig{Type: "none"},
-			Mounts:      []mount.Mount{{Type: mount.TypeVolume, Source: name, Target: RunnerDir}},
+			// NoCopy: the image's own /opt/managed-agents (a package image's, say, which a
+			// user's installer wrote) must never seed the volume every sandbox runs from.
+			Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: name, Target: RunnerDir, VolumeOptions: &mount.VolumeOptions{NoCopy: true}}},
 		},
 	})
 	if err != nil {

@@ -55,6 +55,28 @@ func TestSandboxBindingControllerRefusals(t *testing.T) {
 		require.Empty(t, pods.Items)
 	})
 
+	t.Run("BindingsOutsideItsNamespaceGetNoPod", func(t *testing.T) {
+		only := sandboxPods
+		only.Namespace = "sandboxes-elsewhere"
+		stop := c.RunSandboxController(t, only)
+		defer stop()
+		b := newBinding("sesn_other_namespace")
+		require.Eventually(t, func() bool {
+			_, cond := readyCondition(t, c.Client, b.Name)
+			return cond != nil && cond.Reason == v1alpha1.ReasonNotConfigured
+		}, 10*time.Second, 50*time.Millisecond)
+		got, cond := readyCondition(t, c.Client, b.Name)
+		require.Contains(t, cond.Message, "only in namespace sandboxes-elsewhere")
+		require.NotContains(t, got.Finalizers, v1alpha1.Finalizer, "nothing made, nothing to finalize")
+		var pods corev1.PodList
+		require.NoError(t, c.Client.List(ctx, &pods, client.InNamespace(ns)))
+		require.Empty(t, pods.Items)
+		var secrets corev1.SecretList
+		require.NoError(t, c.Client.List(ctx, &secrets, client.InNamespace(ns)))
+		require.Empty(t, secrets.Items, "no token either")
+		require.NoError(t, c.Client.Delete(ctx, b))
+	})
+
 	t.Run("APodItDidNotMakeIsNotAdopted", func(t *testing.T) {
 		stop := c.RunSandboxController(t, sandboxPods)
 		defer stop()

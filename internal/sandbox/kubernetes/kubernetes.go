@@ -118,7 +118,9 @@ func New(c Config) (*Provider, error) {
 	c.AttachTimeout = cmp.Or(c.AttachTimeout, DefaultAttachTimeout)
 	c.PollInterval = cmp.Or(c.PollInterval, 200*time.Millisecond)
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
+		// Straight to the pod: never through an HTTP_PROXY the worker has for the model's API
+		// (the token and the commands would pass through it).
+		c.HTTPClient = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second}}
 	}
 	return &Provider{cfg: c}, nil
 }
