@@ -161,3 +161,23 @@ func (s Spec) Environ(base map[string]string) []string {
 	}
 	return env
 }
+
+// namePattern is the shape of every name NameFor gives.
+var namePattern = regexp.MustCompile(`^` + namePrefix + `[0-9a-f]{32}$`)
+
+// IsName says whether s has the shape of a name NameFor gives.
+func IsName(s string) bool { return namePattern.MatchString(s) }
+
+// CheckRef is the check every provider whose external ids are NameFor names makes before it
+// asks its backend anything: a Ref of another provider is ErrForeignRef, an id of any other
+// shape (tampered, corrupted) ErrInvalidRef, so it can never name something else. what says
+// what the id names ("docker sandbox id").
+func CheckRef(ref Ref, provider, what string) error {
+	if ref.Provider != "" && ref.Provider != provider {
+		return fmt.Errorf("sandbox ref of provider %q given to the %s provider: %w", ref.Provider, provider, ErrForeignRef)
+	}
+	if !IsName(ref.ExternalID) {
+		return fmt.Errorf("%s %q: %w", what, ref.ExternalID, ErrInvalidRef)
+	}
+	return nil
+}

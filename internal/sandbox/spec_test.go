@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -112,5 +113,31 @@ func TestSpecCheckEnv(t *testing.T) {
 			continue
 		}
 		require.EqualError(t, err, tc.wantErr)
+	}
+}
+
+func TestCheckRef(t *testing.T) {
+	good := sandbox.NameFor("sesn_1")
+	for _, tc := range []struct {
+		name string
+		ref  sandbox.Ref
+		want error
+	}{
+		{"ours", sandbox.Ref{Provider: "docker", ExternalID: good}, nil},
+		{"no provider recorded yet", sandbox.Ref{ExternalID: good}, nil},
+		{"another provider's", sandbox.Ref{Provider: "local", ExternalID: good}, sandbox.ErrForeignRef},
+		{"not a NameFor name", sandbox.Ref{Provider: "docker", ExternalID: "some-other-container"}, sandbox.ErrInvalidRef},
+		{"upper-case hex", sandbox.Ref{Provider: "docker", ExternalID: strings.ToUpper(good)}, sandbox.ErrInvalidRef},
+		{"a prefix of a name", sandbox.Ref{Provider: "docker", ExternalID: good[:10]}, sandbox.ErrInvalidRef},
+		{"a name with more after it", sandbox.Ref{Provider: "docker", ExternalID: good + "/x"}, sandbox.ErrInvalidRef},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := sandbox.CheckRef(tc.ref, "docker", "docker sandbox id")
+			if tc.want == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, tc.want)
+		})
 	}
 }

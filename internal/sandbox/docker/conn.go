@@ -54,7 +54,7 @@ func (p *Provider) newTransport() *http.Transport {
 // the engine's API, which is the real authority; the token keeps the daemon's one rule.
 func (p *Provider) dialRunner(ctx context.Context, _, addr string) (net.Conn, error) {
 	name, _, err := net.SplitHostPort(addr)
-	if err != nil || !idPattern.MatchString(name) {
+	if err != nil || !sandbox.IsName(name) {
 		return nil, fmt.Errorf("docker sandbox runner: %q is not a sandbox container", addr)
 	}
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)

@@ -39,7 +39,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -228,15 +227,11 @@ func (p *Provider) Close() error {
 // Name implements sandbox.Provider.
 func (p *Provider) Name() string { return Name }
 
-// idPattern is the shape of every container name this provider makes: refs are checked
-// against it before the engine is asked anything.
-var idPattern = regexp.MustCompile(`^ma-[0-9a-f]{32}$`)
-
 // ContainerName is the container of a sandbox name: the name itself when it already has the
 // shape sandbox.NameFor gives, otherwise a hash of it, so any name maps to one valid,
 // recognisable container name.
 func ContainerName(name string) string {
-	if idPattern.MatchString(name) {
+	if sandbox.IsName(name) {
 		return name
 	}
 	sum := sha256.Sum256([]byte(name))
@@ -415,15 +410,7 @@ func (p *Provider) engineError(op, name string, err error) error {
 
 // checkRef refuses references of other providers and ids this provider never makes, before
 // the engine is asked: a tampered id must not name some other container.
-func checkRef(ref sandbox.Ref) error {
-	if ref.Provider != "" && ref.Provider != Name {
-		return fmt.Errorf("sandbox ref of provider %q given to the %s provider: %w", ref.Provider, Name, sandbox.ErrForeignRef)
-	}
-	if !idPattern.MatchString(ref.ExternalID) {
-		return fmt.Errorf("docker sandbox id %q: %w", ref.ExternalID, sandbox.ErrInvalidRef)
-	}
-	return nil
-}
+func checkRef(ref sandbox.Ref) error { return sandbox.CheckRef(ref, Name, "docker sandbox id") }
 
 // Attach returns the sandbox of an existing container, starting it if it was stopped (its
 // workspace is kept); sandbox.ErrGone if it was removed. It never creates one.

@@ -48,7 +48,7 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Resource, error) {
 	for _, c := range res.Items {
 		name := ""
 		for _, n := range c.Names {
-			if n = strings.TrimPrefix(n, "/"); idPattern.MatchString(n) {
+			if n = strings.TrimPrefix(n, "/"); sandbox.IsName(n) {
 				name = n
 			}
 		}

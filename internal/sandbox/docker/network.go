@@ -460,7 +460,7 @@ func (p *Provider) orphanNetworks(ctx context.Context, listed []sandbox.Resource
 	}
 	for _, n := range res.Items {
 		name, ok := strings.CutSuffix(n.Name, "-net")
-		if !ok || !idPattern.MatchString(name) || have[name] {
+		if !ok || !sandbox.IsName(name) || have[name] {
 			continue
 		}
 		have[name] = true

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -128,19 +127,10 @@ func New(c Config) (*Provider, error) {
 // Name implements sandbox.Provider.
 func (p *Provider) Name() string { return Name }
 
-// namePattern is the shape of sandbox.NameFor: a binding name this provider makes.
-var namePattern = regexp.MustCompile(`^ma-[0-9a-f]{32}$`)
-
 // checkRef refuses references of other providers and names this provider never makes before
 // the apiserver is asked.
 func checkRef(ref sandbox.Ref) error {
-	if ref.Provider != "" && ref.Provider != Name {
-		return fmt.Errorf("sandbox ref of provider %q given to the %s provider: %w", ref.Provider, Name, sandbox.ErrForeignRef)
-	}
-	if !namePattern.MatchString(ref.ExternalID) {
-		return fmt.Errorf("kubernetes sandbox binding name %q: %w", ref.ExternalID, sandbox.ErrInvalidRef)
-	}
-	return nil
+	return sandbox.CheckRef(ref, Name, "kubernetes sandbox binding name")
 }
 
 // binding renders the SandboxBinding of spec.
@@ -201,7 +191,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 		return sandbox.Ref{}, errors.New("kubernetes sandbox: the spec has no name (sandbox.NameFor)")
 	}
 	ref := sandbox.Ref{Provider: Name, ExternalID: spec.Name}
-	if !namePattern.MatchString(spec.Name) {
+	if !sandbox.IsName(spec.Name) {
 		return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox name %q: not a name sandbox.NameFor makes", spec.Name)
 	}
 	if len(spec.Packages) > 0 {
@@ -396,7 +386,7 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Resource, error) {
 	}
 	out := make([]sandbox.Resource, 0, len(list.Items))
 	for _, b := range list.Items {
-		if !namePattern.MatchString(b.Name) || b.DeletionTimestamp != nil {
+		if !sandbox.IsName(b.Name) || b.DeletionTimestamp != nil {
 			continue
 		}
 		out = append(out, sandbox.Resource{Ref: sandbox.Ref{Provider: Name, ExternalID: b.Name}, SessionID: b.Spec.SessionID, Created: b.CreationTimestamp.Time})
