@@ -149,10 +149,9 @@ type runnerState struct {
 // only come from this copy: sandboxes mount it read-only, the fill container never runs.
 // Once per provider, then a cheap check that the volume is still there.
 //
-// Two workers filling one new volume at the same moment write the same bytes, but a
-// container started between them could find the binary half written; its exec then fails and
-// the acquisition is retried. The volumes of earlier versions stay until removed (`docker
-// volume prune`, or `docker volume rm` of the ma-runner-* volumes no container uses).
+// Workers filling one new volume take turns (lockRunnerVolume). The volumes of earlier
+// versions stay until removed (`docker volume prune`, or `docker volume rm` of the
+// ma-runner-* volumes no container uses).
 func (p *Provider) ensureRunner(ctx context.Context, image string) error {
 	st := p.runner
 	st.mu.Lock()
@@ -172,36 +171,67 @@ func (p *Provider) ensureRunner(ctx context.Context, image string) error {
 	if _, err := p.engine.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: labels}); err != nil {
 		return fmt.Errorf("create the runner volume %s: %w", name, err)
 	}
-	created, err := p.engine.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config: &container.Config{Image: image, Labels: labels, Entrypoint: []string{runnerPath}},
-		HostConfig: &container.HostConfig{
-			NetworkMode: "none",
-			LogConfig:   container.LogConfig{Type: "none"},
-			// NoCopy: the image's own /opt/managed-agents (a package image's, say, which a
-			// user's installer wrote) must never seed the volume every sandbox runs from.
-			Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: name, Target: RunnerDir, VolumeOptions: &mount.VolumeOptions{NoCopy: true}}},
-		},
-	})
+	fill, err := p.lockRunnerVolume(ctx, name, image, labels)
 	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("fill the runner volume: image %s not found (run make sandbox-image, or set MANAGED_AGENT_DOCKER_IMAGE): %w", image, err)
-		}
-		return fmt.Errorf("fill the runner volume %s: %w", name, err)
+		return err
 	}
 	defer func() {
 		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		_, _ = p.engine.ContainerRemove(rmCtx, created.ID, client.ContainerRemoveOptions{Force: true})
+		_, _ = p.engine.ContainerRemove(rmCtx, fill, client.ContainerRemoveOptions{Force: true})
 	}()
-	if stat, err := p.engine.ContainerStatPath(ctx, created.ID, client.ContainerStatPathOptions{Path: runnerPath}); err == nil && stat.Stat.Size == st.bin.size {
+	if stat, err := p.engine.ContainerStatPath(ctx, fill, client.ContainerStatPathOptions{Path: runnerPath}); err == nil && stat.Stat.Size == st.bin.size {
 		st.ready = true
 		return nil
 	}
-	if err := p.copyRunner(ctx, created.ID); err != nil {
+	if err := p.copyRunner(ctx, fill); err != nil {
 		return fmt.Errorf("fill the runner volume %s: %w", name, err)
 	}
 	st.ready = true
 	return nil
+}
+
+// fillStale is how old a fill container must be to be taken for a crashed worker's.
+const fillStale = 2 * time.Minute
+
+// lockRunnerVolume creates the volume's fill container, whose fixed name makes it a lock
+// across workers and processes on one engine: whoever creates it checks and fills the
+// volume, the others wait for it to be removed. Without it, a second filler would rewrite a
+// binary that containers already run ("text file busy"). A fill container older than
+// fillStale is a crashed worker's and is removed.
+func (p *Provider) lockRunnerVolume(ctx context.Context, volume, image string, labels map[string]string) (string, error) {
+	name := volume + "-fill"
+	for delay := 20 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
+		_, err := p.engine.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Name:   name,
+			Config: &container.Config{Image: image, Labels: labels, Entrypoint: []string{runnerPath}},
+			HostConfig: &container.HostConfig{
+				NetworkMode: "none",
+				LogConfig:   container.LogConfig{Type: "none"},
+				// NoCopy: the image's own /opt/managed-agents (a package image's, say, which a
+				// user's installer wrote) must never seed the volume every sandbox runs from.
+				Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: volume, Target: RunnerDir, VolumeOptions: &mount.VolumeOptions{NoCopy: true}}},
+			},
+		})
+		switch {
+		case err == nil:
+			return name, nil
+		case cerrdefs.IsNotFound(err):
+			return "", fmt.Errorf("fill the runner volume: image %s not found (run make sandbox-image, or set MANAGED_AGENT_DOCKER_IMAGE): %w", image, err)
+		case !cerrdefs.IsConflict(err):
+			return "", fmt.Errorf("fill the runner volume %s: %w", volume, err)
+		}
+		if info, err := p.engine.ContainerInspect(ctx, name, client.ContainerInspectOptions{}); err == nil {
+			if created, perr := time.Parse(time.RFC3339Nano, info.Container.Created); perr == nil && time.Since(created) > fillStale {
+				_, _ = p.engine.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("fill the runner volume %s: another worker is filling it: %w", volume, ctx.Err())
+		case <-time.After(delay):
+		}
+	}
 }
 
 // copyRunner copies the binary into the volume as RunnerDir/managed-agents, owned by root,
