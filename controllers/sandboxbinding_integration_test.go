@@ -5,10 +5,6 @@ package controllers_test
 import (
 	"context"
 	"encoding/json"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,13 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/managed-agents/managed-agents/api/v1alpha1"
 	"github.com/managed-agents/managed-agents/internal/app"
-	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/ids"
-	"github.com/managed-agents/managed-agents/internal/pgtest"
 	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes/kubetest"
 )
 
@@ -40,12 +33,6 @@ import (
 // a Session deletes its binding, pod, Secret and NetworkPolicy.
 func TestSessionsRunToolsInSandboxPods(t *testing.T) {
 	env, restCfg := startAPIServer(t)
-	user, err := env.ControlPlane.AddUser(envtest.User{Name: "dev-admin", Groups: []string{"system:masters"}}, nil)
-	require.NoError(t, err)
-	kc, err := user.KubeConfig()
-	require.NoError(t, err)
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(kubeconfig, kc, 0o600))
 	k8s, err := client.New(restCfg, client.Options{Scheme: kubetest.Scheme(t)})
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -53,39 +40,13 @@ func TestSessionsRunToolsInSandboxPods(t *testing.T) {
 	require.NoError(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sandboxNS}}))
 	kubelet := kubetest.Start(t, k8s, sandboxNS)
 
-	temporal, err := durable.StartDevServer(ctx, durable.DevServerOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = temporal.Stop() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	key := "sk-dev-" + ids.New("")
-	cfg := app.Config{Addr: addr, DataDir: t.TempDir(), DatabaseURL: pgtest.URL(t), TemporalAddress: temporal.FrontendHostPort(),
-		TaskQueue: "kube-" + ids.New(""), APIKey: key, LogFormat: "text", LogLevel: "error",
-		Kubeconfig: kubeconfig, ControllerWorkspacePerNamespace: true,
-		Sandbox: "kubernetes", KubernetesNamespace: sandboxNS, KubernetesImage: "sandbox:test",
-		KubernetesSandboxdPort: strconv.Itoa(int(kubelet.Port())), SandboxdImage: "managed-agents:test"}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.RunDev(runCtx, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(60 * time.Second):
-			t.Error("dev did not stop")
-		}
+	dev := startDev(t, env, func(c *app.Config) {
+		c.TaskQueue = "kube-" + ids.New("")
+		c.Sandbox, c.KubernetesNamespace, c.KubernetesImage = "kubernetes", sandboxNS, "sandbox:test"
+		c.KubernetesSandboxdPort = strconv.Itoa(int(kubelet.Port()))
+		c.SandboxdImage = "managed-agents:test"
 	})
-	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, wait, 50*time.Millisecond)
+	addr, key := dev.addr, dev.key
 	sdk := anthropic.NewClient(option.WithBaseURL("http://"+addr), option.WithAPIKey(key), option.WithMaxRetries(0))
 	s := &stack{t: t, k8s: k8s}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -79,7 +80,10 @@ func (b *box) check(ctx context.Context, err error) error {
 	if err == nil || !errors.Is(err, sandbox.ErrUnavailable) || errors.Is(err, sandbox.ErrGone) {
 		return err
 	}
-	info, ierr := b.p.engine.ContainerInspect(context.WithoutCancel(ctx), b.name, client.ContainerInspectOptions{})
+	// Asked even when the call was canceled, but bounded: the answer only refines the error.
+	check, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	info, ierr := b.p.engine.ContainerInspect(check, b.name, client.ContainerInspectOptions{})
 	switch {
 	case cerrdefs.IsNotFound(ierr):
 		return fmt.Errorf("docker sandbox %s: %w", b.name, sandbox.ErrGone)
