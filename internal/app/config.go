@@ -83,6 +83,10 @@ type Config struct {
 	// MANAGED_AGENT_KUBERNETES_NAMESPACE, _IMAGE, _SANDBOXD_PORT, _RUNTIME_CLASS,
 	// _SERVICE_ACCOUNT and _READY_TIMEOUT; the cluster is KUBECONFIG's, else in-cluster.
 	KubernetesNamespace, KubernetesImage, KubernetesSandboxdPort, KubernetesRuntimeClass, KubernetesServiceAccount, KubernetesReadyTimeout string
+	// ProviderSettings holds the variables the remote sandbox providers declare
+	// (MANAGED_AGENT_E2B_*, MANAGED_AGENT_OPENSANDBOX_*, …: each row of sandboxProviders lists
+	// its own), read as set; each provider parses and validates its own.
+	ProviderSettings map[string]string
 	// Sandbox pods, on the controller's side (sandboxPodsConfig): the image sandboxd is copied
 	// from (MANAGED_AGENT_SANDBOXD_IMAGE), the worker pods that may call it
 	// (MANAGED_AGENT_SANDBOX_WORKER_SELECTOR, _WORKER_NAMESPACE) and the egress proxy pods
@@ -174,6 +178,9 @@ func (c Config) Validate() error {
 	}
 	_, err = c.sandboxPodsConfig()
 	check(err)
+	if p, ok := c.lookupSandbox(); ok && p.check != nil {
+		check(p.check(c.ProviderSettings))
+	}
 	check(c.parsed("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"))
 	if c.FakeWordDelay < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%s: must not be negative", c.FakeWordDelay))
@@ -444,6 +451,16 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.SandboxEgressProxyPort, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_PORT")
 	set(&c.DockerPackageTimeout, "MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT")
 	c.Network = networkFromLookup(c.Network, get)
+	for _, p := range sandboxProviders {
+		for _, name := range p.settings {
+			if v := get(name); v != "" {
+				if c.ProviderSettings == nil {
+					c.ProviderSettings = map[string]string{}
+				}
+				c.ProviderSettings[name] = v
+			}
+		}
+	}
 	set(&c.SandboxdAddr, "MANAGED_AGENT_SANDBOXD_ADDR")
 	set(&c.SandboxdWorkspace, "MANAGED_AGENT_SANDBOXD_WORKSPACE")
 	set(&c.SandboxdToken, "MANAGED_AGENT_SANDBOXD_TOKEN")

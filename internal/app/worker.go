@@ -74,6 +74,10 @@ type sandboxProvider struct {
 	// isolating is false for a provider whose commands run unconfined on this machine: the
 	// guard refuses a real model on it.
 	isolating bool
+	// settings are the variables a remote provider reads (into Config.ProviderSettings), and
+	// check validates them without reaching the provider (Validate calls it).
+	settings []string
+	check    func(map[string]string) error
 }
 
 var sandboxProviders = []sandboxProvider{
