@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/managed-agents/managed-agents/api/v1alpha1"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
@@ -43,6 +44,15 @@ func (r *SandboxBindingReconciler) reconcileRemote(ctx context.Context, b *v1alp
 	}
 	if b.Status.Phase == v1alpha1.SandboxFailed {
 		return nil // its setup failed for good: deleting the binding is the way on
+	}
+	// The cache may not hold the status this controller wrote a moment ago: ask the
+	// apiserver before going to the provider, which a create costs round trips at.
+	var fresh v1alpha1.SandboxBinding
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), &fresh); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if fresh.Status.ExternalID != "" || fresh.Status.Phase == v1alpha1.SandboxFailed {
+		return nil // the event of that write brings the next reconcile
 	}
 	cctx, cancel := context.WithTimeout(ctx, remoteCreateTimeout)
 	defer cancel()
