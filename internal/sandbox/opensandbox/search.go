@@ -177,11 +177,6 @@ fi`
 	return got.res, nil
 }
 
-// errVerdict carries a refusal of the path check out of scanRecords.
-type errVerdict struct{ words []string }
-
-func (e errVerdict) Error() string { return strings.Join(e.words, " ") }
-
 // scanRecords reads the verdict and the records (name NUL base64 newline) of a grep command.
 func scanRecords(r io.Reader, nonce string, re *regexp.Regexp, req sandbox.GrepRequest, single *bool) (sandbox.GrepResult, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
