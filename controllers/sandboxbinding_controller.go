@@ -250,6 +250,9 @@ func (r *SandboxBindingReconciler) ensurePod(ctx context.Context, b *v1alpha1.Sa
 
 // suspendPod deletes b's pod, if it still has one, and returns it as the apiserver has it
 // (terminating) or nil once it is gone. Only the pod goes: its claim keeps the workspace.
+// The pod is deleted only once the status says Suspended: were it deleted first and the
+// status write lost (a resumption racing the suspension), the terminating pod would read as
+// one deleted behind our back. Writing the status triggers the reconcile that deletes it.
 func (r *SandboxBindingReconciler) suspendPod(ctx context.Context, b *v1alpha1.SandboxBinding) (*corev1.Pod, error) {
 	var pod corev1.Pod
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Name}, &pod); err != nil {
@@ -261,7 +264,7 @@ func (r *SandboxBindingReconciler) suspendPod(ctx context.Context, b *v1alpha1.S
 	if !metav1.IsControlledBy(&pod, b) {
 		return nil, fmt.Errorf("pod %s exists and does not belong to sandbox binding %s", pod.Name, b.Name)
 	}
-	if pod.DeletionTimestamp != nil {
+	if pod.DeletionTimestamp != nil || b.Status.Phase != v1alpha1.SandboxSuspended {
 		return &pod, nil
 	}
 	uid := pod.UID
