@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,18 +43,16 @@ type SandboxBindingReconciler struct {
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
+// +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxwarmpools,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 
 // SandboxCacheOptions restricts the manager's cache of pods and NetworkPolicies to those made
-// for sandboxes, so a controller in a big cluster does not hold every pod in memory.
+// for sandboxes (bindings' and warm pools' alike), so a controller in a big cluster does not
+// hold every pod in memory.
 func SandboxCacheOptions() map[client.Object]cache.ByObject {
-	req, err := labels.NewRequirement(v1alpha1.LabelSandboxBinding, selection.Exists, nil)
-	if err != nil {
-		panic(err) // a constant label key
-	}
-	sel := labels.NewSelector().Add(*req)
+	sel := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "managed-agents", "app.kubernetes.io/component": "sandbox"})
 	return map[client.Object]cache.ByObject{
 		&corev1.Pod{}:                 {Label: sel},
 		&networkingv1.NetworkPolicy{}: {Label: sel},
@@ -91,23 +88,30 @@ func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 	}
 	before := b.Status.DeepCopy()
-	b.Status.PodName, b.Status.TokenSecret = b.Name, tokenSecretName(&b)
 	if r.Pods.SandboxdImage == "" {
 		applyView(&b.Status, sandboxView{Phase: v1alpha1.SandboxPending, Ready: metav1.ConditionFalse, Reason: v1alpha1.ReasonNotConfigured,
 			Message: "the controller has no sandboxd image (MANAGED_AGENT_SANDBOXD_IMAGE): no sandbox pod can be made"}, b.Generation)
 		return ctrl.Result{}, r.writeStatus(ctx, &b, before)
 	}
 	var errs []error
-	if err := r.ensureSecret(ctx, &b); err != nil {
-		errs = append(errs, err)
-	}
+	// The policy first: a claimed warm pod is fenced by it from the moment it is relabelled,
+	// and a pod of b's own must not start unconfined for a moment.
 	if err := r.ensureNetworkPolicy(ctx, &b); err != nil {
 		errs = append(errs, err)
 	}
+	if len(errs) == 0 && b.Status.PodName == "" {
+		if err := r.choosePod(ctx, &b); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		if err := r.ensureSecret(ctx, &b); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	var pod *corev1.Pod
 	if len(errs) == 0 {
-		// No pod before its Secret and policy exist: it would start without a token, or
-		// unconfined for a moment.
+		// No pod before its Secret exists: it would start without a token.
 		var err error
 		if pod, err = r.ensurePod(ctx, &b); err != nil {
 			errs = append(errs, err)
@@ -144,18 +148,25 @@ func (r *SandboxBindingReconciler) owned(b *v1alpha1.SandboxBinding, obj client.
 }
 
 // ensureSecret creates the binding's token Secret once; an existing one keeps its token (the
-// pod may be reading it).
+// pod may be reading it). A claimed warm pod's Secret is adopted, never made: its pod reads
+// the token it was started with.
 func (r *SandboxBindingReconciler) ensureSecret(ctx context.Context, b *v1alpha1.SandboxBinding) error {
 	var s corev1.Secret
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: tokenSecretName(b)}, &s)
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Status.TokenSecret}, &s)
 	if err == nil {
-		if !metav1.IsControlledBy(&s, b) {
-			return fmt.Errorf("secret %s exists and does not belong to sandbox binding %s", s.Name, b.Name)
+		if metav1.IsControlledBy(&s, b) {
+			return nil
 		}
-		return nil
+		if b.Status.WarmPool != "" {
+			return r.adoptSecret(ctx, b, &s)
+		}
+		return fmt.Errorf("secret %s exists and does not belong to sandbox binding %s", s.Name, b.Name)
 	}
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("read the token secret: %w", err)
+	}
+	if b.Status.TokenSecret != tokenSecretName(b) {
+		return fmt.Errorf("the token secret %s of claimed pod %s is missing: the sandbox cannot be reached; delete the binding", b.Status.TokenSecret, b.Status.PodName)
 	}
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw) // never fails (crypto/rand)
@@ -195,7 +206,7 @@ func (r *SandboxBindingReconciler) ensureNetworkPolicy(ctx context.Context, b *v
 // ensurePod returns b's pod, creating it only if none was ever made (status has no pod UID).
 // A nil pod with no error and a recorded UID is a pod deleted behind our back.
 func (r *SandboxBindingReconciler) ensurePod(ctx context.Context, b *v1alpha1.SandboxBinding) (*corev1.Pod, error) {
-	key := client.ObjectKey{Namespace: b.Namespace, Name: b.Name}
+	key := client.ObjectKey{Namespace: b.Namespace, Name: b.Status.PodName}
 	var pod corev1.Pod
 	err := r.Client.Get(ctx, key, &pod)
 	if apierrors.IsNotFound(err) {
@@ -211,7 +222,8 @@ func (r *SandboxBindingReconciler) ensurePod(ctx context.Context, b *v1alpha1.Sa
 		return &pod, nil
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("read the sandbox pod: %w", err)
-	case b.Status.ExternalID != "" || b.Status.Phase == v1alpha1.SandboxFailed:
+	case b.Status.ExternalID != "" || b.Status.Phase == v1alpha1.SandboxFailed || b.Status.PodName != b.Name:
+		// Once made, or claimed (a pool pod's name): gone for good.
 		return nil, nil
 	}
 	p := r.Pods.sandboxPod(b)
@@ -235,11 +247,22 @@ func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.San
 		return nil
 	}
 	var errs []error
-	for _, obj := range []client.Object{
+	owned := []client.Object{
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tokenSecretName(b), Namespace: b.Namespace}},
 		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
-	} {
+	}
+	// A claimed warm pod and its Secret, also one claimed just before a status write that
+	// was lost.
+	claimed, err := r.podOf(ctx, b)
+	errs = append(errs, err)
+	for _, name := range []string{b.Status.PodName, podName(claimed)} {
+		if name != "" && name != b.Name {
+			owned = append(owned, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.Namespace}},
+				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-token", Namespace: b.Namespace}})
+		}
+	}
+	for _, obj := range owned {
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			if !apierrors.IsNotFound(err) {
 				errs = append(errs, err)

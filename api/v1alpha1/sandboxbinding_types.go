@@ -139,13 +139,18 @@ type SandboxBindingStatus struct {
 	// create.
 	// +optional
 	ExternalID string `json:"externalID,omitempty"`
-	// PodName is the sandbox pod (the binding's name).
+	// PodName is the sandbox pod: the binding's name, or a claimed warm pool pod's.
 	// +optional
 	PodName string `json:"podName,omitempty"`
 	// TokenSecret names the Secret (key "token") holding sandboxd's per-sandbox token, which
 	// the worker sends on every call. The binding owns it.
 	// +optional
 	TokenSecret string `json:"tokenSecret,omitempty"`
+	// WarmPool is the SandboxWarmPool whose started pod the binding claimed (PodName, and
+	// TokenSecret its Secret, both now owned by the binding); empty when the controller made
+	// the pod for the binding.
+	// +optional
+	WarmPool string `json:"warmPool,omitempty"`
 	// Conditions of the sandbox (Ready once the daemon answers).
 	// +listType=map
 	// +listMapKey=type

@@ -74,7 +74,7 @@ func (c *Cluster) Namespace(t *testing.T, name string) {
 	require.NoError(t, c.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
 }
 
-// RunSandboxController runs the SandboxBinding reconciler in a manager of its own (as the
+// RunSandboxController runs the SandboxBinding and SandboxWarmPool reconcilers in a manager of its own (as the
 // controller role wires it) until the test ends; stop ends it earlier, as a crash would.
 func (c *Cluster) RunSandboxController(t *testing.T, pods controllers.SandboxPods) (stop func()) {
 	t.Helper()
@@ -91,6 +91,9 @@ func (c *Cluster) RunSandboxController(t *testing.T, pods controllers.SandboxPod
 	r := &controllers.SandboxBindingReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: pods}
 	require.NoError(t, r.SetupWithManager(mgr))
+	pools := &controllers.SandboxWarmPoolReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: pods}
+	require.NoError(t, pools.SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

@@ -122,7 +122,9 @@ func (k *Kubelet) run(ctx context.Context, t *testing.T) {
 // sync starts the pods it does not run yet and forgets those that are gone.
 func (k *Kubelet) sync(ctx context.Context) error {
 	var list corev1.PodList
-	if err := k.c.List(ctx, &list, client.InNamespace(k.ns), client.HasLabels{v1alpha1.LabelSandboxBinding}); err != nil {
+	// The controller's pods, bindings' and warm pools' alike (a claimed pool pod keeps its
+	// UID, so the daemon it runs goes on serving it).
+	if err := k.c.List(ctx, &list, client.InNamespace(k.ns), client.MatchingLabels{"app.kubernetes.io/component": "sandbox", "app.kubernetes.io/managed-by": "managed-agents"}); err != nil {
 		return err
 	}
 	live := map[types.UID]bool{}
