@@ -19,9 +19,13 @@ import (
 // warm pool pod of the same template, else a pod of its own (b's name) to create. It
 // records the choice in b.Status (PodName, TokenSecret, WarmPool).
 func (r *SandboxBindingReconciler) choosePod(ctx context.Context, b *v1alpha1.SandboxBinding) error {
-	pod, err := r.podOf(ctx, b)
+	claimed, err := r.claimedPods(ctx, b)
 	if err != nil {
 		return err
+	}
+	var pod *corev1.Pod
+	if len(claimed) > 0 {
+		pod = claimed[0]
 	}
 	if pod == nil && b.Status.ExternalID == "" && b.Status.Phase != v1alpha1.SandboxFailed {
 		if pod, err = r.claimWarmPod(ctx, b); err != nil {
@@ -37,21 +41,22 @@ func (r *SandboxBindingReconciler) choosePod(ctx context.Context, b *v1alpha1.Sa
 	return nil
 }
 
-// podOf finds a pod b already owns, straight from the apiserver (this runs before b's
-// status names one, so rarely): its own, or one it claimed.
-func (r *SandboxBindingReconciler) podOf(ctx context.Context, b *v1alpha1.SandboxBinding) (*corev1.Pod, error) {
+// claimedPods are the warm pool pods b claimed, straight from the apiserver (this runs only
+// before b's status names a pod, and when b goes). b's own pod, if any, is found by its name
+// (ensurePod), where a squatter of that name is reported too.
+func (r *SandboxBindingReconciler) claimedPods(ctx context.Context, b *v1alpha1.SandboxBinding) ([]*corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := r.APIReader.List(ctx, &pods, client.InNamespace(b.Namespace), client.MatchingLabels{v1alpha1.LabelSandboxBinding: b.Name}); err != nil {
 		return nil, fmt.Errorf("list the pods of sandbox binding %s: %w", b.Name, err)
 	}
+	var out []*corev1.Pod
 	for i := range pods.Items {
 		if p := &pods.Items[i]; metav1.IsControlledBy(p, b) && p.Name != b.Name {
-			return p, nil
+			out = append(out, p)
 		}
 	}
-	// b's own pod, if any, is found by name later (ensurePod); a squatter of that name
-	// without our label is reported there too.
-	return nil, nil
+	claimOrder(out)
+	return out, nil
 }
 
 // claimWarmPod takes a ready pod of a warm pool whose template renders b's pod, or returns
@@ -159,11 +164,4 @@ func withoutController(refs []metav1.OwnerReference) []metav1.OwnerReference {
 		out = append(out, ref)
 	}
 	return out
-}
-
-func podName(p *corev1.Pod) string {
-	if p == nil {
-		return ""
-	}
-	return p.Name
 }

@@ -254,9 +254,13 @@ func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.San
 	}
 	// A claimed warm pod and its Secret, also one claimed just before a status write that
 	// was lost.
-	claimed, err := r.podOf(ctx, b)
+	claimed, err := r.claimedPods(ctx, b)
 	errs = append(errs, err)
-	for _, name := range []string{b.Status.PodName, podName(claimed)} {
+	names := []string{b.Status.PodName}
+	for _, p := range claimed {
+		names = append(names, p.Name)
+	}
+	for _, name := range names {
 		if name != "" && name != b.Name {
 			owned = append(owned, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.Namespace}},
 				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-token", Namespace: b.Namespace}})
