@@ -43,7 +43,7 @@ type Cluster struct {
 
 // StartCluster starts the apiserver from KUBEBUILDER_ASSETS; without assets the test is
 // skipped, except in CI, where it fails.
-func StartCluster(t *testing.T) *Cluster {
+func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
@@ -69,14 +69,14 @@ func StartCluster(t *testing.T) *Cluster {
 }
 
 // Namespace creates a namespace of that name.
-func (c *Cluster) Namespace(t *testing.T, name string) {
+func (c *Cluster) Namespace(t testing.TB, name string) {
 	t.Helper()
 	require.NoError(t, c.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
 }
 
 // RunSandboxController runs the SandboxBinding and SandboxWarmPool reconcilers in a manager of its own (as the
 // controller role wires it) until the test ends; stop ends it earlier, as a crash would.
-func (c *Cluster) RunSandboxController(t *testing.T, pods controllers.SandboxPods) (stop func()) {
+func (c *Cluster) RunSandboxController(t testing.TB, pods controllers.SandboxPods) (stop func()) {
 	t.Helper()
 	skip := true
 	mgr, err := ctrl.NewManager(c.REST, ctrl.Options{

@@ -53,7 +53,7 @@ type pod struct {
 }
 
 // Start runs the kubelet until the test ends.
-func Start(t *testing.T, c client.Client, namespace string) *Kubelet {
+func Start(t testing.TB, c client.Client, namespace string) *Kubelet {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -104,7 +104,7 @@ func (k *Kubelet) route(w http.ResponseWriter, r *http.Request) {
 	srv.ServeHTTP(w, r)
 }
 
-func (k *Kubelet) run(ctx context.Context, t *testing.T) {
+func (k *Kubelet) run(ctx context.Context, t testing.TB) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
