@@ -30,6 +30,14 @@ func (w *world) newPool(t testing.TB, name string, replicas int32) *v1alpha1.San
 		Spec: v1alpha1.SandboxWarmPoolSpec{Replicas: replicas, Template: v1alpha1.SandboxPodTemplate{
 			Image: "sandbox:test", Port: w.kubelet.Port(), RuntimeClassName: ptr.To("gvisor")}}}
 	require.NoError(t, w.Client.Create(t.Context(), pool))
+	t.Cleanup(func() {
+		// Pools of one template serve the same bindings: the next test must not find this one.
+		ctx := context.Background()
+		require.NoError(t, client.IgnoreNotFound(w.Client.Delete(ctx, pool)))
+		require.Eventually(t, func() bool {
+			return apierrors.IsNotFound(w.Client.Get(ctx, client.ObjectKeyFromObject(pool), &v1alpha1.SandboxWarmPool{}))
+		}, 30*time.Second, 20*time.Millisecond)
+	})
 	return pool
 }
 
