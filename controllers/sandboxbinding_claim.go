@@ -67,8 +67,7 @@ func (r *SandboxBindingReconciler) claimedPods(ctx context.Context, b *v1alpha1.
 // with b's (so b's NetworkPolicy, which must exist already, is the one that selects it from
 // then on) and records the pool. Of two bindings claiming one pod, or a claim racing the
 // pool deleting it, exactly one update wins; the loser tries the next pod. The pod's token
-// Secret is adopted afterwards (ensureSecret): until then the pool leaves it alone, since its
-// pod exists and is not the pool's.
+// Secret needs no change: the pod owns it.
 func (r *SandboxBindingReconciler) claimWarmPod(ctx context.Context, b *v1alpha1.SandboxBinding) (*corev1.Pod, error) {
 	var pools v1alpha1.SandboxWarmPoolList
 	if err := r.Client.List(ctx, &pools, client.InNamespace(b.Namespace)); err != nil {
@@ -134,23 +133,12 @@ func (r *SandboxBindingReconciler) claim(ctx context.Context, b *v1alpha1.Sandbo
 	return p, nil
 }
 
-// adoptSecret makes s, the token Secret of the pool pod b claimed, b's: owned by b and
-// labelled as b's, so deleting b deletes it and the pool no longer counts it.
-func (r *SandboxBindingReconciler) adoptSecret(ctx context.Context, b *v1alpha1.SandboxBinding, s *corev1.Secret) error {
+// claimedSecret says whether s is the token Secret of b's claimed pod: owned by that pod
+// (pool pods own their Secrets, so it goes with the pod).
+func claimedSecret(b *v1alpha1.SandboxBinding, s *corev1.Secret) bool {
 	owner := metav1.GetControllerOf(s)
-	if owner == nil || owner.Kind != "SandboxWarmPool" || owner.Name != b.Status.WarmPool {
-		return fmt.Errorf("secret %s exists and does not belong to sandbox binding %s", s.Name, b.Name)
-	}
-	s = s.DeepCopy()
-	s.OwnerReferences = withoutController(s.OwnerReferences)
-	if err := controllerutil.SetControllerReference(b, s, r.Client.Scheme()); err != nil {
-		return err
-	}
-	s.Labels = sandboxLabels(b)
-	if err := r.Client.Update(ctx, s); err != nil {
-		return fmt.Errorf("adopt the token secret %s of the claimed pod: %w", s.Name, err)
-	}
-	return nil
+	return b.Status.WarmPool != "" && owner != nil && owner.Kind == "Pod" && owner.Name == b.Status.PodName &&
+		(b.Status.ExternalID == "" || string(owner.UID) == b.Status.ExternalID)
 }
 
 // withoutController drops the controller reference (there is at most one) and keeps the

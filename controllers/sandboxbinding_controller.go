@@ -45,7 +45,7 @@ type SandboxBindingReconciler struct {
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings/finalizers,verbs=update
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxwarmpools,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 
 // SandboxCacheOptions restricts the manager's cache of pods and NetworkPolicies to those made
@@ -148,17 +148,14 @@ func (r *SandboxBindingReconciler) owned(b *v1alpha1.SandboxBinding, obj client.
 }
 
 // ensureSecret creates the binding's token Secret once; an existing one keeps its token (the
-// pod may be reading it). A claimed warm pod's Secret is adopted, never made: its pod reads
-// the token it was started with.
+// pod may be reading it). A claimed warm pod's Secret is its pod's, never made here: the pod
+// reads the token it was started with.
 func (r *SandboxBindingReconciler) ensureSecret(ctx context.Context, b *v1alpha1.SandboxBinding) error {
 	var s corev1.Secret
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Status.TokenSecret}, &s)
 	if err == nil {
-		if metav1.IsControlledBy(&s, b) {
+		if metav1.IsControlledBy(&s, b) || claimedSecret(b, &s) {
 			return nil
-		}
-		if b.Status.WarmPool != "" {
-			return r.adoptSecret(ctx, b, &s)
 		}
 		return fmt.Errorf("secret %s exists and does not belong to sandbox binding %s", s.Name, b.Name)
 	}
@@ -247,26 +244,11 @@ func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.San
 		return nil
 	}
 	var errs []error
-	owned := []client.Object{
+	for _, obj := range []client.Object{
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tokenSecretName(b), Namespace: b.Namespace}},
 		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
-	}
-	// A claimed warm pod and its Secret, also one claimed just before a status write that
-	// was lost.
-	claimed, err := r.claimedPods(ctx, b)
-	errs = append(errs, err)
-	names := []string{b.Status.PodName}
-	for _, p := range claimed {
-		names = append(names, p.Name)
-	}
-	for _, name := range names {
-		if name != "" && name != b.Name {
-			owned = append(owned, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.Namespace}},
-				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-token", Namespace: b.Namespace}})
-		}
-	}
-	for _, obj := range owned {
+	} {
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			if !apierrors.IsNotFound(err) {
 				errs = append(errs, err)
@@ -279,6 +261,33 @@ func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.San
 		uid := obj.GetUID()
 		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete %T %s: %w", obj, obj.GetName(), err))
+		}
+	}
+	// A claimed warm pod (found by its label, so also one claimed just before a status write
+	// that was lost) and the token Secret it owns.
+	claimed, err := r.claimedPods(ctx, b)
+	errs = append(errs, err)
+	for _, p := range claimed {
+		uid := p.UID
+		if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete pod %s: %w", p.Name, err))
+			continue
+		}
+		errs = append(errs, deleteSecretOf(ctx, r.Client, r.APIReader, p))
+	}
+	if name := b.Status.TokenSecret; name != "" && name != tokenSecretName(b) {
+		// The claimed pod's Secret when the pod is gone already (deleted behind our back; a
+		// garbage collector would take the Secret with it, envtest has none).
+		var sec corev1.Secret
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &sec)
+		switch {
+		case err == nil && claimedSecret(b, &sec):
+			uid := sec.UID
+			if err := r.Client.Delete(ctx, &sec, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete secret %s: %w", name, err))
+			}
+		case err != nil && !apierrors.IsNotFound(err):
+			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,13 +25,14 @@ import (
 
 // SandboxWarmPoolReconciler keeps each SandboxWarmPool's Replicas pods started and
 // unclaimed (docs/kubernetes.md, "Warm pool"): a pod rendered as a binding's would be, its own
-// token Secret, and one deny-all NetworkPolicy over all of the pool's unclaimed pods. The
+// token Secret (owned by the pod), and one deny-all NetworkPolicy over all of the pool's
+// unclaimed pods. The
 // SandboxBindingReconciler claims them (claimWarmPod); a claim moves the pod's owner
 // reference to the binding, which wakes this reconciler to start a replacement.
 type SandboxWarmPoolReconciler struct {
 	Client client.Client
-	// APIReader lists the pool's pods and Secrets from the apiserver: a pod created a moment
-	// ago and not yet in the cache must not be created again.
+	// APIReader lists the pool's pods from the apiserver (a pod created a moment ago and not
+	// yet in the cache must not be created again) and reads Secrets, which are never cached.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Pods      SandboxPods
@@ -42,7 +42,7 @@ type SandboxWarmPoolReconciler struct {
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxwarmpools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxwarmpools/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
 
 // SetupWithManager registers the reconciler; its pods' changes, claims included, reach the
 // pool through the owner reference (on a claim the old object's owner is the pool).
@@ -101,7 +101,7 @@ func (r *SandboxWarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			}
 			plan.Replicas++
 		}
-		errs = append(errs, r.sweepSecrets(ctx, &pool, false))
+		errs = append(errs, r.ensureSecrets(ctx, &pool, pods, hash))
 	}
 	pool.Status.Replicas, pool.Status.ReadyReplicas = plan.Replicas, plan.Ready
 	err = errors.Join(errs...)
@@ -192,39 +192,66 @@ func (r *SandboxWarmPoolReconciler) unclaimedPods(ctx context.Context, pool *v1a
 	return out, nil
 }
 
-// createPod starts one pool pod: its token Secret first (the pod mounts it), then the pod.
+// createPod starts one pool pod, then its token Secret, owned by the pod: it goes with the
+// pod wherever the pod goes (claimed by a binding, deleted by anyone), by the garbage
+// collector, so the controller never needs to list or update Secrets. Until the Secret
+// exists the kubelet waits to start the pod; a Secret whose create was lost is made by the
+// next reconcile (ensureSecrets).
 func (r *SandboxWarmPoolReconciler) createPod(ctx context.Context, pool *v1alpha1.SandboxWarmPool, hash string) error {
 	suffix := make([]byte, 5)
 	_, _ = rand.Read(suffix) // never fails (crypto/rand)
-	name := pool.Name + "-" + hex.EncodeToString(suffix)
-	raw := make([]byte, 32)
-	_, _ = rand.Read(raw)
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-token", Namespace: pool.Namespace, Labels: warmPoolLabels(pool)},
-		Type:       corev1.SecretTypeOpaque,
-		Immutable:  ptr.To(true),
-		Data:       map[string][]byte{v1alpha1.TokenSecretKey: []byte(hex.EncodeToString(raw))},
-	}
-	if err := controllerutil.SetControllerReference(pool, s, r.Client.Scheme()); err != nil {
-		return err
-	}
-	if err := r.Client.Create(ctx, s); err != nil {
-		return fmt.Errorf("create a pool pod's token secret: %w", err)
-	}
-	p := r.Pods.warmPoolPod(pool, name, hash)
+	p := r.Pods.warmPoolPod(pool, pool.Name+"-"+hex.EncodeToString(suffix), hash)
 	if err := controllerutil.SetControllerReference(pool, p, r.Client.Scheme()); err != nil {
 		return err
 	}
 	if err := r.Client.Create(ctx, p); err != nil {
-		// The Secret goes with the sweep (its pod does not exist).
 		return fmt.Errorf("create a pool pod: %w", err)
+	}
+	return r.createSecret(ctx, pool, p)
+}
+
+func (r *SandboxWarmPoolReconciler) createSecret(ctx context.Context, pool *v1alpha1.SandboxWarmPool, p *corev1.Pod) error {
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw) // never fails (crypto/rand)
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: podTokenSecret(p), Namespace: p.Namespace, Labels: warmPoolLabels(pool)},
+		Type:       corev1.SecretTypeOpaque,
+		Immutable:  ptr.To(true),
+		Data:       map[string][]byte{v1alpha1.TokenSecretKey: []byte(hex.EncodeToString(raw))},
+	}
+	delete(s.Labels, v1alpha1.LabelWarmPool) // it follows its pod, into a binding too
+	if err := controllerutil.SetControllerReference(p, s, r.Client.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the token secret of pool pod %s: %w", p.Name, err)
 	}
 	return nil
 }
 
+// ensureSecrets makes the missing token Secrets of pods that are not ready (only those can
+// lack one: a pod cannot start without it).
+func (r *SandboxWarmPoolReconciler) ensureSecrets(ctx context.Context, pool *v1alpha1.SandboxWarmPool, pods []*corev1.Pod, hash string) error {
+	var errs []error
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || claimable(p, hash) {
+			continue
+		}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: podTokenSecret(p)}, &corev1.Secret{})
+		switch {
+		case apierrors.IsNotFound(err):
+			errs = append(errs, r.createSecret(ctx, pool, p))
+		case err != nil:
+			errs = append(errs, fmt.Errorf("read the token secret of pool pod %s: %w", p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // deletePod deletes an unclaimed pool pod and its Secret; the UID and resource version
 // preconditions make a pod a binding claimed meanwhile (its labels and owner changed) a
-// conflict, never a deletion.
+// conflict, never a deletion. The Secret is deleted here too, for clusters without a garbage
+// collector (envtest).
 func (r *SandboxWarmPoolReconciler) deletePod(ctx context.Context, p *corev1.Pod) error {
 	uid, rv := p.UID, p.ResourceVersion
 	err := r.Client.Delete(ctx, p, client.Preconditions{UID: &uid, ResourceVersion: &rv})
@@ -236,50 +263,23 @@ func (r *SandboxWarmPoolReconciler) deletePod(ctx context.Context, p *corev1.Pod
 	case err != nil:
 		return fmt.Errorf("delete pool pod %s: %w", p.Name, err)
 	}
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: podTokenSecret(p), Namespace: p.Namespace}}
-	if s.Name == "" {
-		return nil
-	}
-	if err := r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete the token secret of pool pod %s: %w", p.Name, err)
-	}
-	return nil
+	return deleteSecretOf(ctx, r.Client, r.APIReader, p)
 }
 
-// sweepSecrets deletes pool's token Secrets whose pod is gone (a pod create that failed, a
-// pod deleted behind our back), and, when the pool goes (all), those of its live unclaimed
-// pods too. The Secret of a pod a binding claimed is left for the binding to adopt.
-func (r *SandboxWarmPoolReconciler) sweepSecrets(ctx context.Context, pool *v1alpha1.SandboxWarmPool, all bool) error {
-	var list corev1.SecretList
-	if err := r.APIReader.List(ctx, &list, client.InNamespace(pool.Namespace), client.MatchingLabels{v1alpha1.LabelWarmPool: pool.Name}); err != nil {
-		return fmt.Errorf("list the pool's token secrets: %w", err)
+// deleteSecretOf deletes the token Secret pod p owns, if it still exists and is p's.
+func deleteSecretOf(ctx context.Context, c client.Client, reader client.Reader, p *corev1.Pod) error {
+	var s corev1.Secret
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: podTokenSecret(p)}, &s); err != nil {
+		return client.IgnoreNotFound(err)
 	}
-	var errs []error
-	for i := range list.Items {
-		s := &list.Items[i]
-		if !metav1.IsControlledBy(s, pool) {
-			continue
-		}
-		podName, ok := strings.CutSuffix(s.Name, "-token")
-		if !ok {
-			continue
-		}
-		var pod corev1.Pod
-		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: podName}, &pod)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			errs = append(errs, fmt.Errorf("read pool pod %s: %w", podName, err))
-			continue
-		case !metav1.IsControlledBy(&pod, pool) || !all:
-			continue
-		}
-		uid := s.UID
-		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete token secret %s: %w", s.Name, err))
-		}
+	if !metav1.IsControlledBy(&s, p) {
+		return nil
 	}
-	return errors.Join(errs...)
+	uid := s.UID
+	if err := c.Delete(ctx, &s, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the token secret of pod %s: %w", p.Name, err)
+	}
+	return nil
 }
 
 // finalize deletes the pool's unclaimed pods, their Secrets and the pool's policy (owner
@@ -294,9 +294,10 @@ func (r *SandboxWarmPoolReconciler) finalize(ctx context.Context, pool *v1alpha1
 	for _, p := range pods {
 		if p.DeletionTimestamp == nil {
 			errs = append(errs, r.deletePod(ctx, p))
+		} else {
+			errs = append(errs, deleteSecretOf(ctx, r.Client, r.APIReader, p))
 		}
 	}
-	errs = append(errs, r.sweepSecrets(ctx, pool, true))
 	np := &networkingv1.NetworkPolicy{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: warmPoolNetworkPolicyName(pool)}, np); err == nil {
 		if metav1.IsControlledBy(np, pool) {

@@ -113,8 +113,7 @@ func TestWarmPool(t *testing.T) {
 		var secret corev1.Secret
 		require.NoError(t, w.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: b.Status.TokenSecret}, &secret))
 		require.Equal(t, pod.Name+"-token", secret.Name)
-		require.True(t, metav1.IsControlledBy(&secret, b), "the binding adopted the pod's token")
-		require.Equal(t, s.SessionID, secret.Labels[v1alpha1.LabelSessionID])
+		require.True(t, metav1.IsControlledBy(&secret, &pod), "the token is the pod's, and goes with it")
 		require.NoError(t, w.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.ExternalID}, &np))
 		require.True(t, metav1.IsControlledBy(&np, b))
 
@@ -260,7 +259,7 @@ func TestWarmPool(t *testing.T) {
 		require.NoError(t, p.Destroy(ctx, ref))
 		require.Eventually(t, func() bool {
 			return apierrors.IsNotFound(w.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: b.Status.TokenSecret}, &corev1.Secret{}))
-		}, 20*time.Second, 50*time.Millisecond, "the adopted Secret goes with the binding")
+		}, 20*time.Second, 50*time.Millisecond, "the claimed pod's Secret goes with the binding")
 	})
 
 	t.Run("DeletingThePoolDeletesItsUnclaimedPodsOnly", func(t *testing.T) {
@@ -287,9 +286,7 @@ func TestWarmPool(t *testing.T) {
 			require.True(t, apierrors.IsNotFound(err), "and its token: %v", err)
 		}
 		require.True(t, apierrors.IsNotFound(w.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "doomed-warmpool"}, &networkingv1.NetworkPolicy{})))
-		var secrets corev1.SecretList
-		require.NoError(t, w.Client.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelWarmPool: "doomed"}))
-		require.Empty(t, secrets.Items)
+		require.NoError(t, w.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: b.Status.TokenSecret}, &corev1.Secret{}), "the claimed pod's token stays")
 
 		sb, err := p.Attach(ctx, ref)
 		require.NoError(t, err, "the claimed pod is the binding's and stays")
