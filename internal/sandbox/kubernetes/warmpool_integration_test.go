@@ -301,7 +301,9 @@ func TestWarmPool(t *testing.T) {
 		pool := w.waitPool(t, "scaled", filled(2))
 		pool.Spec.Replicas = 0
 		require.NoError(t, w.Client.Update(ctx, pool))
-		w.waitPool(t, "scaled", func(p *v1alpha1.SandboxWarmPool) bool { return p.Status.Replicas == 0 && p.Status.ObservedGeneration == p.Generation })
+		w.waitPool(t, "scaled", func(p *v1alpha1.SandboxWarmPool) bool {
+			return p.Status.Replicas == 0 && p.Status.ObservedGeneration == p.Generation
+		})
 		require.Eventually(t, func() bool { return len(w.unclaimed(t, "scaled")) == 0 }, 20*time.Second, 50*time.Millisecond)
 		p := w.provider(t)
 		ref, err := p.Create(ctx, spec())
