@@ -206,9 +206,9 @@ func (r *SandboxBindingReconciler) ensurePod(ctx context.Context, b *v1alpha1.Sa
 	key := client.ObjectKey{Namespace: b.Namespace, Name: b.Status.PodName}
 	var pod corev1.Pod
 	err := r.Client.Get(ctx, key, &pod)
-	if apierrors.IsNotFound(err) {
-		// The cache may not hold a pod created a moment ago: ask the apiserver before
-		// deciding it is missing.
+	if apierrors.IsNotFound(err) || (err == nil && b.Status.WarmPool != "" && !metav1.IsControlledBy(&pod, b)) {
+		// The cache may not hold a pod created a moment ago, nor the claim of a pool pod just
+		// made: ask the apiserver before deciding it is missing or not ours.
 		err = r.APIReader.Get(ctx, key, &pod)
 	}
 	switch {
