@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
@@ -246,4 +247,32 @@ func TestWithoutController(t *testing.T) {
 	refs := []metav1.OwnerReference{{Kind: "SandboxWarmPool", Name: "p", Controller: ptr.To(true)}, {Kind: "Other", Name: "o"}}
 	require.Equal(t, []metav1.OwnerReference{{Kind: "Other", Name: "o"}}, withoutController(refs))
 	require.Empty(t, withoutController(nil))
+}
+
+// TestClaimedSecret: a binding takes as its token only the Secret its claimed pod owns.
+func TestClaimedSecret(t *testing.T) {
+	claimed := v1alpha1.SandboxBindingStatus{WarmPool: "default", PodName: "default-1", ExternalID: "uid-1", TokenSecret: "default-1-token"}
+	secret := func(kind, name, uid string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "default-1-token", OwnerReferences: []metav1.OwnerReference{
+			{Kind: kind, Name: name, UID: types.UID(uid), Controller: ptr.To(true)}}}}
+	}
+	tests := []struct {
+		name   string
+		status v1alpha1.SandboxBindingStatus
+		secret *corev1.Secret
+		want   bool
+	}{
+		{"owned by the claimed pod", claimed, secret("Pod", "default-1", "uid-1"), true},
+		{"before the pod's UID is recorded", v1alpha1.SandboxBindingStatus{WarmPool: "default", PodName: "default-1"}, secret("Pod", "default-1", "uid-9"), true},
+		{"owned by a pod of that name that replaced it", claimed, secret("Pod", "default-1", "uid-2"), false},
+		{"owned by another pod", claimed, secret("Pod", "default-2", "uid-1"), false},
+		{"owned by something else", claimed, secret("SandboxWarmPool", "default-1", "uid-1"), false},
+		{"owned by nobody", claimed, &corev1.Secret{}, false},
+		{"a binding that claimed nothing", v1alpha1.SandboxBindingStatus{PodName: "default-1"}, secret("Pod", "default-1", "uid-1"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, claimedSecret(&v1alpha1.SandboxBinding{Status: tt.status}, tt.secret))
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	"github.com/managed-agents/managed-agents/api/v1alpha1"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes"
+	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes/kubetest"
 	"github.com/managed-agents/managed-agents/internal/sandbox/sandboxtest"
 )
 
@@ -349,4 +351,62 @@ func BenchmarkProvider(b *testing.B) {
 		}
 		return true
 	}, 10*time.Second, 50*time.Millisecond, "every warm acquisition claimed a pool pod")
+}
+
+// TestAClaimWhoseStatusWasLostIsFoundAgain: a controller that claimed a pool pod and died
+// before writing the binding's status leaves a pod owned and labelled by the binding; the
+// next controller takes that pod as the binding's instead of claiming or making another.
+func TestAClaimWhoseStatusWasLostIsFoundAgain(t *testing.T) {
+	c := kubetest.StartCluster(t)
+	c.Namespace(t, ns)
+	require.NoError(t, c.Client.Create(t.Context(), &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}))
+	w := &world{Cluster: c, kubelet: kubetest.Start(t, c.Client, ns)}
+	ctx := t.Context()
+	stop := c.RunSandboxController(t, sandboxPods)
+	w.newPool(t, "lost", 2)
+	pool := w.waitPool(t, "lost", filled(2))
+	stop()
+
+	s := spec()
+	b := &v1alpha1.SandboxBinding{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: ns, Finalizers: []string{v1alpha1.Finalizer}},
+		Spec: v1alpha1.SandboxBindingSpec{SessionID: s.SessionID, Image: "sandbox:test", Port: w.kubelet.Port(), RuntimeClassName: ptr.To("gvisor")}}
+	require.NoError(t, c.Client.Create(ctx, b))
+	var taken corev1.Pod
+	for _, p := range w.unclaimed(t, "lost") {
+		taken = p
+	}
+	// What the dead controller's claim wrote, and nothing more.
+	taken.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "SandboxBinding", Name: b.Name, UID: b.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	delete(taken.Labels, v1alpha1.LabelWarmPool)
+	delete(taken.Labels, v1alpha1.LabelTemplateHash)
+	taken.Labels[v1alpha1.LabelSandboxBinding], taken.Labels[v1alpha1.LabelSessionID] = b.Name, s.SessionID
+	taken.Annotations = map[string]string{v1alpha1.AnnotationClaimedFrom: pool.Name}
+	require.NoError(t, c.Client.Update(ctx, &taken))
+
+	c.RunSandboxController(t, sandboxPods)
+	require.Eventually(t, func() bool {
+		got := w.bindingOf(t, b.Name)
+		return meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReady)
+	}, 30*time.Second, 20*time.Millisecond)
+	got := w.bindingOf(t, b.Name)
+	require.Equal(t, taken.Name, got.Status.PodName, "the claimed pod, found by its label")
+	require.Equal(t, string(taken.UID), got.Status.ExternalID)
+	require.Equal(t, "lost", got.Status.WarmPool)
+	require.Equal(t, taken.Name+"-token", got.Status.TokenSecret)
+	var pods corev1.PodList
+	require.NoError(t, c.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelSandboxBinding: b.Name}))
+	require.Len(t, pods.Items, 1, "no second pod for the binding")
+	w.waitPool(t, "lost", filled(2))
+
+	// While this controller runs (cleanups run in reverse), the binding goes with its pod.
+	require.NoError(t, c.Client.Delete(ctx, b))
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(c.Client.Get(ctx, client.ObjectKeyFromObject(&taken), &corev1.Pod{})) &&
+			apierrors.IsNotFound(c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: taken.Name + "-token"}, &corev1.Secret{}))
+	}, 30*time.Second, 20*time.Millisecond, "the finalizer deletes the claimed pod and its token")
+	require.NoError(t, c.Client.Delete(ctx, pool))
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(c.Client.Get(ctx, client.ObjectKeyFromObject(pool), &v1alpha1.SandboxWarmPool{}))
+	}, 30*time.Second, 20*time.Millisecond)
 }
