@@ -3,6 +3,7 @@ package daytona
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,7 +74,7 @@ func (b *box) call(ctx context.Context, method, pathQuery, contentType string, b
 		return nil, b.goneOr(ctx, remote.Transport(op, err))
 	}
 	if err := remote.Check(resp, op, EnvAPIKey); err != nil {
-		if errors.Is(err, remote.ErrNotFound) || errors.Is(err, sandbox.ErrUnavailable) {
+		if !errors.Is(err, remote.ErrAuth) {
 			err = b.goneOr(ctx, err)
 			if !errors.Is(err, sandbox.ErrGone) && errors.Is(err, remote.ErrNotFound) && notFound != nil {
 				return nil, fmt.Errorf("%w: %w", notFound, err)
@@ -136,13 +137,32 @@ const (
 // under `bash -c` in a script that kills its whole process group at the timeout (GNU
 // timeout), merges stderr into stdout in order, and passes only max+1 bytes on (draining the
 // rest, so the command never dies of SIGPIPE), its exit status the command's.
-func wrap(cmd, dir string, timeout time.Duration, max int) string {
+// The inner bash gets tag as its $0, so a canceled call can find and kill its process group.
+func wrap(cmd, dir, tag string, timeout time.Duration, max int) string {
 	secs := fmt.Sprintf("%.3f", timeout.Seconds())
 	script := fmt.Sprintf("cd %s 2>/dev/null || { printf %s; exit %d; }\n"+
-		"timeout -s KILL %s bash -c %s </dev/null 2>&1 | { head -c %d; cat >/dev/null; }\n"+
+		"timeout -s KILL %s bash -c %s %s </dev/null 2>&1 | { head -c %d; cat >/dev/null; }\n"+
 		"exit \"${PIPESTATUS[0]}\"",
-		shellQuote(dir), shellQuote(strings.ReplaceAll(noDirMarker, "\x00", `\0`)), noDirCode, secs, shellQuote(cmd), max+1)
+		shellQuote(dir), shellQuote(strings.ReplaceAll(noDirMarker, "\x00", `\0`)), noDirCode, secs, shellQuote(cmd), tag, max+1)
 	return "bash -c " + shellQuote(script)
+}
+
+// kill ends the process group of a command whose call was canceled (the worker shutting
+// down, a turn interrupted): the toolbox does not end a command when its caller goes away.
+// GNU timeout leads its own process group, found through /proc by the tag on the inner bash.
+func (b *box) kill(ctx context.Context, tag string) {
+	script := fmt.Sprintf(`for d in /proc/[0-9]*; do tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -q %s || continue; `+
+		`set -- $(sed 's/^.*) //' "$d/stat" 2>/dev/null); [ -n "$3" ] && kill -KILL -- "-$3" 2>/dev/null; done; exit 0`, shellQuote(tag))
+	body, _ := json.Marshal(map[string]any{"command": "bash -c " + shellQuote(script), "timeout": 30})
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	resp, err := b.call(kctx, http.MethodPost, "/process/execute", "application/json", bytes.NewReader(body), false, "kill a canceled command in sandbox "+b.id, nil)
+	if err != nil {
+		b.p.cfg.logger().WarnContext(ctx, "could not end a canceled command in a daytona sandbox", "sandbox", b.id, "error", err)
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -164,8 +184,9 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
+	tag := "ma-exec-" + rand.Text()
 	body, _ := json.Marshal(map[string]any{
-		"command": wrap(req.Command, dir, timeout, max),
+		"command": wrap(req.Command, dir, tag, timeout, max),
 		"timeout": int(math.Ceil((timeout + daemonGrace).Seconds())),
 	})
 	op := "run a command in sandbox " + b.id
@@ -177,6 +198,9 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 		return sandbox.ExecResult{ExitCode: 128 + int(syscall.SIGKILL), TimedOut: true}, nil
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			b.kill(ctx, tag)
+		}
 		return sandbox.ExecResult{}, err
 	}
 	defer resp.Body.Close()

@@ -142,3 +142,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+func (c Config) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
+}

@@ -489,4 +489,3 @@ func (p *Provider) authorize(req *http.Request) {
 	}
 	req.Header.Set("X-Daytona-Source", "managed-agents")
 }
-

@@ -84,7 +84,11 @@ func token() string {
 func (s *Server) SlowStart(n int) { s.mu.Lock(); s.slowStart = n; s.mu.Unlock() }
 
 // Fail answers the next n requests with status (429 gets a Retry-After).
-func (s *Server) Fail(status, n int) { s.mu.Lock(); s.failStatus, s.failLeft = status, n; s.mu.Unlock() }
+func (s *Server) Fail(status, n int) {
+	s.mu.Lock()
+	s.failStatus, s.failLeft = status, n
+	s.mu.Unlock()
+}
 
 // LoseNextCreate makes the next POST /sandbox create the sandbox and then drop the
 // connection without answering.
@@ -435,8 +439,8 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, p string) {
 		case err != nil:
 			fail(w, http.StatusBadRequest, err.Error())
 			return
-		case info.IsDir():
-			fail(w, http.StatusBadRequest, "path is a directory")
+		case !info.Mode().IsRegular():
+			fail(w, http.StatusBadRequest, "not a regular file")
 			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
@@ -445,6 +449,10 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, p string) {
 		path, ok := inside(dir, r.URL.Query().Get("path"))
 		if !ok {
 			fail(w, http.StatusBadRequest, "path outside the fake sandbox")
+			return
+		}
+		if info, err := os.Lstat(path); err == nil && !info.Mode().IsRegular() {
+			fail(w, http.StatusBadRequest, "not a regular file")
 			return
 		}
 		f, _, err := r.FormFile("file")
