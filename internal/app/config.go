@@ -87,6 +87,12 @@ type Config struct {
 	// (MANAGED_AGENT_E2B_*, MANAGED_AGENT_OPENSANDBOX_*, …: each row of sandboxProviders lists
 	// its own), read as set; each provider parses and validates its own.
 	ProviderSettings map[string]string
+	// KubernetesProvider is what new SandboxBindings name (MANAGED_AGENT_KUBERNETES_PROVIDER):
+	// pod (default) or a remote provider the controller creates the sandbox at.
+	KubernetesProvider string
+	// ControllerSandboxProviders lists the remote providers the controller provisions
+	// SandboxBindings at (MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS, comma separated).
+	ControllerSandboxProviders string
 	// Sandbox pods, on the controller's side (sandboxPodsConfig): the image sandboxd is copied
 	// from (MANAGED_AGENT_SANDBOXD_IMAGE), the worker pods that may call it
 	// (MANAGED_AGENT_SANDBOX_WORKER_SELECTOR, _WORKER_NAMESPACE) and the egress proxy pods
@@ -177,6 +183,8 @@ func (c Config) Validate() error {
 		check(err)
 	}
 	_, err = c.sandboxPodsConfig()
+	check(err)
+	_, err = c.remoteProviders("MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS", c.ControllerSandboxProviders, false)
 	check(err)
 	if p, ok := c.lookupSandbox(); ok && p.check != nil {
 		check(p.check(c.ProviderSettings))
@@ -442,6 +450,8 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.KubernetesRuntimeClass, "MANAGED_AGENT_KUBERNETES_RUNTIME_CLASS")
 	set(&c.KubernetesServiceAccount, "MANAGED_AGENT_KUBERNETES_SERVICE_ACCOUNT")
 	set(&c.KubernetesReadyTimeout, "MANAGED_AGENT_KUBERNETES_READY_TIMEOUT")
+	set(&c.KubernetesProvider, "MANAGED_AGENT_KUBERNETES_PROVIDER")
+	set(&c.ControllerSandboxProviders, "MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS")
 	set(&c.SandboxdImage, "MANAGED_AGENT_SANDBOXD_IMAGE")
 	set(&c.SandboxNamespace, "MANAGED_AGENT_SANDBOX_NAMESPACE")
 	set(&c.SandboxWorkerSelector, "MANAGED_AGENT_SANDBOX_WORKER_SELECTOR")
