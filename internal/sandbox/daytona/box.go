@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,19 +39,21 @@ type box struct {
 	work string // the workspace root, absolute in the sandbox
 }
 
-// resolve turns a workspace-relative (or absolute, inside the workspace) path into the
-// sandbox's absolute path; anything that leaves the workspace is refused here, since the
-// toolbox itself confines nothing.
-func (b *box) resolve(p string) (string, error) {
-	abs := p
-	if !path.IsAbs(p) {
-		abs = path.Join(b.work, p)
+// cleanRel cleans a workspace-relative path; one that leaves the workspace lexically (or is
+// absolute) is ErrOutsideWorkspace, "" is the root. Symlinks are resolved in the sandbox, by
+// the preamble of the command that uses the path: the toolbox itself confines nothing.
+func cleanRel(p string) (string, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", fmt.Errorf("path %q contains a NUL byte", p)
 	}
-	abs = path.Clean(abs)
-	if abs != b.work && !strings.HasPrefix(abs, b.work+"/") {
-		return "", fmt.Errorf("%q: %w", p, sandbox.ErrOutsideWorkspace)
+	c := path.Clean(p)
+	if path.IsAbs(p) || c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("path %q: %w", p, sandbox.ErrOutsideWorkspace)
 	}
-	return abs, nil
+	if c == "." {
+		return "", nil
+	}
+	return c, nil
 }
 
 // call sends one toolbox request and returns the answer to read and close; a 404 is
@@ -123,53 +127,137 @@ func (b *box) workDir(ctx context.Context) (string, error) {
 	return path.Clean(out.Dir), nil
 }
 
-// Exec codes of the wrapper script.
 const (
-	noDirCode   = 199
-	noDirMarker = "\x00managed-agents: no such directory\x00"
 	// daemonGrace is how much longer the toolbox's own timeout is than the wrapper's, so the
 	// wrapper's (exact, process-group) kill always comes first.
 	daemonGrace = 10 * time.Second
+	// scriptTimeout bounds the short scripts that resolve paths.
+	scriptTimeout = 30 * time.Second
+	// maxCommand bounds the encoded command: the toolbox passes it as one argument of bash,
+	// and Linux refuses an argument longer than 128 KiB (MAX_ARG_STRLEN).
+	maxCommand = 128<<10 - 1024
 )
 
-// wrap is the command sent to /process/execute. The toolbox splits a command into words and
-// runs it without a shell, with a 10 s default timeout and no output cap; so the command runs
-// under `bash -c` in a script that kills its whole process group at the timeout (GNU
-// timeout), merges stderr into stdout in order, and passes only max+1 bytes on (draining the
-// rest, so the command never dies of SIGPIPE), its exit status the command's.
-// The inner bash gets tag as its $0, so a canceled call can find and kill its process group.
-func wrap(cmd, dir, tag string, timeout time.Duration, max int) string {
-	secs := fmt.Sprintf("%.3f", timeout.Seconds())
-	script := fmt.Sprintf("cd %s 2>/dev/null || { printf %s; exit %d; }\n"+
-		"timeout -s KILL %s bash -c %s %s </dev/null 2>&1 | { head -c %d; cat >/dev/null; }\n"+
-		"exit \"${PIPESTATUS[0]}\"",
-		shellQuote(dir), shellQuote(strings.ReplaceAll(noDirMarker, "\x00", `\0`)), noDirCode, secs, shellQuote(cmd), tag, max+1)
-	return "bash -c " + shellQuote(script)
-}
-
-// kill ends the process group of a command whose call was canceled (the worker shutting
-// down, a turn interrupted): the toolbox does not end a command when its caller goes away.
-// GNU timeout leads its own process group, found through /proc by the tag on the inner bash.
-func (b *box) kill(ctx context.Context, tag string) {
-	script := fmt.Sprintf(`for d in /proc/[0-9]*; do tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -q %s || continue; `+
-		`set -- $(sed 's/^.*) //' "$d/stat" 2>/dev/null); [ -n "$3" ] && kill -KILL -- "-$3" 2>/dev/null; done; exit 0`, shellQuote(tag))
-	body, _ := json.Marshal(map[string]any{"command": "bash -c " + shellQuote(script), "timeout": 30})
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	resp, err := b.call(kctx, http.MethodPost, "/process/execute", "application/json", bytes.NewReader(body), false, "kill a canceled command in sandbox "+b.id, nil)
-	if err != nil {
-		b.p.cfg.logger().WarnContext(ctx, "could not end a canceled command in a daytona sandbox", "sandbox", b.id, "error", err)
-		return
+// command is what /process/execute runs for script. The toolbox splits a command into words
+// on spaces, with quotes that only toggle (no backslash escapes), and runs it without a shell;
+// so the script travels base64-encoded inside a single-quoted word, which splits the same way
+// under that parser and under a POSIX shell's.
+func command(script string) (string, error) {
+	c := `bash -c 'eval "$(base64 -d <<< ` + base64.StdEncoding.EncodeToString([]byte(script)) + `)"'`
+	if len(c) > maxCommand {
+		return "", fmt.Errorf("the command is too long for Daytona's toolbox (%d bytes encoded, the limit is %d): write it to a file with the write tool and run that", len(c), maxCommand)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	_ = resp.Body.Close()
+	return c, nil
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// Exec implements sandbox.Sandbox with one POST /process/execute, sent once.
+func newNonce() string { return "ma-" + strings.ToLower(rand.Text()) }
+
+// preamble resolves rel in the sandbox: it sets ma_root to the real workspace directory
+// (made if missing) and ma_p to the real path of the target (symlinks resolved, missing
+// components kept), and refuses a target outside the workspace. Verdicts are the first line
+// of the output, after a nonce the command's own output cannot know.
+func (b *box) preamble(nonce, rel string) string {
+	root := shellQuote(b.work)
+	return `ma_say() { printf '%s %s\n' ` + nonce + ` "$*"; }
+ma_root=$(realpath -e -- ` + root + ` 2>/dev/null) || { mkdir -p -- ` + root + ` 2>/dev/null && ma_root=$(realpath -e -- ` + root + `); } || { ma_say noroot; exit 0; }
+ma_p=$(realpath -m -- "$ma_root"/` + shellQuote(rel) + ` 2>/dev/null) || { ma_say invalid; exit 0; }
+case "$ma_p/" in "$ma_root"/*) ;; *) ma_say outside; exit 0 ;; esac
+`
+}
+
+// verdict splits the preamble's verdict off out: the words after the nonce, and the rest.
+func verdict(nonce string, out []byte) ([]string, []byte, error) {
+	line, rest, ok := bytes.Cut(out, []byte("\n"))
+	words := strings.Fields(string(line))
+	if !ok || len(words) < 2 || words[0] != nonce {
+		return nil, nil, fmt.Errorf("the path check gave no verdict: %q", out[:min(len(out), 200)])
+	}
+	return words[1:], rest, nil
+}
+
+// verdictError turns a refusal verdict into the error the contract names.
+func verdictError(words []string, what, rel string) error {
+	switch words[0] {
+	case "outside":
+		return fmt.Errorf("%s %q: %w", what, rel, sandbox.ErrOutsideWorkspace)
+	case "notexist":
+		return fmt.Errorf("%s %q: %w", what, rel, sandbox.ErrNotExist)
+	case "notdir":
+		return fmt.Errorf("%s %q: not a directory", what, rel)
+	case "isdir":
+		return fmt.Errorf("%s %q: is a directory", what, rel)
+	case "notfile":
+		return fmt.Errorf("%s %q: not a regular file", what, rel)
+	case "toolarge":
+		return fmt.Errorf("%s %q: file is too large (%s bytes, the limit is %d); read parts of it with bash", what, rel, strings.Join(words[1:], " "), MaxFileSize)
+	case "noroot":
+		return fmt.Errorf("%s %q: the workspace directory cannot be made in the sandbox (%s)", what, rel, EnvWorkspace)
+	case "mkdir":
+		return fmt.Errorf("%s %q: cannot create its directory (a parent is a file?)", what, rel)
+	}
+	return fmt.Errorf("%s %q: the path check failed (%s)", what, rel, strings.Join(words, " "))
+}
+
+// run sends script as one POST /process/execute (once: never repeated, since a repetition
+// would run it twice; otherwise the script is one whose repetition does no harm, and refused
+// answers are retried), with the toolbox's own timeout at timeout, and reads at most max bytes of output (JSON
+// escapes allowed for). A 408 is the toolbox's timeout.
+func (b *box) run(ctx context.Context, script string, once bool, timeout time.Duration, max int) (code int, out []byte, err error) {
+	c, err := command(script)
+	if err != nil {
+		return 0, nil, err
+	}
+	body, _ := json.Marshal(map[string]any{"command": c, "timeout": int(math.Ceil(timeout.Seconds()))})
+	op := "run a command in sandbox " + b.id
+	resp, err := b.call(ctx, http.MethodPost, "/process/execute", "application/json", bytes.NewReader(body), once, op, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	// JSON escapes at most six bytes per byte of output.
+	limit := int64(max)*6 + 64<<10
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return 0, nil, b.goneOr(ctx, remote.Transport(op, err))
+	}
+	if int64(len(data)) > limit {
+		return 0, nil, fmt.Errorf("%s: the answer is larger than the output cap allows", op)
+	}
+	var res struct {
+		ExitCode *int   `json:"exitCode"`
+		Code     *int   `json:"code"` // what daemons before the rename answered
+		Result   string `json:"result"`
+	}
+	if err := json.Unmarshal(data, &res); err != nil {
+		return 0, nil, fmt.Errorf("%s: decode the answer: %w", op, err)
+	}
+	switch {
+	case res.ExitCode != nil:
+		code = *res.ExitCode
+	case res.Code != nil:
+		code = *res.Code
+	default:
+		return 0, nil, fmt.Errorf("%s: the answer has no exit code", op)
+	}
+	return code, []byte(res.Result), nil
+}
+
+// Exec implements sandbox.Sandbox with one POST /process/execute, sent once. The script
+// resolves the working directory in the sandbox, then runs the command under `bash -c` led
+// by GNU timeout (its own process group, killed whole at the timeout), stderr merged into
+// stdout in order, only max+1 bytes passed on (the rest drained, so the command never dies of
+// SIGPIPE). When the command ends, what it left running in its group is killed, as the other
+// providers do: else a background process would hold the toolbox's output pipe open until
+// the toolbox's timeout. The inner bash gets tag as its $0, so a canceled call can find and
+// kill its process group.
 func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	if err := ctx.Err(); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	rel, err := cleanRel(req.Dir)
+	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	timeout := req.Timeout
@@ -180,21 +268,25 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 	if max <= 0 {
 		max = b.p.cfg.MaxOutput
 	}
-	dir, err := b.resolve(req.Dir)
-	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	tag := "ma-exec-" + rand.Text()
-	body, _ := json.Marshal(map[string]any{
-		"command": wrap(req.Command, dir, tag, timeout, max),
-		"timeout": int(math.Ceil((timeout + daemonGrace).Seconds())),
-	})
-	op := "run a command in sandbox " + b.id
+	nonce := newNonce()
+	tag := "ma-exec-" + strings.ToLower(rand.Text())
+	script := b.preamble(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
+[ -d "$ma_p" ] || { ma_say notdir; exit 0; }
+cd -- "$ma_p" || { ma_say notdir; exit 0; }
+unset -f ma_say; unset ma_root ma_p
+printf '%s ok\n' ` + nonce + `
+exec 2>/dev/null
+timeout -s KILL ` + fmt.Sprintf("%.3f", timeout.Seconds()) + ` bash -c ` + shellQuote(req.Command) + ` ` + tag + ` </dev/null > >(head -c ` + strconv.Itoa(max+1) + `; cat >/dev/null) 2>&1 &
+ma_pid=$!
+wait "$ma_pid"; ma_st=$?
+kill -KILL -- -"$ma_pid" 2>/dev/null
+exit "$ma_st"`
 	start := time.Now()
-	resp, err := b.call(ctx, http.MethodPost, "/process/execute", "application/json", bytes.NewReader(body), true, op, nil)
+	code, out, err := b.run(ctx, script, true, timeout+daemonGrace, max+len(nonce)+64)
 	var se *remote.StatusError
 	if errors.As(err, &se) && se.Status == http.StatusRequestTimeout {
-		// The toolbox's own timeout: something the command left behind held its output open.
+		// The toolbox's own timeout: something outside the command's process group held
+		// its output open.
 		return sandbox.ExecResult{ExitCode: 128 + int(syscall.SIGKILL), TimedOut: true}, nil
 	}
 	if err != nil {
@@ -203,70 +295,114 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 		}
 		return sandbox.ExecResult{}, err
 	}
-	defer resp.Body.Close()
-	// JSON escapes at most six bytes per byte of output; the wrapper already cut it at max+1.
-	limit := int64(max+1)*6 + 64<<10
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	words, rest, err := verdict(nonce, out)
 	if err != nil {
-		return sandbox.ExecResult{}, b.goneOr(ctx, remote.Transport(op, err))
+		return sandbox.ExecResult{}, fmt.Errorf("exec in sandbox %s (exit %d): %w", b.id, code, err)
 	}
-	if int64(len(data)) > limit {
-		return sandbox.ExecResult{}, fmt.Errorf("%s: the answer is larger than the output cap allows", op)
+	if words[0] != "ok" {
+		return sandbox.ExecResult{}, verdictError(words, "working directory", req.Dir)
 	}
-	var out struct {
-		ExitCode int    `json:"exitCode"`
-		Result   string `json:"result"`
-	}
-	if err := json.Unmarshal(data, &out); err != nil {
-		return sandbox.ExecResult{}, fmt.Errorf("%s: decode the answer: %w", op, err)
-	}
-	if out.ExitCode == noDirCode && out.Result == noDirMarker {
-		return sandbox.ExecResult{}, fmt.Errorf("run in %q: %w", req.Dir, sandbox.ErrNotExist)
-	}
-	res := sandbox.ExecResult{ExitCode: out.ExitCode, Output: []byte(out.Result)}
+	res := sandbox.ExecResult{ExitCode: code, Output: rest}
 	if len(res.Output) > max {
 		res.Output, res.Truncated = res.Output[:max], true
 	}
-	if out.ExitCode == 128+int(syscall.SIGKILL) && time.Since(start) >= timeout {
+	if code == 128+int(syscall.SIGKILL) && time.Since(start) >= timeout {
 		res.TimedOut = true
 	}
 	return res, nil
 }
 
-// ReadFile implements sandbox.Sandbox with one GET /files/download.
+// kill ends the process group of a command whose call was canceled (the worker shutting
+// down, a turn interrupted): the toolbox does not end a command when its caller goes away.
+// GNU timeout leads its own process group, found through /proc by the tag on the inner bash
+// (the pattern's bracket keeps grep from finding itself).
+func (b *box) kill(ctx context.Context, tag string) {
+	pattern := "[" + tag[:1] + "]" + tag[1:]
+	script := `for d in /proc/[0-9]*; do tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -q ` + shellQuote(pattern) + ` || continue; ` +
+		`set -- $(sed 's/^.*) //' "$d/stat" 2>/dev/null); [ -n "$3" ] && kill -KILL -- "-$3" 2>/dev/null; done; exit 0`
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scriptTimeout)
+	defer cancel()
+	if _, _, err := b.run(kctx, script, false, scriptTimeout, 1<<20); err != nil {
+		b.p.cfg.logger().WarnContext(ctx, "could not end a canceled command in a daytona sandbox", "sandbox", b.id, "error", err)
+	}
+}
+
+// ReadFile implements sandbox.Sandbox with one command: the path is resolved in the sandbox
+// and the file, if it is a regular one inside the workspace, comes back base64-encoded (the
+// toolbox answers text; its download would follow a symlink anywhere).
 func (b *box) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	abs, err := b.resolve(p)
+	rel, err := cleanRel(p)
 	if err != nil {
 		return nil, err
 	}
-	op := fmt.Sprintf("read %q", p)
-	resp, err := b.call(ctx, http.MethodGet, "/files/download?"+url.Values{"path": {abs}}.Encode(), "", nil, false, op, sandbox.ErrNotExist)
+	nonce := newNonce()
+	script := b.preamble(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
+[ -d "$ma_p" ] && { ma_say isdir; exit 0; }
+[ -f "$ma_p" ] || { ma_say notfile; exit 0; }
+ma_n=$(wc -c < "$ma_p") || { ma_say notfile; exit 0; }
+[ "$ma_n" -le ` + strconv.Itoa(MaxFileSize) + ` ] || { ma_say toolarge "$ma_n"; exit 0; }
+ma_say ok "$ma_n"
+base64 -w0 < "$ma_p"`
+	code, out, err := b.run(ctx, script, false, scriptTimeout+time.Duration(MaxFileSize>>20)*time.Second, base64.StdEncoding.EncodedLen(MaxFileSize)+256)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxFileSize+1))
+	words, rest, err := verdict(nonce, out)
 	if err != nil {
-		return nil, b.goneOr(ctx, remote.Transport(op, err))
+		return nil, fmt.Errorf("read %q in sandbox %s: %w", p, b.id, err)
+	}
+	if words[0] != "ok" {
+		return nil, verdictError(words, "read", p)
+	}
+	if code != 0 {
+		return nil, fmt.Errorf("read %q in sandbox %s: exit %d", p, b.id, code)
+	}
+	data, err := base64.StdEncoding.DecodeString(string(rest))
+	if err != nil {
+		return nil, fmt.Errorf("read %q in sandbox %s: the content did not decode: %w", p, b.id, err)
 	}
 	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("%s: file is too large (the limit is %d bytes); read parts of it with bash", op, MaxFileSize)
+		return nil, fmt.Errorf("read %q: file grew past the limit of %d bytes while being read", p, MaxFileSize)
 	}
 	return data, nil
 }
 
-// WriteFile implements sandbox.Sandbox with one multipart POST /files/upload.
+// WriteFile implements sandbox.Sandbox: one command resolves the path in the sandbox and
+// makes its directory, then one multipart POST /files/upload writes the real path.
 func (b *box) WriteFile(ctx context.Context, p string, data []byte) error {
-	abs, err := b.resolve(p)
+	rel, err := cleanRel(p)
 	if err != nil {
 		return err
 	}
-	if abs == b.work {
-		return fmt.Errorf("write %q: the workspace root is a directory", p)
+	if rel == "" {
+		return fmt.Errorf("write %q: is a directory", p)
+	}
+	nonce := newNonce()
+	script := b.preamble(nonce, rel) + `[ -d "$ma_p" ] && { ma_say isdir; exit 0; }
+if [ -e "$ma_p" ] || [ -L "$ma_p" ]; then [ -f "$ma_p" ] || { ma_say notfile; exit 0; }; fi
+mkdir -p -- "$(dirname -- "$ma_p")" 2>/dev/null || { ma_say mkdir; exit 0; }
+ma_d=$(realpath -e -- "$(dirname -- "$ma_p")") || { ma_say mkdir; exit 0; }
+case "$ma_d/" in "$ma_root"/*) ;; *) ma_say outside; exit 0 ;; esac
+ma_say ok
+printf '%s' "$ma_p"`
+	_, out, err := b.run(ctx, script, false, scriptTimeout, 64<<10)
+	if err != nil {
+		return err
+	}
+	words, rest, err := verdict(nonce, out)
+	if err != nil {
+		return fmt.Errorf("write %q in sandbox %s: %w", p, b.id, err)
+	}
+	if words[0] != "ok" {
+		return verdictError(words, "write", p)
+	}
+	real := string(rest)
+	if !path.IsAbs(real) {
+		return fmt.Errorf("write %q: the path check gave no path", p)
 	}
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
-	fw, err := mw.CreateFormFile("file", path.Base(abs))
+	fw, err := mw.CreateFormFile("file", path.Base(real))
 	if err == nil {
 		_, err = fw.Write(data)
 	}
@@ -276,7 +412,7 @@ func (b *box) WriteFile(ctx context.Context, p string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("write %q: %w", p, err)
 	}
-	resp, err := b.call(ctx, http.MethodPost, "/files/upload?"+url.Values{"path": {abs}}.Encode(), mw.FormDataContentType(), &buf, false, fmt.Sprintf("write %q", p), nil)
+	resp, err := b.call(ctx, http.MethodPost, "/files/upload?"+url.Values{"path": {real}}.Encode(), mw.FormDataContentType(), &buf, false, fmt.Sprintf("write %q", p), nil)
 	if err != nil {
 		return err
 	}

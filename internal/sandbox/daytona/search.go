@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"path"
 	"regexp"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/remote"
 )
 
 // The toolbox has a glob (GET /files/search) and a grep (GET /files/find), but neither has
@@ -33,13 +35,11 @@ const (
 	// searchMaxOutput bounds what one search ships; a grep whose candidates are larger is
 	// Cut (the files not shipped count as skipped).
 	searchMaxOutput = 48 << 20
-	searchNoDir     = 3
-	searchNotDir    = 4
 )
 
-// findScript prints the NUL-separated paths under dir (relative to the workspace root) that
-// filter keeps, pruned, sorted bytewise, at most max+1 of them (max 0: all).
-func findScript(dir string, prune []string, filter string, max int) string {
+// findScript prints the NUL-separated paths under the current directory that filter keeps,
+// pruned, sorted bytewise, at most max+1 of them (max 0: all).
+func findScript(prune []string, filter string, max int) string {
 	var names []string
 	for _, n := range prune {
 		names = append(names, "-name "+shellQuote(n))
@@ -52,46 +52,62 @@ func findScript(dir string, prune []string, filter string, max int) string {
 	if max > 0 {
 		head = fmt.Sprintf(" | head -z -n %d", max+1)
 	}
-	return fmt.Sprintf("export LC_ALL=C\nd=%s\n"+
-		"if [ ! -e \"$d\" ]; then exit %d; fi\nif [ ! -d \"$d\" ]; then exit %d; fi\n"+
-		"find \"$d\" -mindepth 1 %s%s -print0 2>/dev/null | sort -z%s",
-		shellQuote(dir), searchNoDir, searchNotDir, prunes, filter, head)
+	return fmt.Sprintf("find . -mindepth 1 %s%s -print0 2>/dev/null | sort -z%s", prunes, filter, head)
 }
 
-func (b *box) searchDir(dir string) (abs, rel string, err error) {
-	abs, err = b.resolve(dir)
+// search runs a search script after the preamble resolved dir in the sandbox (so a symlink
+// cannot take the search out of the workspace) and cd'd into it; body's output follows the
+// verdict ("ok dir", or "ok file" and cd'd into the file's directory when files is true).
+func (b *box) search(ctx context.Context, op, dir string, files bool, body string) ([]string, []byte, bool, error) {
+	rel, err := cleanRel(dir)
 	if err != nil {
-		return "", "", err
+		return nil, nil, false, err
 	}
-	rel = strings.TrimPrefix(strings.TrimPrefix(abs, b.work), "/")
-	if rel == "" {
-		rel = "."
+	nonce := newNonce()
+	file := `ma_say notdir; exit 0`
+	if files {
+		file = `ma_kind=file; ma_name=$(basename -- "$ma_p"); cd -- "$(dirname -- "$ma_p")" || { ma_say notdir; exit 0; }`
 	}
-	return abs, rel, nil
+	script := b.preamble(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
+export LC_ALL=C
+ma_kind=dir
+if [ -d "$ma_p" ]; then cd -- "$ma_p" || { ma_say notdir; exit 0; }
+elif [ -f "$ma_p" ]; then ` + file + `
+else ma_say notdir; exit 0; fi
+ma_say ok "$ma_kind"
+` + body
+	code, out, err := b.run(ctx, script, false, searchTimeout, searchMaxOutput+len(nonce)+64)
+	var se *remote.StatusError
+	if errors.As(err, &se) && se.Status == http.StatusRequestTimeout {
+		return nil, nil, false, fmt.Errorf("%s %q: the search took longer than %s", op, dir, searchTimeout)
+	}
+	if err != nil {
+		return nil, nil, false, err
+	}
+	words, rest, err := verdict(nonce, out)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("%s %q in sandbox %s (exit %d): %w", op, dir, b.id, code, err)
+	}
+	if words[0] != "ok" {
+		return nil, nil, false, verdictError(words, op, dir)
+	}
+	truncated := len(rest) > searchMaxOutput
+	if truncated {
+		rest = rest[:searchMaxOutput]
+	}
+	if code != 0 && !truncated {
+		return nil, nil, false, fmt.Errorf("%s %q: the search command failed (exit %d): %s", op, dir, code, strings.TrimSpace(string(rest[:min(len(rest), 500)])))
+	}
+	return words[1:], rest, truncated, nil
 }
 
-func searchErr(op, dir string, code int, out []byte) error {
-	switch code {
-	case searchNoDir:
-		return fmt.Errorf("%s %q: %w", op, dir, sandbox.ErrNotExist)
-	case searchNotDir:
-		return fmt.Errorf("%s %q: not a directory", op, dir)
-	}
-	return fmt.Errorf("%s %q: the search command failed (exit %d): %s", op, dir, code, strings.TrimSpace(string(out[:min(len(out), 500)])))
-}
-
-// relNames splits find's output into paths relative to rel.
-func relNames(out []byte, rel string) []string {
+// relNames splits find's NUL-separated output into cleaned paths, sorted.
+func relNames(out []byte) []string {
 	var names []string
 	for name := range strings.SplitSeq(string(out), "\x00") {
-		if name == "" {
-			continue
+		if name != "" {
+			names = append(names, path.Clean(name))
 		}
-		name = path.Clean(name)
-		if rel != "." {
-			name = strings.TrimPrefix(name, rel+"/")
-		}
-		names = append(names, name)
 	}
 	slices.Sort(names)
 	return names
@@ -102,27 +118,16 @@ func (b *box) FindFiles(ctx context.Context, req sandbox.FindRequest) (sandbox.F
 	if !doublestar.ValidatePattern(req.Pattern) {
 		return sandbox.FindResult{}, fmt.Errorf("find: invalid pattern %q", req.Pattern)
 	}
-	_, rel, err := b.searchDir(req.Dir)
+	_, out, truncated, err := b.search(ctx, "find in", req.Dir, false, findScript(req.Prune, "! -type d", req.MaxListed))
 	if err != nil {
 		return sandbox.FindResult{}, err
 	}
-	res, err := b.Exec(ctx, sandbox.ExecRequest{Command: findScript(rel, req.Prune, "! -type d", req.MaxListed), Timeout: searchTimeout, MaxOutput: searchMaxOutput})
-	if err != nil {
-		return sandbox.FindResult{}, err
-	}
-	if res.TimedOut {
-		return sandbox.FindResult{}, fmt.Errorf("find in %q: listing took longer than %s", req.Dir, searchTimeout)
-	}
-	if res.ExitCode != 0 {
-		return sandbox.FindResult{}, searchErr("find in", req.Dir, res.ExitCode, res.Output)
-	}
-	out := res.Output
 	var found sandbox.FindResult
-	if res.Truncated {
+	if truncated {
 		found.Cut = true
 		out = out[:max(0, bytes.LastIndexByte(out, 0))]
 	}
-	names := relNames(out, rel)
+	names := relNames(out)
 	if req.MaxListed > 0 && len(names) > req.MaxListed {
 		names, found.Cut = names[:req.MaxListed], true
 	}
@@ -148,67 +153,45 @@ func (b *box) GrepFiles(ctx context.Context, req sandbox.GrepRequest) (sandbox.G
 	if err != nil {
 		return sandbox.GrepResult{}, fmt.Errorf("grep: %w", err)
 	}
-	_, rel, err := b.searchDir(req.Dir)
-	if err != nil {
-		return sandbox.GrepResult{}, err
-	}
 	filter := "-type f"
 	if req.MaxFileSize > 0 {
 		filter += fmt.Sprintf(" -size -%dc", req.MaxFileSize+1)
 	}
-	list := findScript(rel, req.Prune, filter, req.MaxFiles)
 	// A Dir naming one file searches that file.
-	script := fmt.Sprintf("t=$(mktemp) || exit 1\ntrap 'rm -f \"$t\"' EXIT\n"+
-		"if [ -f %[1]s ] && [ %[1]s != . ]; then printf '%%s\\0' %[1]s > \"$t\"; else ( %[2]s ) > \"$t\" || exit $?; fi\n"+
-		"base64 -w0 < \"$t\"; echo\n"+
-		"head -z -n %[3]d \"$t\" | tar --null --no-recursion -T - -cf - 2>/dev/null | base64 -w0",
-		shellQuote(rel), list, max(req.MaxFiles, 1<<30))
-	res, err := b.Exec(ctx, sandbox.ExecRequest{Command: script, Timeout: searchTimeout, MaxOutput: searchMaxOutput})
+	body := fmt.Sprintf("ma_t=$(mktemp) || exit 1\ntrap 'rm -f \"$ma_t\"' EXIT\n"+
+		"if [ \"$ma_kind\" = file ]; then printf '%%s\\0' \"$ma_name\" > \"$ma_t\"; else ( %s ) > \"$ma_t\" || exit $?; fi\n"+
+		"base64 -w0 < \"$ma_t\"; echo\n"+
+		"head -z -n %d \"$ma_t\" | tar --null --no-recursion -T - -cf - 2>/dev/null | base64 -w0",
+		findScript(req.Prune, filter, req.MaxFiles), max(req.MaxFiles, 1<<30))
+	kind, output, truncated, err := b.search(ctx, "grep in", req.Dir, true, body)
 	if err != nil {
 		return sandbox.GrepResult{}, err
 	}
-	if res.TimedOut {
-		return sandbox.GrepResult{}, fmt.Errorf("grep in %q: searching took longer than %s", req.Dir, searchTimeout)
-	}
-	if res.ExitCode != 0 && !res.Truncated {
-		return sandbox.GrepResult{}, searchErr("grep in", req.Dir, res.ExitCode, res.Output)
-	}
-	head, body, _ := bytes.Cut(res.Output, []byte("\n"))
+	single := len(kind) > 0 && kind[0] == "file"
+	head, rest, _ := bytes.Cut(output, []byte("\n"))
 	listed, err := base64.StdEncoding.DecodeString(string(head))
 	if err != nil {
 		return sandbox.GrepResult{}, fmt.Errorf("grep in %q: the file list did not decode: %w", req.Dir, err)
 	}
 	var out sandbox.GrepResult
-	single := !bytes.ContainsRune(listed[:max(0, len(listed)-1)], 0) && len(listed) > 0 && path.Clean(strings.TrimSuffix(string(listed), "\x00")) == path.Clean(rel) && rel != "."
-	var files []string
-	if single {
-		files = []string{path.Clean(rel)}
-	} else {
-		files = relNames(listed, rel)
-	}
+	files := relNames(listed)
 	if req.MaxFiles > 0 && len(files) > req.MaxFiles {
 		files, out.Cut = files[:req.MaxFiles], true
 	}
 	out.Files = len(files)
-	contents := untar(body[:len(body)/4*4], res.Truncated)
-	if res.Truncated {
+	contents := untar(rest[:len(rest)/4*4], truncated)
+	if truncated {
 		out.Cut = true
 	}
 	for _, f := range files {
-		key := f
-		if !single && rel != "." {
-			key = path.Join(rel, f)
-		}
-		data, ok := contents[key]
+		data, ok := contents[f]
 		if !ok || (req.MaxFileSize > 0 && int64(len(data)) > req.MaxFileSize) || sandbox.IsBinary(data) {
 			out.Skipped++
 			continue
 		}
-		shown := f
+		shown := joinDir(req.Dir, f)
 		if single {
 			shown = req.Dir
-		} else {
-			shown = joinDir(req.Dir, f)
 		}
 		for i, line := range sandbox.SplitLines(string(data)) {
 			if !re.MatchString(line) {

@@ -451,7 +451,7 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request, id, p string) {
 			fail(w, http.StatusBadRequest, "path outside the fake sandbox")
 			return
 		}
-		if info, err := os.Lstat(path); err == nil && !info.Mode().IsRegular() {
+		if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
 			fail(w, http.StatusBadRequest, "not a regular file")
 			return
 		}
@@ -484,8 +484,9 @@ func inside(dir, p string) (string, bool) {
 	return c, filepath.IsAbs(c) && (c == dir || strings.HasPrefix(c, dir+string(filepath.Separator)))
 }
 
-// execute runs ExecuteRequest as the daemon does: words split, no shell, the timeout (10 s
-// unless given) killing the process, stdout and stderr merged.
+// execute runs ExecuteRequest as the daemon does: words split, no shell, its own process
+// group, the timeout (10 s unless given) killing the group, stdout and stderr merged into one
+// buffer, so the answer waits until every process holding the output has closed it.
 func (s *Server) execute(w http.ResponseWriter, r *http.Request, dir string, env map[string]string, drop bool) {
 	var req struct {
 		Command string            `json:"command"`
@@ -522,7 +523,6 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, dir string, env
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if drop {
@@ -549,51 +549,33 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, dir string, env
 	writeJSON(w, http.StatusOK, map[string]any{"exitCode": code, "result": out.String()})
 }
 
-// splitWords splits a command line into words as a POSIX shell does for quoting ('…', "…",
-// backslash), which is what the daemon's parser accepts.
+// splitWords splits a command line into words as the daemon's parseCommand does: words end
+// at spaces outside quotes, a quote (' or ") opens a quoted run ended by the same quote, the
+// other quote inside it is literal, and nothing escapes (a backslash is a plain character).
 func splitWords(s string) ([]string, error) {
 	var words []string
 	var cur strings.Builder
-	inWord := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	var quote rune
+	for _, r := range s {
 		switch {
-		case c == '\'':
-			j := strings.IndexByte(s[i+1:], '\'')
-			if j < 0 {
-				return nil, errors.New("unterminated single quote")
-			}
-			cur.WriteString(s[i+1 : i+1+j])
-			i += j + 1
-			inWord = true
-		case c == '"':
-			i++
-			for ; i < len(s) && s[i] != '"'; i++ {
-				if s[i] == '\\' && i+1 < len(s) && strings.IndexByte("\"\\$`\n", s[i+1]) >= 0 {
-					i++
-				}
-				cur.WriteByte(s[i])
-			}
-			if i >= len(s) {
-				return nil, errors.New("unterminated double quote")
-			}
-			inWord = true
-		case c == '\\' && i+1 < len(s):
-			i++
-			cur.WriteByte(s[i])
-			inWord = true
-		case c == ' ' || c == '\t' || c == '\n':
-			if inWord {
+		case (r == '"' || r == '\'') && quote == 0:
+			quote = r
+		case r == quote:
+			quote = 0
+		case r == ' ' && quote == 0:
+			if cur.Len() > 0 {
 				words = append(words, cur.String())
 				cur.Reset()
-				inWord = false
 			}
 		default:
-			cur.WriteByte(c)
-			inWord = true
+			cur.WriteRune(r)
 		}
 	}
-	if inWord {
+	if quote != 0 {
+		// The daemon keeps what it has; refusing is clearer and no client of ours sends it.
+		return nil, errors.New("unterminated quote")
+	}
+	if cur.Len() > 0 {
 		words = append(words, cur.String())
 	}
 	return words, nil
