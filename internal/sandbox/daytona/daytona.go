@@ -2,8 +2,8 @@
 // session's sandbox is a Daytona sandbox named after the session (sandbox.NameFor; names are
 // unique in an organization) and labelled with it, made through Daytona's control plane
 // (POST /sandbox, GET /sandbox/{id}, GET /sandbox?labels=, DELETE, start and stop) and used
-// through its toolbox (<toolboxProxyUrl>/<sandboxId>: /process/execute, /files/download,
-// /files/upload). The client is written from Daytona's published specs
+// through its toolbox (<toolboxProxyUrl>/<sandboxId>: /process/execute, /files/upload); every
+// path is resolved in the sandbox before it is used, since the toolbox confines nothing. The client is written from Daytona's published specs
 // (libs/api-client-go/api/openapi.yaml and apps/daemon/pkg/toolbox/docs/swagger.yaml), not
 // from its code.
 //
