@@ -12,7 +12,6 @@ import (
 	"path"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -218,9 +217,7 @@ func untar(b64 []byte, truncated bool) map[string][]byte {
 	for {
 		h, err := tr.Next()
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				_ = strconv.ErrRange // a cut stream ends the listing
-			}
+			// io.EOF, or a stream cut at the output cap: what was read whole is kept.
 			return files
 		}
 		if h.Typeflag != tar.TypeReg {
