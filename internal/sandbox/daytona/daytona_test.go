@@ -351,3 +351,18 @@ func TestConfigFrom(t *testing.T) {
 		require.Contains(t, err.Error(), name)
 	}
 }
+
+func TestCommandsTravelIntactOrAreRefusedClearly(t *testing.T) {
+	t.Parallel()
+	f := daytonafake.New(t)
+	_, sb := create(t, provider(t, f), spec())
+	// Quotes, backslashes and runs of spaces the toolbox's own word splitting would mangle.
+	res, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: `printf '%s|' "a  b" 'c\'"'"'d' "e\\f"`})
+	require.NoError(t, err)
+	require.Equal(t, `a  b|c\'d|e\f|`, string(res.Output))
+
+	f.ResetRequests()
+	_, err = sb.Exec(t.Context(), sandbox.ExecRequest{Command: "echo " + strings.Repeat("x", 200<<10)})
+	require.ErrorContains(t, err, "too long")
+	require.Zero(t, f.Requests()[""], "nothing was sent")
+}
