@@ -150,6 +150,7 @@ func TestValuesRendered(t *testing.T) {
 		require.NoError(t, err)
 		require.NotContains(t, out, "envFrom")
 		require.NotContains(t, out, "MANAGED_AGENT_KUBERNETES_PROVIDER")
+	})
 	t.Run("the warm pool repeats the worker's sandbox template", func(t *testing.T) {
 		out, err := helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13",
 			"--set", "sandbox.kubernetes.namespace=sandboxes", "--set", "sandbox.kubernetes.runtimeClassName=gvisor",
