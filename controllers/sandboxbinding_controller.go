@@ -165,6 +165,14 @@ func (r *SandboxBindingReconciler) ensureSecret(ctx context.Context, b *v1alpha1
 		Immutable:  ptr.To(true),
 		Data:       map[string][]byte{v1alpha1.TokenSecretKey: []byte(hex.EncodeToString(raw))},
 	}
+	if r.Pods.proxied(b) {
+		// The spec is fixed once the pod exists, so the credentials made once hold.
+		u, err := r.Pods.proxyURL(ctx, b)
+		if err != nil {
+			return err
+		}
+		s.Data[v1alpha1.ProxyURLSecretKey] = []byte(u)
+	}
 	if err := r.owned(b, &s); err != nil {
 		return err
 	}

@@ -60,6 +60,13 @@ func (c Config) kubernetesConfig() (kubernetes.Config, error) {
 		}
 		cfg.ReadyTimeout = d
 	}
+	if c.KubernetesPackageTimeout != "" {
+		d, err := time.ParseDuration(c.KubernetesPackageTimeout)
+		if err != nil || d < time.Second {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_PACKAGE_TIMEOUT=%q: must be a duration of at least 1s, such as 5m", c.KubernetesPackageTimeout))
+		}
+		cfg.PackageTimeout = d
+	}
 	return cfg, errors.Join(errs...)
 }
 
