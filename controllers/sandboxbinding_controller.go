@@ -1,11 +1,13 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -39,32 +41,46 @@ type SandboxBindingReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Pods      SandboxPods
+	// OrphanSweepInterval is how often sandbox objects whose binding is gone are removed
+	// (sandboxbinding_orphans.go); zero is DefaultOrphanSweepInterval.
+	OrphanSweepInterval time.Duration
 }
 
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 
 // SandboxCacheOptions restricts the manager's cache of pods and NetworkPolicies to those made
-// for sandboxes, so a controller in a big cluster does not hold every pod in memory.
-func SandboxCacheOptions() map[client.Object]cache.ByObject {
+// for sandboxes, so a controller in a big cluster does not hold every pod in memory; with
+// namespace (MANAGED_AGENT_SANDBOX_NAMESPACE) also to that namespace, so the controller
+// needs rights on pods there only (the chart's Role).
+func SandboxCacheOptions(namespace string) map[client.Object]cache.ByObject {
 	req, err := labels.NewRequirement(v1alpha1.LabelSandboxBinding, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant label key
 	}
 	sel := labels.NewSelector().Add(*req)
+	var namespaces map[string]cache.Config
+	if namespace != "" {
+		namespaces = map[string]cache.Config{namespace: {}}
+	}
 	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}:                 {Label: sel},
-		&networkingv1.NetworkPolicy{}: {Label: sel},
+		&corev1.Pod{}:                 {Label: sel, Namespaces: namespaces},
+		&networkingv1.NetworkPolicy{}: {Label: sel, Namespaces: namespaces},
 	}
 }
 
-// SetupWithManager registers the reconciler; pod and NetworkPolicy changes reach their
-// binding through the owner reference.
+// SetupWithManager registers the reconciler and the orphan sweep; pod and NetworkPolicy
+// changes reach their binding through the owner reference.
 func (r *SandboxBindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	sweep := &sandboxOrphans{c: r.Client, api: r.APIReader, namespace: r.Pods.Namespace,
+		interval: cmp.Or(r.OrphanSweepInterval, DefaultOrphanSweepInterval)}
+	if err := mgr.Add(sweep); err != nil {
+		return fmt.Errorf("add the sandbox orphan sweep: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.SandboxBinding{}).
 		Owns(&corev1.Pod{}).Owns(&networkingv1.NetworkPolicy{}).
 		Named("sandboxbinding").Complete(r)

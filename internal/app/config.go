@@ -86,8 +86,10 @@ type Config struct {
 	// Sandbox pods, on the controller's side (sandboxPodsConfig): the image sandboxd is copied
 	// from (MANAGED_AGENT_SANDBOXD_IMAGE), the worker pods that may call it
 	// (MANAGED_AGENT_SANDBOX_WORKER_SELECTOR, _WORKER_NAMESPACE) and the egress proxy pods
-	// allowlisted sandboxes may reach (MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR, _NAMESPACE, _PORT).
-	SandboxdImage, SandboxWorkerSelector, SandboxWorkerNamespace, SandboxEgressProxySelector, SandboxEgressProxyNamespace, SandboxEgressProxyPort string
+	// allowlisted sandboxes may reach (MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR, _NAMESPACE, _PORT)
+	// and where they reach them (_HOST: the proxy Service's name or an IP); with the proxy's
+	// key (MANAGED_AGENT_EGRESS_PROXY_KEY or _FILE) the controller signs their credentials.
+	SandboxdImage, SandboxWorkerSelector, SandboxWorkerNamespace, SandboxEgressProxySelector, SandboxEgressProxyNamespace, SandboxEgressProxyPort, SandboxEgressProxyHost string
 	// SandboxNamespace is the only namespace whose SandboxBindings the controller serves
 	// (MANAGED_AGENT_SANDBOX_NAMESPACE; empty: every namespace).
 	SandboxNamespace string
@@ -464,6 +466,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.SandboxEgressProxySelector, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR")
 	set(&c.SandboxEgressProxyNamespace, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_NAMESPACE")
 	set(&c.SandboxEgressProxyPort, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_PORT")
+	set(&c.SandboxEgressProxyHost, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST")
 	set(&c.DockerPackageTimeout, "MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT")
 	c.Network = networkFromLookup(c.Network, get)
 	set(&c.SandboxdAddr, "MANAGED_AGENT_SANDBOXD_ADDR")

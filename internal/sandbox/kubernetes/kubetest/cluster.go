@@ -84,7 +84,7 @@ func (c *Cluster) RunSandboxController(t *testing.T, pods controllers.SandboxPod
 		Logger:                 logr.Discard(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{ByObject: controllers.SandboxCacheOptions()},
+		Cache:                  cache.Options{ByObject: controllers.SandboxCacheOptions(pods.Namespace)},
 		Controller:             ctrlconfig.Controller{SkipNameValidation: &skip},
 	})
 	require.NoError(t, err)
