@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
@@ -89,7 +90,7 @@ func (c *Cluster) RunSandboxController(t *testing.T, pods controllers.SandboxPod
 	})
 	require.NoError(t, err)
 	r := &controllers.SandboxBindingReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: pods}
+		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: pods, OrphanSweepInterval: 100 * time.Millisecond}
 	require.NoError(t, r.SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
