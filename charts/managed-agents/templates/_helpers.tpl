@@ -181,7 +181,7 @@ environment. Optional keys are optional references, so an existingSecret may lea
   value: {{ include "managed-agents.sandboxNamespace" $ | quote }}
 - name: MANAGED_AGENT_KUBERNETES_SANDBOXD_PORT
   value: {{ .sandboxdPort | quote }}
-{{- range $name, $value := dict "IMAGE" .image "RUNTIME_CLASS" .runtimeClassName "SERVICE_ACCOUNT" .serviceAccountName "READY_TIMEOUT" .readyTimeout }}
+{{- range $name, $value := dict "IMAGE" .image "RUNTIME_CLASS" .runtimeClassName "SERVICE_ACCOUNT" .serviceAccountName "READY_TIMEOUT" .readyTimeout "PACKAGE_TIMEOUT" .packageTimeout }}
 {{- if $value }}
 - name: MANAGED_AGENT_KUBERNETES_{{ $name }}
   value: {{ $value | quote }}
@@ -197,6 +197,11 @@ environment. Optional keys are optional references, so an existingSecret may lea
 {{/* The namespace of the sandbox pods (sandbox.kubernetes.namespace, else the release's). */}}
 {{- define "managed-agents.sandboxNamespace" -}}
 {{- .Values.sandbox.kubernetes.namespace | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* Whether the sandbox pods' egress proxy is deployed. */}}
+{{- define "managed-agents.egressProxy" -}}
+{{- if and (eq .Values.sandbox.provider "kubernetes") .Values.sandbox.kubernetes.egressProxy.enabled }}true{{ end -}}
 {{- end -}}
 
 {{- define "managed-agents.podSpecCommon" -}}
