@@ -22,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/managed-agents/managed-agents/api/v1alpha1"
@@ -44,6 +45,8 @@ type SandboxBindingReconciler struct {
 	// OrphanSweepInterval is how often sandbox objects whose binding is gone are removed
 	// (sandboxbinding_orphans.go); zero is DefaultOrphanSweepInterval.
 	OrphanSweepInterval time.Duration
+	// Remote are the remote providers bindings may name (spec.provider), by name.
+	Remote map[string]RemoteSandboxes
 }
 
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings,verbs=get;list;watch;update;patch
@@ -81,8 +84,10 @@ func (r *SandboxBindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(sweep); err != nil {
 		return fmt.Errorf("add the sandbox orphan sweep: %w", err)
 	}
+	// Several at once: a create at a remote provider may take a minute of its slow start.
 	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.SandboxBinding{}).
 		Owns(&corev1.Pod{}).Owns(&networkingv1.NetworkPolicy{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("sandboxbinding").Complete(r)
 }
 
@@ -107,6 +112,9 @@ func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 	}
 	before := b.Status.DeepCopy()
+	if b.Spec.IsRemote() {
+		return ctrl.Result{}, r.reconcileRemote(ctx, &b, before)
+	}
 	b.Status.PodName, b.Status.TokenSecret = b.Name, tokenSecretName(&b)
 	if r.Pods.SandboxdImage == "" {
 		applyView(&b.Status, sandboxView{Phase: v1alpha1.SandboxPending, Ready: metav1.ConditionFalse, Reason: v1alpha1.ReasonNotConfigured,
@@ -259,6 +267,9 @@ func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.San
 		return nil
 	}
 	var errs []error
+	if b.Spec.IsRemote() {
+		errs = append(errs, r.finalizeRemote(ctx, b))
+	}
 	for _, obj := range []client.Object{
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tokenSecretName(b), Namespace: b.Namespace}},

@@ -21,9 +21,21 @@ type SandboxBindingSpec struct {
 	// +required
 	SessionID string `json:"sessionID"`
 
+	// Provider runs the sandbox: pod (the default) makes a sandbox pod; a remote provider
+	// (e2b, cubesandbox, opensandbox, daytona) has the controller create the sandbox there,
+	// through the same client the worker uses, and record its id in status.externalID. The
+	// controller must be configured for that provider (MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS).
+	// It cannot change.
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9-]{0,31}$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="provider cannot change"
+	// +kubebuilder:default=pod
+	// +optional
+	Provider string `json:"provider,omitempty"`
+
 	// Image of the sandbox container: any image with the libraries a static binary needs
 	// (none) and bash, which commands run in. sandboxd is copied into it at start from the
-	// controller's image (MANAGED_AGENT_SANDBOXD_IMAGE) through a shared volume.
+	// controller's image (MANAGED_AGENT_SANDBOXD_IMAGE) through a shared volume. For a remote
+	// provider it is the provider's template or image.
 	// +kubebuilder:validation:MinLength=1
 	// +required
 	Image string `json:"image"`
@@ -116,6 +128,9 @@ const (
 // Reasons of a SandboxBinding's Ready condition besides the pod's own waiting reasons.
 const (
 	ReasonSandboxReady    = "SandboxdReady"
+	ReasonRemoteReady     = "RemoteSandboxReady"
+	ReasonRemoteCreating  = "RemoteSandboxCreating"
+	ReasonRemoteGone      = "RemoteSandboxGone"
 	ReasonPodCreating     = "PodCreating"
 	ReasonPodStarting     = "PodStarting"
 	ReasonPodGone         = "PodGone"
@@ -131,12 +146,13 @@ type SandboxBindingStatus struct {
 	// +kubebuilder:validation:Enum=Pending;Running;Stopped;Failed
 	// +optional
 	Phase string `json:"phase,omitempty"`
-	// Endpoint is the sandboxd URL the worker reaches the sandbox at, once it runs.
+	// Endpoint is the sandboxd URL the worker reaches the sandbox at, once it runs; for a
+	// remote provider, <provider>://<external id> (the worker attaches through its own client).
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
-	// ExternalID is the provider's id of the sandbox (the pod's UID). Once set, a missing pod
-	// is one deleted behind the controller's back (the binding becomes Failed), never one to
-	// create.
+	// ExternalID is the provider's id of the sandbox (the pod's UID, or the remote
+	// provider's sandbox id). Once set, a missing pod is one deleted behind the controller's
+	// back (the binding becomes Failed), never one to create.
 	// +optional
 	ExternalID string `json:"externalID,omitempty"`
 	// PodName is the sandbox pod (the binding's name).
@@ -161,6 +177,7 @@ type SandboxBindingStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Session ID",type=string,JSONPath=`.spec.sessionID`
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -182,6 +199,12 @@ type SandboxBindingList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []SandboxBinding `json:"items"`
 }
+
+// ProviderPod is SandboxBindingSpec.Provider's default: a sandbox pod.
+const ProviderPod = "pod"
+
+// IsRemote says whether the binding's sandbox lives at a remote provider, not in a pod.
+func (s *SandboxBindingSpec) IsRemote() bool { return s.Provider != "" && s.Provider != ProviderPod }
 
 // Labels and keys the SandboxBinding controller and the kubernetes provider share.
 const (

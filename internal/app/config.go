@@ -83,6 +83,16 @@ type Config struct {
 	// MANAGED_AGENT_KUBERNETES_NAMESPACE, _IMAGE, _SANDBOXD_PORT, _RUNTIME_CLASS,
 	// _SERVICE_ACCOUNT, _READY_TIMEOUT and _PACKAGE_TIMEOUT; the cluster is KUBECONFIG's, else in-cluster.
 	KubernetesNamespace, KubernetesImage, KubernetesSandboxdPort, KubernetesRuntimeClass, KubernetesServiceAccount, KubernetesReadyTimeout, KubernetesPackageTimeout string
+	// ProviderSettings holds the variables the remote sandbox providers declare
+	// (MANAGED_AGENT_E2B_*, MANAGED_AGENT_OPENSANDBOX_*, …: each row of sandboxProviders lists
+	// its own), read as set; each provider parses and validates its own.
+	ProviderSettings map[string]string
+	// KubernetesProvider is what new SandboxBindings name (MANAGED_AGENT_KUBERNETES_PROVIDER):
+	// pod (default) or a remote provider the controller creates the sandbox at.
+	KubernetesProvider string
+	// ControllerSandboxProviders lists the remote providers the controller provisions
+	// SandboxBindings at (MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS, comma separated).
+	ControllerSandboxProviders string
 	// Sandbox pods, on the controller's side (sandboxPodsConfig): the image sandboxd is copied
 	// from (MANAGED_AGENT_SANDBOXD_IMAGE), the worker pods that may call it
 	// (MANAGED_AGENT_SANDBOX_WORKER_SELECTOR, _WORKER_NAMESPACE) and the egress proxy pods
@@ -181,6 +191,11 @@ func (c Config) Validate() error {
 	}
 	_, err = c.sandboxPodsConfig()
 	check(err)
+	_, err = c.remoteProviders("MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS", c.ControllerSandboxProviders, false)
+	check(err)
+	if p, ok := c.lookupSandbox(); ok && p.check != nil {
+		check(p.check(c.ProviderSettings))
+	}
 	check(c.parsed("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"))
 	if c.FakeWordDelay < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%s: must not be negative", c.FakeWordDelay))
@@ -459,6 +474,8 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.KubernetesServiceAccount, "MANAGED_AGENT_KUBERNETES_SERVICE_ACCOUNT")
 	set(&c.KubernetesReadyTimeout, "MANAGED_AGENT_KUBERNETES_READY_TIMEOUT")
 	set(&c.KubernetesPackageTimeout, "MANAGED_AGENT_KUBERNETES_PACKAGE_TIMEOUT")
+	set(&c.KubernetesProvider, "MANAGED_AGENT_KUBERNETES_PROVIDER")
+	set(&c.ControllerSandboxProviders, "MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS")
 	set(&c.SandboxdImage, "MANAGED_AGENT_SANDBOXD_IMAGE")
 	set(&c.SandboxNamespace, "MANAGED_AGENT_SANDBOX_NAMESPACE")
 	set(&c.SandboxWorkerSelector, "MANAGED_AGENT_SANDBOX_WORKER_SELECTOR")
@@ -469,6 +486,16 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.SandboxEgressProxyHost, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST")
 	set(&c.DockerPackageTimeout, "MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT")
 	c.Network = networkFromLookup(c.Network, get)
+	for _, p := range sandboxProviders {
+		for _, name := range p.settings {
+			if v := get(name); v != "" {
+				if c.ProviderSettings == nil {
+					c.ProviderSettings = map[string]string{}
+				}
+				c.ProviderSettings[name] = v
+			}
+		}
+	}
 	set(&c.SandboxdAddr, "MANAGED_AGENT_SANDBOXD_ADDR")
 	set(&c.SandboxdWorkspace, "MANAGED_AGENT_SANDBOXD_WORKSPACE")
 	set(&c.SandboxdToken, "MANAGED_AGENT_SANDBOXD_TOKEN")

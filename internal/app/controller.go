@@ -140,8 +140,15 @@ func RunControllerManager(ctx context.Context, cfg Config, d ControllerDeps, log
 	if err := sr.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up the Session controller: %w", err)
 	}
+	remote, err := cfg.remoteProviders("MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS", cfg.ControllerSandboxProviders, true)
+	if err != nil {
+		return err
+	}
 	sb := &controllers.SandboxBindingReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: sandboxPods}
+		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: sandboxPods, Remote: map[string]controllers.RemoteSandboxes{}}
+	for name, p := range remote {
+		sb.Remote[name] = p
+	}
 	if err := sb.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the SandboxBinding controller: %w", err)
 	}

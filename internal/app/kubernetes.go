@@ -54,6 +54,11 @@ func (c Config) kubernetesConfig() (kubernetes.Config, error) {
 			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_SERVICE_ACCOUNT=%q: must be a ServiceAccount name (%s)", c.KubernetesServiceAccount, msgs[0]))
 		}
 	}
+	if prov := c.KubernetesProvider; prov != "" && prov != v1alpha1.ProviderPod {
+		if _, err := c.remoteProviders("MANAGED_AGENT_KUBERNETES_PROVIDER", prov, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.KubernetesReadyTimeout != "" {
 		d, err := time.ParseDuration(c.KubernetesReadyTimeout)
 		if err != nil || d < time.Second {
@@ -95,6 +100,13 @@ func newKubernetesProvider(c Config) (sandbox.Provider, error) {
 		return nil, fmt.Errorf("MANAGED_AGENT_SANDBOX=kubernetes: a client of %s: %w", rest.Host, err)
 	}
 	cfg.Client = cl
+	if prov := c.KubernetesProvider; prov != "" && prov != v1alpha1.ProviderPod {
+		remote, err := c.remoteProviders("MANAGED_AGENT_KUBERNETES_PROVIDER", prov, true)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Provider, cfg.Remote = prov, remote
+	}
 	return kubernetes.New(cfg)
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,24 +75,80 @@ type sandboxProvider struct {
 	// isolating is false for a provider whose commands run unconfined on this machine: the
 	// guard refuses a real model on it.
 	isolating bool
+	// settings are the variables a remote provider reads (into Config.ProviderSettings), and
+	// check validates them without reaching the provider (Validate calls it).
+	settings []string
+	check    func(map[string]string) error
+	// remote marks a provider whose sandboxes live at a service (not on this machine or in
+	// this cluster): SandboxBindings may name it.
+	remote bool
 }
 
-var sandboxProviders = []sandboxProvider{
-	{name: "local", isolating: false, new: func(c Config) (sandbox.Provider, error) {
-		dir := c.SandboxDir
-		if dir == "" {
-			dir = filepath.Join(os.TempDir(), "managed-agents-sandboxes")
+// sandboxProviders is set in init: the kubernetes row builds the remote providers it
+// attaches through from this same table.
+var sandboxProviders []sandboxProvider
+
+func init() {
+	sandboxProviders = []sandboxProvider{
+		{name: "local", isolating: false, new: func(c Config) (sandbox.Provider, error) {
+			dir := c.SandboxDir
+			if dir == "" {
+				dir = filepath.Join(os.TempDir(), "managed-agents-sandboxes")
+			}
+			return local.New(dir), nil
+		}},
+		{name: "docker", isolating: true, new: func(c Config) (sandbox.Provider, error) {
+			cfg, err := c.dockerConfig()
+			if err != nil {
+				return nil, err
+			}
+			return docker.New(cfg)
+		}},
+		{name: kubernetes.Name, isolating: true, new: newKubernetesProvider},
+	}
+}
+
+// remoteProviders parses a comma-separated list of remote provider names (variable name,
+// value v) and, if build, builds each one's client; without build it only validates. Every
+// problem names the variable.
+func (c Config) remoteProviders(name, v string, build bool) (map[string]sandbox.Provider, error) {
+	out := map[string]sandbox.Provider{}
+	var errs []error
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
 		}
-		return local.New(dir), nil
-	}},
-	{name: "docker", isolating: true, new: func(c Config) (sandbox.Provider, error) {
-		cfg, err := c.dockerConfig()
-		if err != nil {
-			return nil, err
+		var row *sandboxProvider
+		var remotes []string
+		for i, p := range sandboxProviders {
+			if p.remote {
+				remotes = append(remotes, p.name)
+				if p.name == n {
+					row = &sandboxProviders[i]
+				}
+			}
 		}
-		return docker.New(cfg)
-	}},
-	{name: kubernetes.Name, isolating: true, new: newKubernetesProvider},
+		if row == nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not a remote sandbox provider (the remote ones: %s)", name, n, orDefault(strings.Join(remotes, ", "), "none")))
+			continue
+		}
+		if row.check != nil {
+			if err := row.check(c.ProviderSettings); err != nil {
+				errs = append(errs, fmt.Errorf("%s names %s: %w", name, n, err))
+				continue
+			}
+		}
+		if build {
+			p, err := row.new(c)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s names %s: %w", name, n, err))
+				continue
+			}
+			out[n] = p
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // defaultSandbox is the provider an empty MANAGED_AGENT_SANDBOX means.

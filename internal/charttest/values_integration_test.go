@@ -163,6 +163,31 @@ func TestValuesRendered(t *testing.T) {
 		require.NoError(t, err)
 		require.NotContains(t, out, "egress-proxy", "off by default")
 	})
+	t.Run("a remote provider's settings and Secret reach every role", func(t *testing.T) {
+		out, err := helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=base",
+			"--set", "sandbox.kubernetes.provider=e2b", "--set", "sandbox.remote.secretName=e2b-keys",
+			"--set", "sandbox.remote.settings.MANAGED_AGENT_E2B_TEMPLATE=python")
+		require.NoError(t, err)
+		deployments := 0
+		for _, doc := range strings.Split(out, "\n---\n") {
+			if !strings.Contains(doc, "\nkind: Deployment\n") || !strings.Contains(doc, "managed-agents.env") && !strings.Contains(doc, "MANAGED_AGENT_SANDBOX\n") {
+				continue
+			}
+			deployments++
+			require.Contains(t, doc, "envFrom:\n            - secretRef:\n                name: e2b-keys")
+			require.Contains(t, doc, "MANAGED_AGENT_E2B_TEMPLATE\n              value: \"python\"")
+			require.Contains(t, doc, "MANAGED_AGENT_KUBERNETES_PROVIDER\n              value: \"e2b\"")
+			require.Contains(t, doc, "MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS\n              value: \"e2b\"")
+		}
+		require.Equal(t, 3, deployments, "api, worker and controller")
+
+		_, err = helmTemplate(t, "--set", "sandbox.remote.settings.MANAGED_AGENT_DATABASE_URL=postgres://elsewhere")
+		require.Error(t, err, "only provider settings belong there")
+		out, err = helmTemplate(t)
+		require.NoError(t, err)
+		require.NotContains(t, out, "envFrom")
+		require.NotContains(t, out, "MANAGED_AGENT_KUBERNETES_PROVIDER")
+	})
 	t.Run("a Temporal namespace other than default is created by the dev server", func(t *testing.T) {
 		out, err := helmTemplate(t, "--set", "temporal.namespace=agents")
 		require.NoError(t, err)

@@ -187,11 +187,31 @@ environment. Optional keys are optional references, so an existingSecret may lea
   value: {{ $value | quote }}
 {{- end }}
 {{- end }}
+{{- if and .provider (ne .provider "pod") }}
+- name: MANAGED_AGENT_KUBERNETES_PROVIDER
+  value: {{ .provider | quote }}
+- name: MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS
+  value: {{ .provider | quote }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- range $name, $value := .Values.sandbox.remote.settings }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
 {{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{/* envFrom of every role (each validates the whole configuration at start): the remote
+providers' Secret. */}}
+{{- define "managed-agents.remoteEnvFrom" -}}
+{{- with .Values.sandbox.remote.secretName -}}
+envFrom:
+  - secretRef:
+      name: {{ . }}
+{{- end -}}
 {{- end -}}
 
 {{/* The namespace of the sandbox pods (sandbox.kubernetes.namespace, else the release's). */}}

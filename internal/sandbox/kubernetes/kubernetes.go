@@ -79,6 +79,12 @@ type Config struct {
 	// HTTPClient talks to sandboxd; nil is a client without a total timeout (a command may
 	// run for an hour; sandboxd bounds it).
 	HTTPClient *http.Client
+	// Provider is what new bindings name (MANAGED_AGENT_KUBERNETES_PROVIDER): "" or pod for
+	// a sandbox pod, or a remote provider the controller creates the sandbox at.
+	Provider string
+	// Remote are the clients of remote providers, by name, that bindings naming one are
+	// attached through (the controller uses the same clients to create and destroy).
+	Remote map[string]sandbox.Provider
 }
 
 // Provider is the kubernetes sandbox provider.
@@ -149,6 +155,7 @@ func (p *Provider) binding(spec sandbox.Spec) *v1alpha1.SandboxBinding {
 			Image:              cmp.Or(spec.Image, p.cfg.Image),
 			Port:               p.cfg.Port,
 			ServiceAccountName: p.cfg.ServiceAccountName,
+			Provider:           cmp.Or(p.cfg.Provider, v1alpha1.ProviderPod),
 		},
 	}
 	if len(validation.IsValidLabelValue(spec.SessionID)) == 0 {
@@ -189,8 +196,8 @@ func (p *Provider) binding(spec sandbox.Spec) *v1alpha1.SandboxBinding {
 }
 
 // Create creates the binding of spec.Name, or adopts the one a lost attempt made, waits
-// until its sandbox is Ready and installs spec's packages in it (packages.go). A sandbox that fails or is not Ready within ReadyTimeout is
-// deleted again and the error wraps sandbox.ErrSetup (its reason: an image that cannot be
+// until its sandbox is Ready and installs spec's packages in it (packages.go; pods only). A
+// sandbox that fails or is not Ready within ReadyTimeout is deleted again and the error wraps sandbox.ErrSetup (its reason: an image that cannot be
 // pulled, no node to run on), so a failed Create leaves nothing to tear down.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, error) {
 	if spec.Name == "" {
@@ -201,6 +208,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 		return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox name %q: not a name sandbox.NameFor makes", spec.Name)
 	}
 	// What could never work is refused before anything is made.
+	if provider := cmp.Or(p.cfg.Provider, v1alpha1.ProviderPod); len(spec.Packages) > 0 && provider != v1alpha1.ProviderPod {
+		return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w: packages are installed only in sandbox pods, not at the remote provider %s; build them into its template", spec.Name, ErrPackages, provider)
+	}
 	if err := packages.Check(spec.Packages, packages.User); err != nil {
 		return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w: %w", spec.Name, ErrPackages, err)
 	}
@@ -323,7 +333,7 @@ func (p *Provider) waitReady(ctx context.Context, name string, uid types.UID) (*
 				return nil, fmt.Errorf("sandbox binding %s: %s: %w", name, why, errFailed)
 			}
 			if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReady); c != nil {
-				if c.Status == metav1.ConditionTrue && b.Status.Endpoint != "" && b.Status.TokenSecret != "" {
+				if c.Status == metav1.ConditionTrue && b.Status.Endpoint != "" && (b.Status.TokenSecret != "" || b.Spec.IsRemote() && b.Status.ExternalID != "") {
 					return &b, nil
 				}
 				last = c.Reason + ": " + c.Message
@@ -352,6 +362,9 @@ func (p *Provider) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Sandbox
 	}
 	if _, gone := p.destroyed.Load(b.UID); gone {
 		return nil, fmt.Errorf("sandbox binding %s was destroyed: %w", ref.ExternalID, sandbox.ErrGone)
+	}
+	if b.Spec.IsRemote() {
+		return p.attachRemote(ctx, b)
 	}
 	var secret corev1.Secret
 	if err := p.cfg.Client.Get(ctx, client.ObjectKey{Namespace: p.cfg.Namespace, Name: b.Status.TokenSecret}, &secret); err != nil {

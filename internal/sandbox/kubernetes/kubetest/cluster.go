@@ -77,7 +77,8 @@ func (c *Cluster) Namespace(t *testing.T, name string) {
 
 // RunSandboxController runs the SandboxBinding reconciler in a manager of its own (as the
 // controller role wires it) until the test ends; stop ends it earlier, as a crash would.
-func (c *Cluster) RunSandboxController(t *testing.T, pods controllers.SandboxPods) (stop func()) {
+// configure adjusts the reconciler before it starts (its remote providers, say).
+func (c *Cluster) RunSandboxController(t *testing.T, pods controllers.SandboxPods, configure ...func(*controllers.SandboxBindingReconciler)) (stop func()) {
 	t.Helper()
 	skip := true
 	mgr, err := ctrl.NewManager(c.REST, ctrl.Options{
@@ -91,6 +92,9 @@ func (c *Cluster) RunSandboxController(t *testing.T, pods controllers.SandboxPod
 	require.NoError(t, err)
 	r := &controllers.SandboxBindingReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: pods, OrphanSweepInterval: 100 * time.Millisecond}
+	for _, f := range configure {
+		f(r)
+	}
 	require.NoError(t, r.SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
