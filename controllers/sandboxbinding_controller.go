@@ -30,7 +30,8 @@ import (
 
 // SandboxBindingReconciler runs the pod of each SandboxBinding (DESIGN.md §6 kubernetes): a
 // token Secret, a NetworkPolicy and the pod, all owned by the binding, and the binding's
-// status from the pod (viewSandbox). It never makes a second pod for a binding: a pod
+// status from the pod (viewBinding), and for a persistent workspace its claim. It never makes
+// a second pod for a binding, except on the same claim when resuming one it suspended: a pod
 // deleted behind its back makes the binding Failed, so the worker sees the sandbox gone
 // instead of a fresh, empty one.
 type SandboxBindingReconciler struct {
@@ -54,6 +55,7 @@ type SandboxBindingReconciler struct {
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 
 // SandboxCacheOptions restricts the manager's cache of pods and NetworkPolicies to those made
@@ -116,6 +118,9 @@ func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, r.reconcileRemote(ctx, &b, before)
 	}
 	b.Status.PodName, b.Status.TokenSecret = b.Name, tokenSecretName(&b)
+	if b.Spec.Workspace.Persistent {
+		b.Status.WorkspaceClaim = workspaceClaimName(&b)
+	}
 	if r.Pods.SandboxdImage == "" {
 		applyView(&b.Status, sandboxView{Phase: v1alpha1.SandboxPending, Ready: metav1.ConditionFalse, Reason: v1alpha1.ReasonNotConfigured,
 			Message: "the controller has no sandboxd image (MANAGED_AGENT_SANDBOXD_IMAGE): no sandbox pod can be made"}, b.Generation)
@@ -128,16 +133,28 @@ func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.ensureNetworkPolicy(ctx, &b); err != nil {
 		errs = append(errs, err)
 	}
-	var pod *corev1.Pod
-	if len(errs) == 0 {
-		// No pod before its Secret and policy exist: it would start without a token, or
-		// unconfined for a moment.
+	claimGone := false
+	if b.Spec.Workspace.Persistent {
 		var err error
-		if pod, err = r.ensurePod(ctx, &b); err != nil {
+		if claimGone, err = r.ensureClaim(ctx, &b); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	v := viewSandbox(b.Status, pod, bindingPort(&b))
+	var pod *corev1.Pod
+	if len(errs) == 0 {
+		// No pod before its Secret, policy and claim exist: it would start without a token,
+		// unconfined for a moment, or not at all.
+		var err error
+		if b.Spec.Suspended && b.Spec.Workspace.Persistent {
+			pod, err = r.suspendPod(ctx, &b)
+		} else if !claimGone {
+			pod, err = r.ensurePod(ctx, &b)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	v := viewBinding(b.Status, pod, bindingPort(&b), b.Spec.Suspended && b.Spec.Workspace.Persistent, claimGone)
 	err := errors.Join(errs...)
 	if err != nil && v.Phase != v1alpha1.SandboxFailed {
 		v.Ready, v.Reason, v.Message = metav1.ConditionFalse, v1alpha1.ReasonReconcileFailed, err.Error()
@@ -224,8 +241,9 @@ func (r *SandboxBindingReconciler) ensureNetworkPolicy(ctx context.Context, b *v
 	return nil
 }
 
-// ensurePod returns b's pod, creating it only if none was ever made (status has no pod UID).
-// A nil pod with no error and a recorded UID is a pod deleted behind our back.
+// ensurePod returns b's pod, creating it only if none was ever made (status has no pod UID)
+// or b is resuming from a suspension. A nil pod with no error and a recorded UID is a pod
+// deleted behind our back.
 func (r *SandboxBindingReconciler) ensurePod(ctx context.Context, b *v1alpha1.SandboxBinding) (*corev1.Pod, error) {
 	key := client.ObjectKey{Namespace: b.Namespace, Name: b.Name}
 	var pod corev1.Pod
@@ -243,7 +261,9 @@ func (r *SandboxBindingReconciler) ensurePod(ctx context.Context, b *v1alpha1.Sa
 		return &pod, nil
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("read the sandbox pod: %w", err)
-	case b.Status.ExternalID != "" || b.Status.Phase == v1alpha1.SandboxFailed:
+	case b.Status.Phase == v1alpha1.SandboxFailed:
+		return nil, nil
+	case b.Status.ExternalID != "" && b.Status.Phase != v1alpha1.SandboxSuspended:
 		return nil, nil
 	}
 	p := r.Pods.sandboxPod(b)
@@ -260,6 +280,63 @@ func (r *SandboxBindingReconciler) ensurePod(ctx context.Context, b *v1alpha1.Sa
 	return p, nil
 }
 
+// suspendPod deletes b's pod, if it still has one, and returns it as the apiserver has it
+// (terminating) or nil once it is gone. Only the pod goes: its claim keeps the workspace.
+// The pod is deleted only once the status says Suspended: were it deleted first and the
+// status write lost (a resumption racing the suspension), the terminating pod would read as
+// one deleted behind our back. Writing the status triggers the reconcile that deletes it.
+func (r *SandboxBindingReconciler) suspendPod(ctx context.Context, b *v1alpha1.SandboxBinding) (*corev1.Pod, error) {
+	var pod corev1.Pod
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Name}, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read the sandbox pod: %w", err)
+	}
+	if !metav1.IsControlledBy(&pod, b) {
+		return nil, fmt.Errorf("pod %s exists and does not belong to sandbox binding %s", pod.Name, b.Name)
+	}
+	if pod.DeletionTimestamp != nil || b.Status.Phase != v1alpha1.SandboxSuspended {
+		return &pod, nil
+	}
+	uid := pod.UID
+	if err := r.Client.Delete(ctx, &pod, client.Preconditions{UID: &uid}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("delete the sandbox pod to suspend it: %w", err)
+	}
+	r.Recorder.Eventf(b, &pod, corev1.EventTypeNormal, v1alpha1.ReasonSuspended, "Suspend", "deleted sandbox pod %s; claim %s keeps the workspace", pod.Name, workspaceClaimName(b))
+	return &pod, nil
+}
+
+// ensureClaim creates b's workspace claim once. gone reports a claim that must exist (a pod
+// ran on it: b recorded one, or was suspended) but is missing or being deleted behind our
+// back: a new one would be empty.
+func (r *SandboxBindingReconciler) ensureClaim(ctx context.Context, b *v1alpha1.SandboxBinding) (gone bool, err error) {
+	var pvc corev1.PersistentVolumeClaim
+	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: workspaceClaimName(b)}, &pvc)
+	hadPod := b.Status.ExternalID != "" || b.Status.Phase == v1alpha1.SandboxSuspended
+	switch {
+	case err == nil && !metav1.IsControlledBy(&pvc, b):
+		return false, fmt.Errorf("persistent volume claim %s exists and does not belong to sandbox binding %s", pvc.Name, b.Name)
+	case err == nil:
+		return pvc.DeletionTimestamp != nil, nil
+	case !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("read the workspace claim: %w", err)
+	case hadPod:
+		return true, nil
+	}
+	claim := r.Pods.workspaceClaim(b)
+	if err := r.owned(b, claim); err != nil {
+		return false, err
+	}
+	if err := r.Client.Create(ctx, claim); err != nil && !apierrors.IsAlreadyExists(err) {
+		return false, fmt.Errorf("create the workspace claim: %w", err)
+	}
+	return false, nil
+}
+
 // finalize deletes what the binding made (owner references would too, but only where a
 // garbage collector runs, and later) and then lets the binding go.
 func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.SandboxBinding) error {
@@ -274,6 +351,7 @@ func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.San
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tokenSecretName(b), Namespace: b.Namespace}},
 		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: workspaceClaimName(b), Namespace: b.Namespace}},
 	} {
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			if !apierrors.IsNotFound(err) {

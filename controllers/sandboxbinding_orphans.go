@@ -21,9 +21,9 @@ import (
 // binding is gone.
 const DefaultOrphanSweepInterval = time.Minute
 
-// sandboxOrphans removes the pods, Secrets and NetworkPolicies labelled with a SandboxBinding
-// (LabelSandboxBinding) that no longer exists, or that a binding of the same name but
-// another UID has replaced. Owner references do it where the garbage collector runs, but
+// sandboxOrphans removes the pods, Secrets, NetworkPolicies and workspace claims labelled
+// with a SandboxBinding (LabelSandboxBinding) that no longer exists, or that a binding of the
+// same name but another UID has replaced. Owner references do it where the garbage collector runs, but
 // not for an object whose binding was deleted without its finalizer (removed by hand, a
 // controller that was not running), nor anywhere without a collector. Objects labelled
 // for a binding that exists and carry no owner reference are left alone: the binding's own
@@ -65,6 +65,7 @@ func (o *sandboxOrphans) sweep(ctx context.Context) (int, error) {
 	}
 	var pods corev1.PodList
 	var secrets corev1.SecretList
+	var claims corev1.PersistentVolumeClaimList
 	var policies networkingv1.NetworkPolicyList
 	var errs []error
 	if err := o.c.List(ctx, &pods, opts...); err != nil {
@@ -72,6 +73,9 @@ func (o *sandboxOrphans) sweep(ctx context.Context) (int, error) {
 	}
 	if err := o.api.List(ctx, &secrets, opts...); err != nil {
 		errs = append(errs, fmt.Errorf("list sandbox secrets: %w", err))
+	}
+	if err := o.api.List(ctx, &claims, opts...); err != nil {
+		errs = append(errs, fmt.Errorf("list sandbox workspace claims: %w", err))
 	}
 	if err := o.c.List(ctx, &policies, opts...); err != nil {
 		errs = append(errs, fmt.Errorf("list sandbox network policies: %w", err))
@@ -82,6 +86,9 @@ func (o *sandboxOrphans) sweep(ctx context.Context) (int, error) {
 	}
 	for i := range secrets.Items {
 		objs = append(objs, &secrets.Items[i])
+	}
+	for i := range claims.Items {
+		objs = append(objs, &claims.Items[i])
 	}
 	for i := range policies.Items {
 		objs = append(objs, &policies.Items[i])

@@ -125,15 +125,37 @@ func (c SandboxPods) proxied(b *v1alpha1.SandboxBinding) bool {
 		c.EgressProxyHost != "" && len(c.EgressProxyKey) > 0
 }
 
+func workspaceClaimName(b *v1alpha1.SandboxBinding) string { return b.Name + "-workspace" }
+
+func workspaceSize(b *v1alpha1.SandboxBinding) resource.Quantity {
+	if b.Spec.WorkspaceSize != nil {
+		return *b.Spec.WorkspaceSize
+	}
+	return resource.MustParse(DefaultWorkspaceSize)
+}
+
+// workspaceClaim renders the claim of b's persistent workspace: one node at a time mounts it
+// (one pod at a time uses it), of the binding's workspace size.
+func (c SandboxPods) workspaceClaim(b *v1alpha1.SandboxBinding) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: workspaceClaimName(b), Namespace: b.Namespace, Labels: sandboxLabels(b)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: b.Spec.Workspace.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: workspaceSize(b)}},
+		},
+	}
+}
+
 // sandboxPod renders b's pod: restricted pod security, sandboxd copied from our image into
-// the user's by an init container, a size-limited workspace and /tmp, the token as a file.
-// The pod never restarts into a new one: RestartPolicy Always restarts sandboxd in place
-// and keeps the emptyDirs.
+// the user's by an init container, a size-limited workspace (or the binding's claim) and
+// /tmp, the token as a file. The pod never restarts into a new one: RestartPolicy Always
+// restarts sandboxd in place and keeps the emptyDirs.
 func (c SandboxPods) sandboxPod(b *v1alpha1.SandboxBinding) *corev1.Pod {
 	port := bindingPort(b)
-	workspaceSize := resource.MustParse(DefaultWorkspaceSize)
-	if b.Spec.WorkspaceSize != nil {
-		workspaceSize = *b.Spec.WorkspaceSize
+	workspace := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(workspaceSize(b))}}
+	if b.Spec.Workspace.Persistent {
+		workspace = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: workspaceClaimName(b)}}
 	}
 	tmp := resource.MustParse(tmpSize)
 	pkgs := resource.MustParse(packagesSize)
@@ -243,7 +265,7 @@ func (c SandboxPods) sandboxPod(b *v1alpha1.SandboxBinding) *corev1.Pod {
 			}},
 			Volumes: []corev1.Volume{
 				{Name: "sandboxd", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))}}},
-				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &workspaceSize}}},
+				{Name: "workspace", VolumeSource: workspace},
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &tmp}}},
 				{Name: "packages", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &pkgs}}},
 				{Name: "token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{

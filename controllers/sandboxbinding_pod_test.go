@@ -205,6 +205,42 @@ func TestSandboxPodDefaults(t *testing.T) {
 	}
 }
 
+func TestAPersistentWorkspaceIsTheBindingsClaim(t *testing.T) {
+	b := binding(func(b *v1alpha1.SandboxBinding) {
+		b.Spec.Workspace = v1alpha1.SandboxWorkspace{Persistent: true, StorageClassName: ptr.To("fast-ssd")}
+		b.Spec.WorkspaceSize = ptr.To(resource.MustParse("5Gi"))
+	})
+	pod := testPods.sandboxPod(b)
+	var ws *corev1.Volume
+	for i, v := range pod.Spec.Volumes {
+		if v.Name == "workspace" {
+			ws = &pod.Spec.Volumes[i]
+		}
+	}
+	require.NotNil(t, ws)
+	require.Nil(t, ws.EmptyDir, "not an emptyDir: it would go with the pod")
+	require.Equal(t, &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "ma-0123-workspace"}, ws.PersistentVolumeClaim)
+	mounted := false
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		if m.Name == "workspace" {
+			mounted = m.MountPath == workspaceDir && !m.ReadOnly
+		}
+	}
+	require.True(t, mounted, "the claim is /workspace")
+
+	claim := testPods.workspaceClaim(b)
+	require.Equal(t, "ma-0123-workspace", claim.Name)
+	require.Equal(t, "sandboxes", claim.Namespace)
+	require.Equal(t, sandboxLabels(b), claim.Labels, "labelled as everything else of the binding")
+	require.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, claim.Spec.AccessModes)
+	require.Equal(t, ptr.To("fast-ssd"), claim.Spec.StorageClassName)
+	require.Equal(t, resource.MustParse("5Gi"), claim.Spec.Resources.Requests[corev1.ResourceStorage])
+
+	claim = testPods.workspaceClaim(binding(func(b *v1alpha1.SandboxBinding) { b.Spec.Workspace.Persistent = true }))
+	require.Nil(t, claim.Spec.StorageClassName, "the cluster's default class")
+	require.Equal(t, resource.MustParse(DefaultWorkspaceSize), claim.Spec.Resources.Requests[corev1.ResourceStorage])
+}
+
 func TestSandboxNetworkPolicy(t *testing.T) {
 	tests := []struct {
 		name    string

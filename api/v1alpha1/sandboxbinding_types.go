@@ -13,7 +13,11 @@ import (
 //
 // NOTE: the spec is fixed once the pod exists (the controller never restarts a sandbox to
 // apply a change: that would lose its workspace). A field added here must also be rendered
-// by controllers/sandboxbinding_pod.go and written by internal/sandbox/kubernetes.
+// by controllers/sandboxbinding_pod.go and written by internal/sandbox/kubernetes. The one
+// field that changes is Suspended: a persistent workspace outlives its pod.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace)",message="workspace cannot change"
+// +kubebuilder:validation:XValidation:rule="!has(self.suspended) || !self.suspended || (has(self.workspace) && has(self.workspace.persistent) && self.workspace.persistent)",message="only a binding with a persistent workspace can be suspended: suspending deletes the pod, and an emptyDir workspace with it"
 type SandboxBindingSpec struct {
 	// SessionID is the API session the sandbox belongs to (sesn_...). It cannot change.
 	// +kubebuilder:validation:MinLength=1
@@ -53,10 +57,25 @@ type SandboxBindingSpec struct {
 	// +optional
 	Network SandboxNetwork `json:"network,omitempty"`
 
-	// WorkspaceSize bounds the /workspace emptyDir (its sizeLimit); omitted means the
-	// controller's default (10Gi). Exceeding it evicts the pod, which fails the sandbox.
+	// WorkspaceSize bounds the /workspace emptyDir (its sizeLimit), or with a persistent
+	// Workspace is the storage its claim requests; omitted means the controller's default
+	// (10Gi). Exceeding an emptyDir's limit evicts the pod, which fails the sandbox; a full
+	// claim makes writes fail with "no space left on device".
 	// +optional
 	WorkspaceSize *resource.Quantity `json:"workspaceSize,omitempty"`
+
+	// Workspace says where /workspace lives: an emptyDir of the pod (the default), or a
+	// PersistentVolumeClaim of the binding that outlives the pod, so the binding can be
+	// suspended. It cannot change.
+	// +optional
+	Workspace SandboxWorkspace `json:"workspace,omitempty"`
+
+	// Suspended, on a binding with a persistent workspace, deletes its pod and keeps the
+	// claim (phase Suspended); set back to false, the controller makes a new pod on the same
+	// claim, with the same token. The worker suspends bindings idle longer than
+	// MANAGED_AGENT_SANDBOX_IDLE_STOP and resumes them on the next acquisition.
+	// +optional
+	Suspended bool `json:"suspended,omitempty"`
 
 	// Resources of the sandbox container (CPU, memory, ephemeral storage); omitted means the
 	// namespace's defaults.
@@ -85,6 +104,19 @@ type SandboxBindingSpec struct {
 	// Tolerations of the pod, for nodes tainted for sandboxes.
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// SandboxWorkspace is where a sandbox's /workspace lives.
+type SandboxWorkspace struct {
+	// Persistent puts /workspace on a PersistentVolumeClaim (ReadWriteOnce, WorkspaceSize)
+	// named <binding>-workspace and owned by the binding, instead of an emptyDir: it survives
+	// a suspension, and is deleted with the binding.
+	// +optional
+	Persistent bool `json:"persistent,omitempty"`
+	// StorageClassName of the claim; omitted means the cluster's default StorageClass.
+	// Persistent only.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
 }
 
 // Egress modes of a SandboxNetwork (the worker's sandbox.Egress modes).
@@ -123,6 +155,10 @@ const (
 	// workspace would be empty, silently): the worker sees the sandbox gone, and deleting the
 	// binding is the only way on.
 	SandboxFailed = "Failed"
+	// SandboxSuspended: the binding is suspended (spec.suspended), or resuming: its pod is
+	// deleted, or being deleted or made again, and its workspace claim kept. The one case of a
+	// second pod for a binding: it mounts the same claim.
+	SandboxSuspended = "Suspended"
 )
 
 // Reasons of a SandboxBinding's Ready condition besides the pod's own waiting reasons.
@@ -138,12 +174,17 @@ const (
 	ReasonPodStopped      = "PodStopped"
 	ReasonNotConfigured   = "NotConfigured"
 	ReasonReconcileFailed = "ReconcileFailed"
+	ReasonSuspended       = "Suspended"
+	ReasonResuming        = "Resuming"
+	// ReasonClaimGone: the workspace claim of a binding that had a pod is missing or being
+	// deleted behind the controller's back. Like PodGone, sticky: a new claim would be empty.
+	ReasonClaimGone = "ClaimGone"
 )
 
 // SandboxBindingStatus is the sandbox pod as last observed.
 type SandboxBindingStatus struct {
-	// Phase is Pending, Running, Stopped or Failed.
-	// +kubebuilder:validation:Enum=Pending;Running;Stopped;Failed
+	// Phase is Pending, Running, Stopped, Failed or Suspended.
+	// +kubebuilder:validation:Enum=Pending;Running;Stopped;Failed;Suspended
 	// +optional
 	Phase string `json:"phase,omitempty"`
 	// Endpoint is the sandboxd URL the worker reaches the sandbox at, once it runs; for a
@@ -152,7 +193,8 @@ type SandboxBindingStatus struct {
 	Endpoint string `json:"endpoint,omitempty"`
 	// ExternalID is the provider's id of the sandbox (the pod's UID, or the remote
 	// provider's sandbox id). Once set, a missing pod is one deleted behind the controller's
-	// back (the binding becomes Failed), never one to create.
+	// back (the binding becomes Failed), never one to create. It is cleared while the binding
+	// is Suspended, and the resumed pod's UID replaces it.
 	// +optional
 	ExternalID string `json:"externalID,omitempty"`
 	// PodName is the sandbox pod (the binding's name).
@@ -162,6 +204,10 @@ type SandboxBindingStatus struct {
 	// the worker sends on every call. The binding owns it.
 	// +optional
 	TokenSecret string `json:"tokenSecret,omitempty"`
+	// WorkspaceClaim names the PersistentVolumeClaim of a persistent workspace. The binding
+	// owns it.
+	// +optional
+	WorkspaceClaim string `json:"workspaceClaim,omitempty"`
 	// Conditions of the sandbox (Ready once the daemon answers).
 	// +listType=map
 	// +listMapKey=type
@@ -179,6 +225,7 @@ type SandboxBindingStatus struct {
 // +kubebuilder:printcolumn:name="Session ID",type=string,JSONPath=`.spec.sessionID`
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspended`,priority=1
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SandboxBinding struct {
@@ -211,7 +258,8 @@ const (
 	// LabelSessionID is on every SandboxBinding and on everything made for it: the session
 	// the sandbox belongs to, so orphans can be found by session.
 	LabelSessionID = "agents.managed-agents.io/session-id"
-	// LabelSandboxBinding is on the pod, Secret and NetworkPolicy of a binding: its name.
+	// LabelSandboxBinding is on the pod, Secret, NetworkPolicy and claim of a binding: its
+	// name.
 	LabelSandboxBinding = "agents.managed-agents.io/sandbox-binding"
 	// TokenSecretKey is the key of the token in the binding's Secret.
 	TokenSecretKey = "token"

@@ -93,6 +93,12 @@ type Config struct {
 	// ControllerSandboxProviders lists the remote providers the controller provisions
 	// SandboxBindings at (MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS, comma separated).
 	ControllerSandboxProviders string
+	// KubernetesPersistentWorkspace gives sandbox pods a PersistentVolumeClaim for /workspace,
+	// which the idle stop suspends them with (MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE), of
+	// MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS; MANAGED_AGENT_KUBERNETES_WORKSPACE_SIZE
+	// is the workspace size of environments that name none.
+	KubernetesPersistentWorkspace                            bool
+	KubernetesWorkspaceStorageClass, KubernetesWorkspaceSize string
 	// Sandbox pods, on the controller's side (sandboxPodsConfig): the image sandboxd is copied
 	// from (MANAGED_AGENT_SANDBOXD_IMAGE), the worker pods that may call it
 	// (MANAGED_AGENT_SANDBOX_WORKER_SELECTOR, _WORKER_NAMESPACE) and the egress proxy pods
@@ -476,6 +482,8 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.KubernetesPackageTimeout, "MANAGED_AGENT_KUBERNETES_PACKAGE_TIMEOUT")
 	set(&c.KubernetesProvider, "MANAGED_AGENT_KUBERNETES_PROVIDER")
 	set(&c.ControllerSandboxProviders, "MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS")
+	set(&c.KubernetesWorkspaceStorageClass, "MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS")
+	set(&c.KubernetesWorkspaceSize, "MANAGED_AGENT_KUBERNETES_WORKSPACE_SIZE")
 	set(&c.SandboxdImage, "MANAGED_AGENT_SANDBOXD_IMAGE")
 	set(&c.SandboxNamespace, "MANAGED_AGENT_SANDBOX_NAMESPACE")
 	set(&c.SandboxWorkerSelector, "MANAGED_AGENT_SANDBOX_WORKER_SELECTOR")
@@ -514,6 +522,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	c.envDuration(&c.WorkerStopTimeout, "MANAGED_AGENT_WORKER_STOP_TIMEOUT", get("MANAGED_AGENT_WORKER_STOP_TIMEOUT"), "25s")
 	c.envBool(&c.TemporalTLS, "MANAGED_AGENT_TEMPORAL_TLS", get("MANAGED_AGENT_TEMPORAL_TLS"))
 	c.envBool(&c.AllowUnsafeLocalSandbox, "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX", get("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"))
+	c.envBool(&c.KubernetesPersistentWorkspace, "MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE", get("MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE"))
 	return c
 }
 

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -27,7 +28,8 @@ const DefaultSandboxWorkerSelector = "app.kubernetes.io/component=worker"
 // by newKubernetesProvider); every problem names its variable.
 func (c Config) kubernetesConfig() (kubernetes.Config, error) {
 	cfg := kubernetes.Config{Namespace: c.KubernetesNamespace, Image: c.KubernetesImage,
-		RuntimeClassName: c.KubernetesRuntimeClass, ServiceAccountName: c.KubernetesServiceAccount}
+		RuntimeClassName: c.KubernetesRuntimeClass, ServiceAccountName: c.KubernetesServiceAccount,
+		PersistentWorkspace: c.KubernetesPersistentWorkspace, WorkspaceStorageClass: c.KubernetesWorkspaceStorageClass}
 	var errs []error
 	if c.KubernetesNamespace == "" {
 		errs = append(errs, errors.New("MANAGED_AGENT_KUBERNETES_NAMESPACE is not set: the namespace of the sandbox pods (MANAGED_AGENT_SANDBOX=kubernetes)"))
@@ -72,6 +74,21 @@ func (c Config) kubernetesConfig() (kubernetes.Config, error) {
 			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_PACKAGE_TIMEOUT=%q: must be a duration of at least 1s, such as 5m", c.KubernetesPackageTimeout))
 		}
 		cfg.PackageTimeout = d
+	}
+	if c.KubernetesWorkspaceStorageClass != "" {
+		if msgs := validation.IsDNS1123Subdomain(c.KubernetesWorkspaceStorageClass); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS=%q: must be a StorageClass name (%s)", c.KubernetesWorkspaceStorageClass, msgs[0]))
+		} else if !c.KubernetesPersistentWorkspace {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS=%q: needs MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE=true (an emptyDir workspace has no storage class)", c.KubernetesWorkspaceStorageClass))
+		}
+	}
+	if c.KubernetesWorkspaceSize != "" {
+		q, err := resource.ParseQuantity(c.KubernetesWorkspaceSize)
+		if err != nil || q.Sign() <= 0 {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_WORKSPACE_SIZE=%q: must be a positive quantity such as 10Gi", c.KubernetesWorkspaceSize))
+		} else {
+			cfg.WorkspaceSize = &q
+		}
 	}
 	return cfg, errors.Join(errs...)
 }

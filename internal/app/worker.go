@@ -23,6 +23,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
 	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
+	"github.com/managed-agents/managed-agents/internal/sandbox/opensandbox"
 	"github.com/managed-agents/managed-agents/internal/startstop"
 	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/stream"
@@ -105,6 +106,14 @@ func init() {
 			return docker.New(cfg)
 		}},
 		{name: kubernetes.Name, isolating: true, new: newKubernetesProvider},
+		{name: opensandbox.Name, isolating: true, remote: true, settings: opensandbox.Settings, check: opensandbox.Check,
+			new: func(c Config) (sandbox.Provider, error) {
+				cfg, err := opensandbox.ConfigFrom(c.ProviderSettings)
+				if err != nil {
+					return nil, err
+				}
+				return opensandbox.New(cfg)
+			}},
 	}
 }
 

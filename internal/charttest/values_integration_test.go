@@ -107,6 +107,21 @@ func TestValuesRendered(t *testing.T) {
 		}
 		require.Contains(t, out, "MANAGED_AGENT_SANDBOXD_IMAGE")
 
+		require.Contains(t, role, `"patch"`, "the worker suspends and resumes bindings")
+		require.NotContains(t, worker, "MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE", "an emptyDir by default")
+
+		out, err = helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13",
+			"--set", "sandbox.kubernetes.persistentWorkspace=true", "--set", "sandbox.kubernetes.workspaceStorageClass=fast-ssd",
+			"--set", "sandbox.kubernetes.workspaceSize=20Gi")
+		require.NoError(t, err)
+		for _, want := range []string{"MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE\n              value: \"true\"",
+			"MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS\n              value: \"fast-ssd\"", "MANAGED_AGENT_KUBERNETES_WORKSPACE_SIZE\n              value: \"20Gi\""} {
+			require.Contains(t, out, want)
+		}
+		_, err = helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13",
+			"--set", "sandbox.kubernetes.workspaceSize=lots")
+		require.Error(t, err, "the schema refuses a size that is no quantity")
+
 		out, err = helmTemplate(t)
 		require.NoError(t, err)
 		require.NotContains(t, out, "-worker-sandboxes", "only with the kubernetes provider")

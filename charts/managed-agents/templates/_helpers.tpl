@@ -181,7 +181,11 @@ environment. Optional keys are optional references, so an existingSecret may lea
   value: {{ include "managed-agents.sandboxNamespace" $ | quote }}
 - name: MANAGED_AGENT_KUBERNETES_SANDBOXD_PORT
   value: {{ .sandboxdPort | quote }}
-{{- range $name, $value := dict "IMAGE" .image "RUNTIME_CLASS" .runtimeClassName "SERVICE_ACCOUNT" .serviceAccountName "READY_TIMEOUT" .readyTimeout "PACKAGE_TIMEOUT" .packageTimeout }}
+{{- if .persistentWorkspace }}
+- name: MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE
+  value: "true"
+{{- end }}
+{{- range $name, $value := dict "IMAGE" .image "RUNTIME_CLASS" .runtimeClassName "SERVICE_ACCOUNT" .serviceAccountName "READY_TIMEOUT" .readyTimeout "WORKSPACE_STORAGE_CLASS" .workspaceStorageClass "WORKSPACE_SIZE" .workspaceSize "PACKAGE_TIMEOUT" .packageTimeout }}
 {{- if $value }}
 - name: MANAGED_AGENT_KUBERNETES_{{ $name }}
   value: {{ $value | quote }}

@@ -24,8 +24,7 @@ func (p *Provider) attachRemote(ctx context.Context, b *v1alpha1.SandboxBinding)
 	return sb, nil
 }
 
-// Stop suspends an idle remote sandbox when its provider can (the idle sweep calls it
-// through sandbox.Stopper); a sandbox pod keeps running.
+// stopRemote pauses an idle remote sandbox when its provider can (Stop, for the idle sweep).
 func (p *Provider) stopRemote(ctx context.Context, b *v1alpha1.SandboxBinding) error {
 	remote, ok := p.cfg.Remote[b.Spec.Provider]
 	if !ok {
