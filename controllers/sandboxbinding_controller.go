@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -53,21 +52,18 @@ type SandboxBindingReconciler struct {
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxwarmpools,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 
 // SandboxCacheOptions restricts the manager's cache of pods and NetworkPolicies to those made
-// for sandboxes, so a controller in a big cluster does not hold every pod in memory; with
-// namespace (MANAGED_AGENT_SANDBOX_NAMESPACE) also to that namespace, so the controller
-// needs rights on pods there only (the chart's Role).
+// for sandboxes (bindings' and warm pools' alike), so a controller in a big cluster does not
+// hold every pod in memory; with namespace (MANAGED_AGENT_SANDBOX_NAMESPACE) also to that
+// namespace, so the controller needs rights on pods there only (the chart's Role).
 func SandboxCacheOptions(namespace string) map[client.Object]cache.ByObject {
-	req, err := labels.NewRequirement(v1alpha1.LabelSandboxBinding, selection.Exists, nil)
-	if err != nil {
-		panic(err) // a constant label key
-	}
-	sel := labels.NewSelector().Add(*req)
+	sel := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "managed-agents", "app.kubernetes.io/component": "sandbox"})
 	var namespaces map[string]cache.Config
 	if namespace != "" {
 		namespaces = map[string]cache.Config{namespace: {}}
@@ -117,7 +113,6 @@ func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if b.Spec.IsRemote() {
 		return ctrl.Result{}, r.reconcileRemote(ctx, &b, before)
 	}
-	b.Status.PodName, b.Status.TokenSecret = b.Name, tokenSecretName(&b)
 	if b.Spec.Workspace.Persistent {
 		b.Status.WorkspaceClaim = workspaceClaimName(&b)
 	}
@@ -127,9 +122,8 @@ func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, r.writeStatus(ctx, &b, before)
 	}
 	var errs []error
-	if err := r.ensureSecret(ctx, &b); err != nil {
-		errs = append(errs, err)
-	}
+	// The policy first: a claimed warm pod is fenced by it from the moment it is relabelled,
+	// and a pod of b's own must not start unconfined for a moment.
 	if err := r.ensureNetworkPolicy(ctx, &b); err != nil {
 		errs = append(errs, err)
 	}
@@ -137,6 +131,16 @@ func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if b.Spec.Workspace.Persistent {
 		var err error
 		if claimGone, err = r.ensureClaim(ctx, &b); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 && b.Status.PodName == "" {
+		if err := r.choosePod(ctx, &b); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		if err := r.ensureSecret(ctx, &b); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -185,18 +189,22 @@ func (r *SandboxBindingReconciler) owned(b *v1alpha1.SandboxBinding, obj client.
 }
 
 // ensureSecret creates the binding's token Secret once; an existing one keeps its token (the
-// pod may be reading it).
+// pod may be reading it). A claimed warm pod's Secret is its pod's, never made here: the pod
+// reads the token it was started with.
 func (r *SandboxBindingReconciler) ensureSecret(ctx context.Context, b *v1alpha1.SandboxBinding) error {
 	var s corev1.Secret
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: tokenSecretName(b)}, &s)
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Status.TokenSecret}, &s)
 	if err == nil {
-		if !metav1.IsControlledBy(&s, b) {
-			return fmt.Errorf("secret %s exists and does not belong to sandbox binding %s", s.Name, b.Name)
+		if metav1.IsControlledBy(&s, b) || claimedSecret(b, &s) {
+			return nil
 		}
-		return nil
+		return fmt.Errorf("secret %s exists and does not belong to sandbox binding %s", s.Name, b.Name)
 	}
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("read the token secret: %w", err)
+	}
+	if b.Status.TokenSecret != tokenSecretName(b) {
+		return fmt.Errorf("the token secret %s of claimed pod %s is missing: the sandbox cannot be reached; delete the binding", b.Status.TokenSecret, b.Status.PodName)
 	}
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw) // never fails (crypto/rand)
@@ -245,12 +253,12 @@ func (r *SandboxBindingReconciler) ensureNetworkPolicy(ctx context.Context, b *v
 // or b is resuming from a suspension. A nil pod with no error and a recorded UID is a pod
 // deleted behind our back.
 func (r *SandboxBindingReconciler) ensurePod(ctx context.Context, b *v1alpha1.SandboxBinding) (*corev1.Pod, error) {
-	key := client.ObjectKey{Namespace: b.Namespace, Name: b.Name}
+	key := client.ObjectKey{Namespace: b.Namespace, Name: b.Status.PodName}
 	var pod corev1.Pod
 	err := r.Client.Get(ctx, key, &pod)
-	if apierrors.IsNotFound(err) {
-		// The cache may not hold a pod created a moment ago: ask the apiserver before
-		// deciding it is missing.
+	if apierrors.IsNotFound(err) || (err == nil && b.Status.WarmPool != "" && !metav1.IsControlledBy(&pod, b)) {
+		// The cache may not hold a pod created a moment ago, nor the claim of a pool pod just
+		// made: ask the apiserver before deciding it is missing or not ours.
 		err = r.APIReader.Get(ctx, key, &pod)
 	}
 	switch {
@@ -263,7 +271,9 @@ func (r *SandboxBindingReconciler) ensurePod(ctx context.Context, b *v1alpha1.Sa
 		return nil, fmt.Errorf("read the sandbox pod: %w", err)
 	case b.Status.Phase == v1alpha1.SandboxFailed:
 		return nil, nil
-	case b.Status.ExternalID != "" && b.Status.Phase != v1alpha1.SandboxSuspended:
+	case (b.Status.ExternalID != "" || b.Status.PodName != b.Name) && b.Status.Phase != v1alpha1.SandboxSuspended:
+		// Once made, or claimed (a pool pod's name): gone for good, unless resuming from a
+		// suspension (claimed pods are never persistent, so never suspended).
 		return nil, nil
 	}
 	p := r.Pods.sandboxPod(b)
@@ -365,6 +375,33 @@ func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.San
 		uid := obj.GetUID()
 		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete %T %s: %w", obj, obj.GetName(), err))
+		}
+	}
+	// A claimed warm pod (found by its label, so also one claimed just before a status write
+	// that was lost) and the token Secret it owns.
+	claimed, err := r.claimedPods(ctx, b)
+	errs = append(errs, err)
+	for _, p := range claimed {
+		uid := p.UID
+		if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete pod %s: %w", p.Name, err))
+			continue
+		}
+		errs = append(errs, deleteSecretOf(ctx, r.Client, r.APIReader, p))
+	}
+	if name := b.Status.TokenSecret; name != "" && name != tokenSecretName(b) {
+		// The claimed pod's Secret when the pod is gone already (deleted behind our back; a
+		// garbage collector would take the Secret with it, envtest has none).
+		var sec corev1.Secret
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &sec)
+		switch {
+		case err == nil && claimedSecret(b, &sec):
+			uid := sec.UID
+			if err := r.Client.Delete(ctx, &sec, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete secret %s: %w", name, err))
+			}
+		case err != nil && !apierrors.IsNotFound(err):
+			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -197,7 +197,7 @@ type SandboxBindingStatus struct {
 	// is Suspended, and the resumed pod's UID replaces it.
 	// +optional
 	ExternalID string `json:"externalID,omitempty"`
-	// PodName is the sandbox pod (the binding's name).
+	// PodName is the sandbox pod: the binding's name, or a claimed warm pool pod's.
 	// +optional
 	PodName string `json:"podName,omitempty"`
 	// TokenSecret names the Secret (key "token") holding sandboxd's per-sandbox token, which
@@ -208,6 +208,11 @@ type SandboxBindingStatus struct {
 	// owns it.
 	// +optional
 	WorkspaceClaim string `json:"workspaceClaim,omitempty"`
+	// WarmPool is the SandboxWarmPool whose started pod the binding claimed (PodName, and
+	// TokenSecret its Secret, both now owned by the binding); empty when the controller made
+	// the pod for the binding.
+	// +optional
+	WarmPool string `json:"warmPool,omitempty"`
 	// Conditions of the sandbox (Ready once the daemon answers).
 	// +listType=map
 	// +listMapKey=type

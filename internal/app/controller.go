@@ -152,6 +152,11 @@ func RunControllerManager(ctx context.Context, cfg Config, d ControllerDeps, log
 	if err := sb.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the SandboxBinding controller: %w", err)
 	}
+	wp := &controllers.SandboxWarmPoolReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: sandboxPods}
+	if err := wp.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the SandboxWarmPool controller: %w", err)
+	}
 	if sandboxPods.SandboxdImage == "" {
 		// Only the kubernetes sandbox provider makes bindings; other deployments need no image.
 		logger.Info("MANAGED_AGENT_SANDBOXD_IMAGE is not set: SandboxBindings stay Pending (NotConfigured); the kubernetes sandbox provider needs it")

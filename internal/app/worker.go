@@ -20,6 +20,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/model/anthropic"
 	"github.com/managed-agents/managed-agents/internal/model/fake"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/daytona"
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
 	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
@@ -113,6 +114,14 @@ func init() {
 					return nil, err
 				}
 				return opensandbox.New(cfg)
+			}},
+		{name: daytona.Name, isolating: true, remote: true, settings: daytona.Settings, check: daytona.Check,
+			new: func(c Config) (sandbox.Provider, error) {
+				cfg, err := daytona.ConfigFrom(c.ProviderSettings)
+				if err != nil {
+					return nil, err
+				}
+				return daytona.New(cfg)
 			}},
 	}
 }

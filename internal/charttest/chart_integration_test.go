@@ -454,7 +454,9 @@ func checkControllerAccess(t *testing.T, ctx context.Context, c *cluster, ns, fu
 		{"controller", "create", "networking.k8s.io", "networkpolicies", "", ns, true},
 		{"controller", "update", "", "secrets", "", ns, false},
 		{"controller", "list", "", "secrets", "", ns, true},
-		{"controller", "update", "", "pods", "", ns, false},
+		// A warm pool's pod is claimed by an update of its owner and labels (the pod owns its
+		// token Secret, which needs no change).
+		{"controller", "update", "", "pods", "", ns, true},
 		{"controller", "create", "", "pods", "", "team-a", false},
 		{"controller", "get", "", "secrets", "", "team-a", false},
 		{"controller", "list", "", "pods", "", "", false},

@@ -203,6 +203,29 @@ func TestValuesRendered(t *testing.T) {
 		require.NotContains(t, out, "envFrom")
 		require.NotContains(t, out, "MANAGED_AGENT_KUBERNETES_PROVIDER")
 	})
+	t.Run("the warm pool repeats the worker's sandbox template", func(t *testing.T) {
+		out, err := helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13",
+			"--set", "sandbox.kubernetes.namespace=sandboxes", "--set", "sandbox.kubernetes.runtimeClassName=gvisor",
+			"--set", "sandbox.kubernetes.warmPool.replicas=3")
+		require.NoError(t, err)
+		var pool string
+		for _, doc := range strings.Split(out, "\n---\n") {
+			if strings.Contains(doc, "\nkind: SandboxWarmPool\n") {
+				pool = doc
+			}
+		}
+		for _, want := range []string{"name: ma-managed-agents-default\n", "namespace: sandboxes\n", "replicas: 3\n", "image: \"python:3.13\"\n",
+			"port: 8090\n", "runtimeClassName: \"gvisor\"\n"} {
+			require.Contains(t, pool, want)
+		}
+		require.NotContains(t, pool, "serviceAccountName", "the worker names none either")
+
+		out, err = helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13")
+		require.NoError(t, err)
+		require.NotContains(t, out, "kind: SandboxWarmPool", "no pool by default")
+		_, err = helmTemplate(t, "--set", "sandbox.kubernetes.warmPool.replicas=1000")
+		require.ErrorContains(t, err, "/sandbox/kubernetes/warmPool/replicas")
+	})
 	t.Run("a Temporal namespace other than default is created by the dev server", func(t *testing.T) {
 		out, err := helmTemplate(t, "--set", "temporal.namespace=agents")
 		require.NoError(t, err)

@@ -32,7 +32,7 @@ const (
 
 // startEgress runs the real egress proxy on 127.0.0.1 with the key the controller signs
 // with, and points pods' Hosts egress at it, as the chart's proxy Deployment and Service are.
-func startEgress(t *testing.T, pods *controllers.SandboxPods) {
+func startEgress(t testing.TB, pods *controllers.SandboxPods) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello from %s", r.Host)
 	}))

@@ -41,7 +41,7 @@ type world struct {
 	kubelet *kubetest.Kubelet
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	c := kubetest.StartCluster(t)
 	c.Namespace(t, ns)
 	// The RuntimeClass admission plugin refuses pods naming a class that does not exist.
@@ -53,7 +53,7 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
-func (w *world) provider(t *testing.T, mod ...func(*kubernetes.Config)) *kubernetes.Provider {
+func (w *world) provider(t testing.TB, mod ...func(*kubernetes.Config)) *kubernetes.Provider {
 	cfg := kubernetes.Config{Client: w.Client, Namespace: ns, Image: "sandbox:test", Port: w.kubelet.Port(),
 		RuntimeClassName: "gvisor", PollInterval: 20 * time.Millisecond, ReadyTimeout: time.Minute}
 	for _, m := range mod {
@@ -70,7 +70,7 @@ func spec() sandbox.Spec {
 	return sandbox.SpecFor(fmt.Sprintf("sesn_kube_%d", sessions.Add(1)), wire.EnvironmentConfig{Type: "cloud"})
 }
 
-func (w *world) bindingOf(t *testing.T, name string) *v1alpha1.SandboxBinding {
+func (w *world) bindingOf(t testing.TB, name string) *v1alpha1.SandboxBinding {
 	var b v1alpha1.SandboxBinding
 	require.NoError(t, w.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &b))
 	return &b

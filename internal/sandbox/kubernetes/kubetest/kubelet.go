@@ -62,7 +62,7 @@ type pod struct {
 }
 
 // Start runs the kubelet until the test ends.
-func Start(t *testing.T, c client.Client, namespace string) *Kubelet {
+func Start(t testing.TB, c client.Client, namespace string) *Kubelet {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -121,7 +121,7 @@ func (k *Kubelet) route(w http.ResponseWriter, r *http.Request) {
 	srv.ServeHTTP(w, r)
 }
 
-func (k *Kubelet) run(ctx context.Context, t *testing.T) {
+func (k *Kubelet) run(ctx context.Context, t testing.TB) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -139,7 +139,9 @@ func (k *Kubelet) run(ctx context.Context, t *testing.T) {
 // sync starts the pods it does not run yet and forgets those that are gone.
 func (k *Kubelet) sync(ctx context.Context) error {
 	var list corev1.PodList
-	if err := k.c.List(ctx, &list, client.InNamespace(k.ns), client.HasLabels{v1alpha1.LabelSandboxBinding}); err != nil {
+	// The controller's pods, bindings' and warm pools' alike (a claimed pool pod keeps its
+	// UID, so the daemon it runs goes on serving it).
+	if err := k.c.List(ctx, &list, client.InNamespace(k.ns), client.MatchingLabels{"app.kubernetes.io/component": "sandbox", "app.kubernetes.io/managed-by": "managed-agents"}); err != nil {
 		return err
 	}
 	live := map[types.UID]bool{}
