@@ -32,8 +32,11 @@ const DefaultOrphanSweepInterval = time.Minute
 // It runs on the leader only (a Runnable needs leader election unless it says otherwise),
 // over the sandbox namespace when the controller has one.
 type sandboxOrphans struct {
-	c         client.Client // the manager's: pods and NetworkPolicies from the cache
-	api       client.Reader // Secrets (never cached) and the bindings, from the apiserver
+	c client.Client // deletes
+	// api lists from the apiserver: the cache holds only objects with the sandbox labels
+	// (SandboxCacheOptions), and an orphan is whatever carries the binding label; one
+	// labelled list a minute is cheap.
+	api       client.Reader
 	namespace string
 	interval  time.Duration
 }
@@ -68,7 +71,7 @@ func (o *sandboxOrphans) sweep(ctx context.Context) (int, error) {
 	var claims corev1.PersistentVolumeClaimList
 	var policies networkingv1.NetworkPolicyList
 	var errs []error
-	if err := o.c.List(ctx, &pods, opts...); err != nil {
+	if err := o.api.List(ctx, &pods, opts...); err != nil {
 		errs = append(errs, fmt.Errorf("list sandbox pods: %w", err))
 	}
 	if err := o.api.List(ctx, &secrets, opts...); err != nil {
@@ -77,7 +80,7 @@ func (o *sandboxOrphans) sweep(ctx context.Context) (int, error) {
 	if err := o.api.List(ctx, &claims, opts...); err != nil {
 		errs = append(errs, fmt.Errorf("list sandbox workspace claims: %w", err))
 	}
-	if err := o.c.List(ctx, &policies, opts...); err != nil {
+	if err := o.api.List(ctx, &policies, opts...); err != nil {
 		errs = append(errs, fmt.Errorf("list sandbox network policies: %w", err))
 	}
 	var objs []client.Object
