@@ -1,11 +1,13 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -40,6 +42,9 @@ type SandboxBindingReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Pods      SandboxPods
+	// OrphanSweepInterval is how often sandbox objects whose binding is gone are removed
+	// (sandboxbinding_orphans.go); zero is DefaultOrphanSweepInterval.
+	OrphanSweepInterval time.Duration
 	// Remote are the remote providers bindings may name (spec.provider), by name.
 	Remote map[string]RemoteSandboxes
 }
@@ -49,24 +54,34 @@ type SandboxBindingReconciler struct {
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings/finalizers,verbs=update
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxwarmpools,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
-// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;create;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 
 // SandboxCacheOptions restricts the manager's cache of pods and NetworkPolicies to those made
 // for sandboxes (bindings' and warm pools' alike), so a controller in a big cluster does not
-// hold every pod in memory.
-func SandboxCacheOptions() map[client.Object]cache.ByObject {
+// hold every pod in memory; with namespace (MANAGED_AGENT_SANDBOX_NAMESPACE) also to that
+// namespace, so the controller needs rights on pods there only (the chart's Role).
+func SandboxCacheOptions(namespace string) map[client.Object]cache.ByObject {
 	sel := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "managed-agents", "app.kubernetes.io/component": "sandbox"})
+	var namespaces map[string]cache.Config
+	if namespace != "" {
+		namespaces = map[string]cache.Config{namespace: {}}
+	}
 	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}:                 {Label: sel},
-		&networkingv1.NetworkPolicy{}: {Label: sel},
+		&corev1.Pod{}:                 {Label: sel, Namespaces: namespaces},
+		&networkingv1.NetworkPolicy{}: {Label: sel, Namespaces: namespaces},
 	}
 }
 
-// SetupWithManager registers the reconciler; pod and NetworkPolicy changes reach their
-// binding through the owner reference.
+// SetupWithManager registers the reconciler and the orphan sweep; pod and NetworkPolicy
+// changes reach their binding through the owner reference.
 func (r *SandboxBindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	sweep := &sandboxOrphans{c: r.Client, api: r.APIReader, namespace: r.Pods.Namespace,
+		interval: cmp.Or(r.OrphanSweepInterval, DefaultOrphanSweepInterval)}
+	if err := mgr.Add(sweep); err != nil {
+		return fmt.Errorf("add the sandbox orphan sweep: %w", err)
+	}
 	// Several at once: a create at a remote provider may take a minute of its slow start.
 	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.SandboxBinding{}).
 		Owns(&corev1.Pod{}).Owns(&networkingv1.NetworkPolicy{}).
@@ -198,6 +213,14 @@ func (r *SandboxBindingReconciler) ensureSecret(ctx context.Context, b *v1alpha1
 		Type:       corev1.SecretTypeOpaque,
 		Immutable:  ptr.To(true),
 		Data:       map[string][]byte{v1alpha1.TokenSecretKey: []byte(hex.EncodeToString(raw))},
+	}
+	if r.Pods.proxied(b) {
+		// The spec is fixed once the pod exists, so the credentials made once hold.
+		u, err := r.Pods.proxyURL(ctx, b)
+		if err != nil {
+			return err
+		}
+		s.Data[v1alpha1.ProxyURLSecretKey] = []byte(u)
 	}
 	if err := r.owned(b, &s); err != nil {
 		return err

@@ -268,4 +268,8 @@ const (
 	LabelSandboxBinding = "agents.managed-agents.io/sandbox-binding"
 	// TokenSecretKey is the key of the token in the binding's Secret.
 	TokenSecretKey = "token"
+	// ProxyURLSecretKey is, for a binding in Hosts egress, the key of the egress proxy's URL
+	// in the binding's Secret: http://user:password@ip:port, the credentials signing the
+	// binding's hosts (the pod's HTTP_PROXY and HTTPS_PROXY).
+	ProxyURLSecretKey = "proxy-url"
 )

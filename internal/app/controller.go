@@ -101,7 +101,7 @@ func RunControllerManager(ctx context.Context, cfg Config, d ControllerDeps, log
 		LeaderElectionNamespace:       cfg.ControllerLeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		// Only sandbox pods and their NetworkPolicies, not every pod of the cluster.
-		Cache: cache.Options{ByObject: controllers.SandboxCacheOptions()},
+		Cache: cache.Options{ByObject: controllers.SandboxCacheOptions(sandboxPods.Namespace)},
 		// Controller names are checked for uniqueness per process; tests run managers one
 		// after another in one process.
 		Controller: ctrlconfig.Controller{SkipNameValidation: &skip},

@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -66,6 +67,13 @@ func (c Config) kubernetesConfig() (kubernetes.Config, error) {
 			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_READY_TIMEOUT=%q: must be a duration of at least 1s, such as 3m", c.KubernetesReadyTimeout))
 		}
 		cfg.ReadyTimeout = d
+	}
+	if c.KubernetesPackageTimeout != "" {
+		d, err := time.ParseDuration(c.KubernetesPackageTimeout)
+		if err != nil || d < time.Second {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_PACKAGE_TIMEOUT=%q: must be a duration of at least 1s, such as 5m", c.KubernetesPackageTimeout))
+		}
+		cfg.PackageTimeout = d
 	}
 	if c.KubernetesWorkspaceStorageClass != "" {
 		if msgs := validation.IsDNS1123Subdomain(c.KubernetesWorkspaceStorageClass); len(msgs) > 0 {
@@ -136,6 +144,21 @@ func (c Config) sandboxPodsConfig() (controllers.SandboxPods, error) {
 			errs = append(errs, fmt.Errorf("MANAGED_AGENT_SANDBOX_EGRESS_PROXY_PORT=%q: must be a port from 1 to 65535 (it is required with MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR)", c.SandboxEgressProxyPort))
 		}
 		pods.EgressProxyPort = int32(port)
+		if c.SandboxEgressProxyHost != "" {
+			if _, err := netip.ParseAddr(c.SandboxEgressProxyHost); err != nil && len(validation.IsDNS1123Subdomain(c.SandboxEgressProxyHost)) > 0 {
+				errs = append(errs, fmt.Errorf("MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST=%q: must be the egress proxy Service's DNS name or an IP address (no scheme or port)", c.SandboxEgressProxyHost))
+			}
+			key, err := c.Network.key()
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case key == "":
+				errs = append(errs, errors.New("MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST is set but MANAGED_AGENT_EGRESS_PROXY_KEY (or _FILE) is not: the controller signs allowlisted sandboxes' proxy credentials with the proxy's key"))
+			}
+			pods.EgressProxyHost, pods.EgressProxyKey = c.SandboxEgressProxyHost, []byte(key)
+		}
+	} else if c.SandboxEgressProxyHost != "" {
+		errs = append(errs, errors.New("MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST is set without MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR: the sandboxes' NetworkPolicy needs the proxy pods' labels"))
 	}
 	for name, ns := range map[string]string{"MANAGED_AGENT_SANDBOX_NAMESPACE": c.SandboxNamespace, "MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE": c.SandboxWorkerNamespace, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_NAMESPACE": c.SandboxEgressProxyNamespace} {
 		if ns == "" {

@@ -49,6 +49,7 @@ func TestKubernetesSettingsAreValidatedNamingTheVariable(t *testing.T) {
 func TestKubernetesSettingsParse(t *testing.T) {
 	c := FromLookup(Config{}, func(name string) (string, bool) {
 		v, ok := map[string]string{
+			"MANAGED_AGENT_KUBERNETES_PACKAGE_TIMEOUT":         "10m",
 			"MANAGED_AGENT_SANDBOX":                            "kubernetes",
 			"MANAGED_AGENT_KUBERNETES_NAMESPACE":               "sandboxes",
 			"MANAGED_AGENT_KUBERNETES_IMAGE":                   "python:3.13",
@@ -63,6 +64,8 @@ func TestKubernetesSettingsParse(t *testing.T) {
 			"MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR":      "app=egress,tier=proxy",
 			"MANAGED_AGENT_SANDBOX_EGRESS_PROXY_NAMESPACE":     "agents",
 			"MANAGED_AGENT_SANDBOX_EGRESS_PROXY_PORT":          "3128",
+			"MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST":          "ma-egress.agents.svc.cluster.local",
+			"MANAGED_AGENT_EGRESS_PROXY_KEY":                   "0123456789abcdef0123456789abcdef",
 		}[name]
 		return v, ok
 	})
@@ -73,6 +76,7 @@ func TestKubernetesSettingsParse(t *testing.T) {
 	require.Equal(t, int32(9000), k.Port)
 	require.Equal(t, "gvisor", k.RuntimeClassName)
 	require.Equal(t, 90*time.Second, k.ReadyTimeout)
+	require.Equal(t, 10*time.Minute, k.PackageTimeout)
 	require.True(t, k.PersistentWorkspace)
 	require.Equal(t, "fast-ssd", k.WorkspaceStorageClass)
 	require.Equal(t, "20Gi", k.WorkspaceSize.String())
@@ -83,5 +87,28 @@ func TestKubernetesSettingsParse(t *testing.T) {
 		Workers:         controllers.PodPeer{Namespace: "agents", Selector: map[string]string{"app.kubernetes.io/component": "worker"}},
 		EgressProxy:     controllers.PodPeer{Namespace: "agents", Selector: map[string]string{"app": "egress", "tier": "proxy"}},
 		EgressProxyPort: 3128,
+		EgressProxyHost: "ma-egress.agents.svc.cluster.local",
+		EgressProxyKey:  []byte("0123456789abcdef0123456789abcdef"),
 	}, pods)
+}
+
+func TestSandboxEgressProxyHostNeedsAKeyAndASelector(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		c       Config
+		wantErr string
+	}{
+		{"no key", Config{SandboxEgressProxySelector: "app=egress", SandboxEgressProxyPort: "3128", SandboxEgressProxyHost: "10.0.0.9"}, "MANAGED_AGENT_EGRESS_PROXY_KEY (or _FILE) is not"},
+		{"no selector", Config{SandboxEgressProxyHost: "10.0.0.9"}, "without MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR"},
+		{"a URL", Config{SandboxEgressProxySelector: "app=egress", SandboxEgressProxyPort: "3128", SandboxEgressProxyHost: "http://proxy:3128",
+			Network: NetworkConfig{EgressKey: "0123456789abcdef0123456789abcdef"}}, `MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST="http://proxy:3128"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := tt.c.sandboxPodsConfig()
+			require.ErrorContains(t, err, tt.wantErr)
+		})
+	}
 }

@@ -126,6 +126,58 @@ func TestValuesRendered(t *testing.T) {
 		require.NoError(t, err)
 		require.NotContains(t, out, "-worker-sandboxes", "only with the kubernetes provider")
 	})
+	t.Run("the controller's rights on sandbox objects are a Role in the sandbox namespace", func(t *testing.T) {
+		out, err := helmTemplate(t, "--set", "sandbox.kubernetes.namespace=sandboxes")
+		require.NoError(t, err)
+		var clusterRole, role string
+		for _, doc := range strings.Split(out, "\n---\n") {
+			switch {
+			case strings.Contains(doc, "\nkind: ClusterRole\n"):
+				clusterRole = doc
+			case strings.Contains(doc, "\nkind: Role\n") && strings.Contains(doc, "-controller-sandboxes"):
+				role = doc
+			}
+		}
+		require.Contains(t, clusterRole, "sandboxbindings")
+		for _, r := range []string{"pods", "secrets", "networkpolicies"} {
+			require.NotContains(t, clusterRole, "- "+r+"\n", "not cluster-wide")
+			require.Contains(t, role, "- "+r+"\n")
+		}
+		require.Contains(t, role, "namespace: sandboxes")
+	})
+	t.Run("the egress proxy shares its key with the controller and is what allowlisted pods reach", func(t *testing.T) {
+		out, err := helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13",
+			"--set", "sandbox.kubernetes.egressProxy.enabled=true", "--set-string", "sandbox.kubernetes.egressProxy.allowedPorts=443")
+		require.NoError(t, err)
+		var proxy, service, controller, secret string
+		for _, doc := range strings.Split(out, "\n---\n") {
+			switch {
+			case strings.Contains(doc, "\nkind: Deployment\n") && strings.Contains(doc, `args: ["egress-proxy"]`):
+				proxy = doc
+			case strings.Contains(doc, "\nkind: Service\n") && strings.Contains(doc, "-egress-proxy\n"):
+				service = doc
+			case strings.Contains(doc, "\nkind: Deployment\n") && strings.Contains(doc, "- controller\n"):
+				controller = doc
+			case strings.Contains(doc, "\nkind: Secret\n"):
+				secret = doc
+			}
+		}
+		require.Contains(t, secret, "egress-proxy-key:")
+		for _, doc := range []string{proxy, controller} {
+			require.Contains(t, doc, "- name: MANAGED_AGENT_EGRESS_PROXY_KEY\n              valueFrom:\n                secretKeyRef:")
+			require.Contains(t, doc, "key: egress-proxy-key")
+		}
+		require.Contains(t, proxy, "MANAGED_AGENT_EGRESS_PROXY_PORTS\n              value: \"443\"")
+		require.Contains(t, proxy, "automountServiceAccountToken: false")
+		require.Contains(t, service, "app.kubernetes.io/component: egress-proxy")
+		require.Contains(t, service, "port: 3128")
+		require.Contains(t, controller, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR\n              value: \"app.kubernetes.io/instance=ma,app.kubernetes.io/component=egress-proxy\"")
+		require.Contains(t, controller, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST\n              value: \"ma-managed-agents-egress-proxy.")
+
+		out, err = helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13")
+		require.NoError(t, err)
+		require.NotContains(t, out, "egress-proxy", "off by default")
+	})
 	t.Run("a remote provider's settings and Secret reach every role", func(t *testing.T) {
 		out, err := helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=base",
 			"--set", "sandbox.kubernetes.provider=e2b", "--set", "sandbox.remote.secretName=e2b-keys",

@@ -185,7 +185,7 @@ environment. Optional keys are optional references, so an existingSecret may lea
 - name: MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE
   value: "true"
 {{- end }}
-{{- range $name, $value := dict "IMAGE" .image "RUNTIME_CLASS" .runtimeClassName "SERVICE_ACCOUNT" .serviceAccountName "READY_TIMEOUT" .readyTimeout "WORKSPACE_STORAGE_CLASS" .workspaceStorageClass "WORKSPACE_SIZE" .workspaceSize }}
+{{- range $name, $value := dict "IMAGE" .image "RUNTIME_CLASS" .runtimeClassName "SERVICE_ACCOUNT" .serviceAccountName "READY_TIMEOUT" .readyTimeout "WORKSPACE_STORAGE_CLASS" .workspaceStorageClass "WORKSPACE_SIZE" .workspaceSize "PACKAGE_TIMEOUT" .packageTimeout }}
 {{- if $value }}
 - name: MANAGED_AGENT_KUBERNETES_{{ $name }}
   value: {{ $value | quote }}
@@ -221,6 +221,11 @@ envFrom:
 {{/* The namespace of the sandbox pods (sandbox.kubernetes.namespace, else the release's). */}}
 {{- define "managed-agents.sandboxNamespace" -}}
 {{- .Values.sandbox.kubernetes.namespace | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* Whether the sandbox pods' egress proxy is deployed. */}}
+{{- define "managed-agents.egressProxy" -}}
+{{- if and (eq .Values.sandbox.provider "kubernetes") .Values.sandbox.kubernetes.egressProxy.enabled }}true{{ end -}}
 {{- end -}}
 
 {{- define "managed-agents.podSpecCommon" -}}

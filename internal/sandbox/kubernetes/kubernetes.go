@@ -35,7 +35,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/managed-agents/managed-agents/api/v1alpha1"
+	"github.com/managed-agents/managed-agents/internal/egress"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/packages"
 	"github.com/managed-agents/managed-agents/internal/sandboxd"
 )
 
@@ -82,6 +84,9 @@ type Config struct {
 	// suspended one to be resumed on a new pod (default 3m); AttachTimeout how long Attach
 	// waits for one that runs (default 30s).
 	ReadyTimeout, AttachTimeout time.Duration
+	// PackageTimeout bounds the install of a sandbox's packages (default 5m;
+	// MANAGED_AGENT_KUBERNETES_PACKAGE_TIMEOUT).
+	PackageTimeout time.Duration
 	// PollInterval is how often a wait reads the binding (default 200ms).
 	PollInterval time.Duration
 	// HTTPClient talks to sandboxd; nil is a client without a total timeout (a command may
@@ -146,6 +151,7 @@ func New(c Config) (*Provider, error) {
 	c.ReadyTimeout = cmp.Or(c.ReadyTimeout, DefaultReadyTimeout)
 	c.AttachTimeout = cmp.Or(c.AttachTimeout, DefaultAttachTimeout)
 	c.PollInterval = cmp.Or(c.PollInterval, 200*time.Millisecond)
+	c.PackageTimeout = cmp.Or(c.PackageTimeout, DefaultPackageTimeout)
 	if c.HTTPClient == nil {
 		// Straight to the pod: never through an HTTP_PROXY the worker has for the model's API
 		// (the token and the commands would pass through it).
@@ -223,9 +229,9 @@ func (p *Provider) binding(spec sandbox.Spec) *v1alpha1.SandboxBinding {
 	return b
 }
 
-// Create creates the binding of spec.Name, or adopts the one a lost attempt made, and waits
-// until its sandbox is Ready. A sandbox that fails or is not Ready within ReadyTimeout is
-// deleted again and the error wraps sandbox.ErrSetup (its reason: an image that cannot be
+// Create creates the binding of spec.Name, or adopts the one a lost attempt made, waits
+// until its sandbox is Ready and installs spec's packages in it (packages.go; pods only). A
+// sandbox that fails or is not Ready within ReadyTimeout is deleted again and the error wraps sandbox.ErrSetup (its reason: an image that cannot be
 // pulled, no node to run on), so a failed Create leaves nothing to tear down.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, error) {
 	if spec.Name == "" {
@@ -235,8 +241,17 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 	if !sandbox.IsName(spec.Name) {
 		return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox name %q: not a name sandbox.NameFor makes", spec.Name)
 	}
-	if len(spec.Packages) > 0 {
-		return sandbox.Ref{}, fmt.Errorf("the kubernetes sandbox provider does not install an environment's packages yet; build them into the image (MANAGED_AGENT_KUBERNETES_IMAGE): %w", sandbox.ErrSetup)
+	// What could never work is refused before anything is made.
+	if provider := cmp.Or(p.cfg.Provider, v1alpha1.ProviderPod); len(spec.Packages) > 0 && provider != v1alpha1.ProviderPod {
+		return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w: packages are installed only in sandbox pods, not at the remote provider %s; build them into its template", spec.Name, ErrPackages, provider)
+	}
+	if err := packages.Check(spec.Packages, packages.User); err != nil {
+		return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w: %w", spec.Name, ErrPackages, err)
+	}
+	if spec.Egress.Mode == sandbox.EgressHosts {
+		if err := egress.CheckPolicy(egress.Policy{Sandbox: spec.Name, Hosts: spec.Egress.Hosts}); err != nil {
+			return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w: %w", spec.Name, sandbox.ErrSetup, err)
+		}
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeoutCause(ctx, p.cfg.ReadyTimeout, errNotReadyInTime)
@@ -265,6 +280,11 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 			return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w: %w", spec.Name, sandbox.ErrSetup, err)
 		}
 		return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w", spec.Name, err)
+	}
+	if len(spec.Packages) > 0 {
+		if err := p.setUp(parent, ref, spec); err != nil {
+			return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w", spec.Name, err)
+		}
 	}
 	return ref, nil
 }

@@ -47,7 +47,9 @@ func newWorld(t testing.TB) *world {
 	// The RuntimeClass admission plugin refuses pods naming a class that does not exist.
 	require.NoError(t, c.Client.Create(t.Context(), &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}))
 	w := &world{Cluster: c, kubelet: kubetest.Start(t, c.Client, ns)}
-	c.RunSandboxController(t, sandboxPods)
+	pods := sandboxPods
+	startEgress(t, &pods)
+	c.RunSandboxController(t, pods)
 	return w
 }
 
@@ -219,6 +221,10 @@ func TestKubernetesProvider(t *testing.T) {
 
 		require.NoError(t, p.Destroy(ctx, ref), "a gone sandbox is still destroyed")
 	})
+
+	t.Run("Packages", func(t *testing.T) { testPackages(t, w) })
+	t.Run("EgressProxy", func(t *testing.T) { testEgressProxy(t, w) })
+	t.Run("Sweep", func(t *testing.T) { testSweep(t, w) })
 
 	t.Run("AnImageThatCannotBePulledFailsCreateAndLeavesNothing", func(t *testing.T) {
 		ctx := t.Context()

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
@@ -85,12 +86,12 @@ func (c *Cluster) RunSandboxController(t testing.TB, pods controllers.SandboxPod
 		Logger:                 logr.Discard(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{ByObject: controllers.SandboxCacheOptions()},
+		Cache:                  cache.Options{ByObject: controllers.SandboxCacheOptions(pods.Namespace)},
 		Controller:             ctrlconfig.Controller{SkipNameValidation: &skip},
 	})
 	require.NoError(t, err)
 	r := &controllers.SandboxBindingReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: pods}
+		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: pods, OrphanSweepInterval: 100 * time.Millisecond}
 	for _, f := range configure {
 		f(r)
 	}

@@ -1,6 +1,7 @@
 // Package kubetest plays the kubelet for envtest, which has none: for each sandbox pod it
 // runs a real sandboxd (internal/sandboxd over sandbox/workspace in a temporary directory)
-// with the pod's token and environment, and writes the pod's status (Running, IP 127.0.0.1,
+// with the pod's token and environment (Secret references resolved, a packages directory
+// of its own when the pod names one), and writes the pod's status (Running, IP 127.0.0.1,
 // Ready), as a kubelet whose readiness probe passed would. Every pod's endpoint has the same
 // port, so one listener on 127.0.0.1 routes each request by its bearer token (each pod has
 // its own) to that pod's daemon; a request with no live pod's token has its connection
@@ -16,6 +17,7 @@ package kubetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -32,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/managed-agents/managed-agents/api/v1alpha1"
+	"github.com/managed-agents/managed-agents/internal/sandbox/packages"
 	"github.com/managed-agents/managed-agents/internal/sandbox/workspace"
 	"github.com/managed-agents/managed-agents/internal/sandboxd"
 )
@@ -265,12 +268,37 @@ func (k *Kubelet) start(ctx context.Context, p *corev1.Pod, running bool) error 
 			}
 		}
 		// The container's environment as sandboxd would pass it on: none of ours, HOME the
-		// workspace, PATH the host's (the image's would be).
+		// workspace, PATH the host's (the image's would be), references to the pod's
+		// Secrets resolved as a kubelet does, and with a packages directory (a directory of
+		// the kubelet's, as the workspace is) what sandboxd adds for it.
 		env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+		packagesDir := ""
 		for _, e := range main.Env {
-			if !strings.HasPrefix(e.Name, "MANAGED_AGENT_") && e.Name != "HOME" && e.Name != "PATH" {
-				env = append(env, e.Name+"="+e.Value)
+			if e.Name == "MANAGED_AGENT_SANDBOXD_PACKAGES_DIR" {
+				packagesDir = filepath.Join(k.root, string(p.UID)+"-packages")
+				if err := os.MkdirAll(packagesDir, 0o755); err != nil {
+					return err
+				}
 			}
+			if strings.HasPrefix(e.Name, "MANAGED_AGENT_") || e.Name == "HOME" || e.Name == "PATH" {
+				continue
+			}
+			value := e.Value
+			if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil {
+				var from corev1.Secret
+				if err := k.c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.SecretKeyRef.Name}, &from); err != nil {
+					return err
+				}
+				v, ok := from.Data[ref.SecretKeyRef.Key]
+				if !ok {
+					return fmt.Errorf("pod %s: env %s: secret %s has no key %s (CreateContainerConfigError)", p.Name, e.Name, ref.SecretKeyRef.Name, ref.SecretKeyRef.Key)
+				}
+				value = string(v)
+			}
+			env = append(env, e.Name+"="+value)
+		}
+		if packagesDir != "" {
+			env = packages.UserEnv(env, packagesDir)
 		}
 		ws, err := workspace.New(dir, workspace.Config{Env: env, Timeout: 2 * time.Minute, MaxOutput: 1 << 20})
 		if err != nil {
