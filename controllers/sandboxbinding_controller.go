@@ -77,15 +77,20 @@ func SandboxCacheOptions(namespace string) map[client.Object]cache.ByObject {
 // SetupWithManager registers the reconciler and the orphan sweep; pod and NetworkPolicy
 // changes reach their binding through the owner reference.
 func (r *SandboxBindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	sweep := &sandboxOrphans{c: r.Client, api: r.APIReader, namespace: r.Pods.Namespace,
-		interval: cmp.Or(r.OrphanSweepInterval, DefaultOrphanSweepInterval)}
-	if err := mgr.Add(sweep); err != nil {
-		return fmt.Errorf("add the sandbox orphan sweep: %w", err)
+	// Only in the one sandbox namespace: across the cluster it would need to list every
+	// namespace's Secrets, and could take another deployment's objects for orphans.
+	if r.Pods.Namespace != "" {
+		sweep := &sandboxOrphans{c: r.Client, api: r.APIReader, namespace: r.Pods.Namespace,
+			interval: cmp.Or(r.OrphanSweepInterval, DefaultOrphanSweepInterval)}
+		if err := mgr.Add(sweep); err != nil {
+			return fmt.Errorf("add the sandbox orphan sweep: %w", err)
+		}
 	}
-	// Several at once: a create at a remote provider may take a minute of its slow start.
+	// Several at once: a create at a remote provider may take minutes of its slow start, and
+	// must not hold up the pod bindings meanwhile.
 	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.SandboxBinding{}).
 		Owns(&corev1.Pod{}).Owns(&networkingv1.NetworkPolicy{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 16}).
 		Named("sandboxbinding").Complete(r)
 }
 

@@ -116,7 +116,14 @@ func (r *SandboxBindingReconciler) finalizeRemote(ctx context.Context, b *v1alph
 	}
 	var errs []error
 	for _, ref := range refs {
-		if err := p.Destroy(ctx, ref); err != nil && !errors.Is(err, sandbox.ErrGone) {
+		err := p.Destroy(ctx, ref)
+		if errors.Is(err, sandbox.ErrInvalidRef) || errors.Is(err, sandbox.ErrForeignRef) {
+			// A status.externalID the provider could never have made (edited by hand): there
+			// is nothing of it to destroy, and the binding must still be deletable.
+			r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, v1alpha1.ReasonReconcileFailed, "Delete", "not destroying %s sandbox %q: %s", ref.Provider, ref.ExternalID, err.Error())
+			continue
+		}
+		if err != nil && !errors.Is(err, sandbox.ErrGone) {
 			errs = append(errs, fmt.Errorf("destroy %s sandbox %s: %w", ref.Provider, ref.ExternalID, err))
 			continue
 		}

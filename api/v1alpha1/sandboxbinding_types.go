@@ -266,6 +266,9 @@ const (
 	// LabelSandboxBinding is on the pod, Secret, NetworkPolicy and claim of a binding: its
 	// name.
 	LabelSandboxBinding = "agents.managed-agents.io/sandbox-binding"
+	// AnnotationPackages is on a binding whose environment installs packages: them, as JSON
+	// (manager → packages), so a resumed pod gets them again.
+	AnnotationPackages = "agents.managed-agents.io/packages"
 	// TokenSecretKey is the key of the token in the binding's Secret.
 	TokenSecretKey = "token"
 	// ProxyURLSecretKey is, for a binding in Hosts egress, the key of the egress proxy's URL

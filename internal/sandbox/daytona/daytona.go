@@ -178,7 +178,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 		return sandbox.Ref{}, fmt.Errorf("daytona sandbox name %q: not a name sandbox.NameFor makes", spec.Name)
 	}
 	if err := spec.CheckEnv(); err != nil {
-		return sandbox.Ref{}, fmt.Errorf("daytona sandbox %s: %w", spec.Name, err)
+		return sandbox.Ref{}, fmt.Errorf("daytona sandbox %s: %w: %w", spec.Name, sandbox.ErrSetup, err)
 	}
 	if len(spec.Packages) > 0 {
 		return sandbox.Ref{}, fmt.Errorf("the daytona sandbox provider does not install an environment's packages; build them into a snapshot (%s or the environment's image): %w", EnvSnapshot, sandbox.ErrSetup)

@@ -115,7 +115,7 @@ func TestSandboxOrphansAreRemoved(t *testing.T) {
 	c := kubetest.StartCluster(t)
 	c.Namespace(t, ns)
 	ctx := t.Context()
-	c.RunSandboxController(t, controllers.SandboxPods{}) // no image: bindings get no pods
+	c.RunSandboxController(t, controllers.SandboxPods{Namespace: ns}) // no image: bindings get no pods
 
 	live := &v1alpha1.SandboxBinding{ObjectMeta: metav1.ObjectMeta{Name: sandbox.NameFor("sesn_live"), Namespace: ns},
 		Spec: v1alpha1.SandboxBindingSpec{SessionID: "sesn_live", Image: "sandbox:test"}}

@@ -17,6 +17,7 @@ package kubernetes
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -204,7 +205,13 @@ func (p *Provider) binding(spec sandbox.Spec) *v1alpha1.SandboxBinding {
 		q := p.cfg.WorkspaceSize.DeepCopy()
 		b.Spec.WorkspaceSize = &q
 	}
-	if p.cfg.PersistentWorkspace {
+	if len(spec.Packages) > 0 {
+		// For a resumed pod, whose packages (in an emptyDir) went with the old one.
+		if raw, err := json.Marshal(spec.Packages); err == nil {
+			b.Annotations = map[string]string{v1alpha1.AnnotationPackages: string(raw)}
+		}
+	}
+	if p.cfg.PersistentWorkspace && !b.Spec.IsRemote() {
 		b.Spec.Workspace.Persistent = true
 		if p.cfg.WorkspaceStorageClass != "" {
 			sc := p.cfg.WorkspaceStorageClass
@@ -271,6 +278,12 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 			// the binding for the retried acquisition to adopt.
 			return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w", spec.Name, err)
 		}
+		if remote := p.cfg.Provider != "" && p.cfg.Provider != v1alpha1.ProviderPod; remote && !errors.Is(err, errFailed) {
+			// The controller is still creating it at the provider (a slow start, an outage it
+			// retries through): not a setup failure. The binding stays for the retried
+			// acquisition to adopt.
+			return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s at %s: %w: %w", spec.Name, p.cfg.Provider, sandbox.ErrUnavailable, err)
+		}
 		if errors.Is(err, errFailed) || errors.Is(context.Cause(ctx), errNotReadyInTime) {
 			cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
@@ -310,6 +323,11 @@ func (p *Provider) ensureBinding(ctx context.Context, spec sandbox.Spec) (types.
 			return "", fmt.Errorf("read sandbox binding %s: %w", spec.Name, err)
 		case have.Spec.SessionID != spec.SessionID:
 			return "", fmt.Errorf("sandbox binding %s belongs to session %s, not %s", spec.Name, have.Spec.SessionID, spec.SessionID)
+		case cmp.Or(have.Spec.Provider, v1alpha1.ProviderPod) != want.Spec.Provider:
+			// A deployment that switched MANAGED_AGENT_KUBERNETES_PROVIDER: the binding a lost
+			// attempt made runs elsewhere than this worker would make it.
+			return "", fmt.Errorf("sandbox binding %s names provider %s, but this worker makes %s sandboxes (MANAGED_AGENT_KUBERNETES_PROVIDER): %w",
+				spec.Name, cmp.Or(have.Spec.Provider, v1alpha1.ProviderPod), want.Spec.Provider, sandbox.ErrSetup)
 		case have.DeletionTimestamp == nil:
 			return have.UID, nil
 		}
@@ -427,6 +445,17 @@ func (p *Provider) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Sandbox
 	sb, err := sandboxd.Connect(ctx, b.Status.Endpoint, string(secret.Data[v1alpha1.TokenSecretKey]), p.cfg.HTTPClient)
 	if err != nil {
 		return nil, fmt.Errorf("connect to sandbox %s at %s: %w", ref.ExternalID, b.Status.Endpoint, p.goneOr(ctx, ref.ExternalID, b.UID, err))
+	}
+	if raw := b.Annotations[v1alpha1.AnnotationPackages]; resuming && raw != "" {
+		// A resumed pod has the workspace (the claim) but not the packages, which lived in
+		// the old pod's emptyDir: install them again (the marker there is gone too).
+		var pkgs map[string][]string
+		if err := json.Unmarshal([]byte(raw), &pkgs); err != nil {
+			return nil, fmt.Errorf("sandbox binding %s: the packages annotation: %w", ref.ExternalID, err)
+		}
+		if err := p.installPackages(ctx, sb, pkgs); err != nil {
+			return nil, fmt.Errorf("reinstall the packages of resumed sandbox %s: %w", ref.ExternalID, err)
+		}
 	}
 	bx := &box{inner: sb, p: p, name: ref.ExternalID, uid: b.UID}
 	if fs, ok := sb.(sandbox.FileSearcher); ok {

@@ -125,6 +125,32 @@ func TestPersistentWorkspaces(t *testing.T) {
 		require.ErrorIs(t, p.Stop(ctx, ref), sandbox.ErrGone, "a gone sandbox is not suspended")
 	})
 
+	t.Run("AResumedSandboxGetsItsPackagesAgain", func(t *testing.T) {
+		// The packages live in the pod's emptyDir, which goes with the suspended pod.
+		ctx := t.Context()
+		p := w.provider(t, persistent)
+		s := spec()
+		s.Packages = map[string][]string{"npm": {localNPMPackage(t)}}
+		s.Env = npmOffline
+		ref, err := p.Create(ctx, s)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Destroy(context.Background(), ref) })
+		require.Contains(t, w.bindingOf(t, ref.ExternalID).Annotations[v1alpha1.AnnotationPackages], "npm")
+		sb, err := p.Attach(ctx, ref)
+		require.NoError(t, err)
+		res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "ma-hello"})
+		require.NoError(t, err)
+		require.Equal(t, "hello from ma-hello\n", string(res.Output))
+
+		require.NoError(t, p.Stop(ctx, ref))
+		w.suspended(t, ref.ExternalID)
+		sb, err = w.provider(t, persistent).Attach(ctx, ref)
+		require.NoError(t, err)
+		res, err = sb.Exec(ctx, sandbox.ExecRequest{Command: `echo "$MA_PACKAGES_DIR"; ma-hello`})
+		require.NoError(t, err)
+		require.Contains(t, string(res.Output), "hello from ma-hello\n", "installed again in the new pod: %s", res.Output)
+	})
+
 	t.Run("SuspendingAndResumingAtOnceEndsRunning", func(t *testing.T) {
 		ctx := t.Context()
 		p := w.provider(t, persistent)

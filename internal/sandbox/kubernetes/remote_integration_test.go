@@ -150,4 +150,23 @@ func TestRemoteProviderThroughABinding(t *testing.T) {
 	_, cond2 := readyCondition(t, c.Client, other.Name)
 	require.Equal(t, v1alpha1.ReasonNotConfigured, cond2.Reason)
 	require.Contains(t, cond2.Message, "MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS")
+
+	// A remote sandbox not ready within the worker's own ready timeout is not a setup
+	// failure (the controller may be retrying through an outage): the binding stays, and
+	// the error is one to retry.
+	cfg.ReadyTimeout = time.Second
+	p3, err := kubernetes.New(cfg)
+	require.NoError(t, err)
+	_, err = p3.Create(ctx, other)
+	require.ErrorIs(t, err, sandbox.ErrUnavailable)
+	require.NotErrorIs(t, err, sandbox.ErrSetup)
+	require.NoError(t, c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: other.Name}, &v1alpha1.SandboxBinding{}), "kept for the retry to adopt")
+
+	// A worker configured for pods does not adopt that binding as its own.
+	cfg.Provider, cfg.Remote = "", nil
+	p4, err := kubernetes.New(cfg)
+	require.NoError(t, err)
+	_, err = p4.Create(ctx, other)
+	require.ErrorIs(t, err, sandbox.ErrSetup)
+	require.ErrorContains(t, err, "MANAGED_AGENT_KUBERNETES_PROVIDER")
 }

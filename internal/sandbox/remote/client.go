@@ -87,9 +87,9 @@ func idempotent(method string) bool {
 	return false
 }
 
-// checkRetry retries what the provider refused before acting on it: 429 and 502/503 (a
-// gateway or an overloaded service that did not take the request) for every method; 500,
-// 504 and transport errors (the request may have been carried out) only for idempotent
+// checkRetry retries what the provider refused before acting on it: 429 and 503 (an
+// overloaded service that did not take the request) for every method; 500, 502, 504 and
+// transport errors (a gateway cannot tell whether the upstream acted) only for idempotent
 // methods. A canceled context is never retried.
 func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if ctx.Err() != nil {
@@ -103,9 +103,9 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		return idempotent(method), err
 	}
 	switch resp.StatusCode {
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable:
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		return true, nil
-	case http.StatusInternalServerError, http.StatusGatewayTimeout:
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout:
 		return idempotent(method), nil
 	}
 	return false, nil

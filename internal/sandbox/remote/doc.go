@@ -1,6 +1,6 @@
 // Package remote is what the remote sandbox providers (e2b, opensandbox, daytona) share: an
-// HTTP client that retries what a provider refused for now (429, 502, 503, and for
-// idempotent requests also 500, 504 and transport errors) with bounded backoff, the mapping
+// HTTP client that retries what a provider refused for now (429, 503, and for
+// idempotent requests also 500, 502, 504 and transport errors) with bounded backoff, the mapping
 // of a provider's status codes onto the sandbox errors (404 → gone, 401/403 → a
 // configuration error naming the credential's variable, what is left of 429/5xx after the
 // retries → unavailable), and the parsing of a provider's MANAGED_AGENT_* settings with

@@ -44,7 +44,9 @@ func TestClientRetries(t *testing.T) {
 		requests int32 // sent in all
 	}{
 		{"a GET through a 503 and a 429 (its hour-long Retry-After cut short)", "GET", []int{503, 429, 200}, false, 200, 3},
-		{"a POST through a 502", "POST", []int{502, 201}, false, 201, 2},
+		{"a POST through a 503", "POST", []int{503, 201}, false, 201, 2},
+		{"a POST's 502 is not repeated: the gateway cannot tell whether the upstream acted", "POST", []int{502, 201}, false, 502, 1},
+		{"a GET through a 502", "GET", []int{502, 200}, false, 200, 2},
 		{"a POST's 500 is not repeated: the request may have been carried out", "POST", []int{500, 201}, false, 500, 1},
 		{"a DELETE's 500 is repeated", "DELETE", []int{500, 204}, false, 204, 2},
 		{"a 404 is an answer", "GET", []int{404, 200}, false, 404, 1},
