@@ -93,7 +93,9 @@ func (p *Provider) checkRef(ref sandbox.Ref) error {
 	return nil
 }
 
-func (p *Provider) ref(id string) sandbox.Ref { return sandbox.Ref{Provider: p.cfg.Name, ExternalID: id} }
+func (p *Provider) ref(id string) sandbox.Ref {
+	return sandbox.Ref{Provider: p.cfg.Name, ExternalID: id}
+}
 
 // find returns the id of this deployment's sandbox named name: the oldest, when concurrent
 // creates made more than one (the others are killed by their creators or the sweep).
