@@ -26,6 +26,7 @@ case $r in "$ws"|"$ws"/*) ;; *) echo "ma-e2b:outside" >&2; exit 95 ;; esac
 // readScript prints the file $1 (at most $2 bytes) on stdout.
 const readScript = confineScript + `[ -e "$r" ] || { echo "ma-e2b:missing" >&2; exit 95; }
 [ -d "$r" ] && { echo "ma-e2b:isdir" >&2; exit 95; }
+[ -f "$r" ] || { echo "ma-e2b:special" >&2; exit 95; }
 s=$(stat -L -c %s -- "$r") || exit 1
 [ "$s" -le "$2" ] || { echo "ma-e2b:toolarge:$s" >&2; exit 95; }
 exec cat -- "$r"`
@@ -33,6 +34,7 @@ exec cat -- "$r"`
 // writeCheckScript prints where in the workspace a write of $1 lands (symbolic links
 // resolved), or refuses it; the upload then goes to that path.
 const writeCheckScript = confineScript + `[ "$r" = "$ws" ] || [ -d "$r" ] && { echo "ma-e2b:isdir" >&2; exit 95; }
+[ -e "$r" ] && [ ! -f "$r" ] && { echo "ma-e2b:special" >&2; exit 95; }
 printf '%s' "${r#"$ws"/}"`
 
 // confine checks p lexically: relative, NUL-free and not climbing out. It returns p cleaned
@@ -72,6 +74,8 @@ func scriptRefusal(op, p string, stderr []byte) error {
 			return fmt.Errorf("%s %q: %w", op, p, sandbox.ErrNotExist)
 		case reason == "notdir":
 			return fmt.Errorf("%s %q: %w", op, p, syscall.ENOTDIR)
+		case reason == "special":
+			return fmt.Errorf("%s %q: not a regular file", op, p)
 		case reason == "isdir":
 			return fmt.Errorf("%s %q: %w", op, p, syscall.EISDIR)
 		case strings.HasPrefix(reason, "toolarge:"):
