@@ -34,6 +34,13 @@ type newSandbox struct {
 	Network             *networkConfig    `json:"network,omitempty"`
 	Metadata            map[string]string `json:"metadata"`
 	EnvVars             map[string]string `json:"envVars,omitempty"`
+	// Lifecycle is CubeAPI's form of autoPause (which it does not read): onTimeout "pause"
+	// or "kill".
+	Lifecycle *lifecycle `json:"lifecycle,omitempty"`
+}
+
+type lifecycle struct {
+	OnTimeout string `json:"onTimeout"`
 }
 
 // networkConfig is NewSandbox.network: allowOut takes IPs, CIDRs and domains (matched on
@@ -90,13 +97,7 @@ func (a *api) do(ctx context.Context, op, method, p string, query url.Values, bo
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if a.key != "" {
-		if a.bearer {
-			req.Header.Set("Authorization", "Bearer "+a.key)
-		} else {
-			req.Header.Set("X-API-Key", a.key)
-		}
-	}
+	a.auth(req)
 	resp, err := a.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -114,6 +115,17 @@ func (a *api) do(ctx context.Context, op, method, p string, query url.Values, bo
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// auth puts the key on req: X-API-Key for E2B, a Bearer token for CubeAPI.
+func (a *api) auth(req *http.Request) {
+	switch {
+	case a.key == "":
+	case a.bearer:
+		req.Header.Set("Authorization", "Bearer "+a.key)
+	default:
+		req.Header.Set("X-API-Key", a.key)
+	}
 }
 
 func (a *api) create(ctx context.Context, body newSandbox) (sandboxInfo, error) {
@@ -186,13 +198,7 @@ func (a *api) listPage(ctx context.Context, q url.Values) ([]sandboxInfo, string
 	if err != nil {
 		return nil, "", err
 	}
-	if a.key != "" {
-		if a.bearer {
-			req.Header.Set("Authorization", "Bearer "+a.key)
-		} else {
-			req.Header.Set("X-API-Key", a.key)
-		}
-	}
+	a.auth(req)
 	resp, err := a.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

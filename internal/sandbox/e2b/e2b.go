@@ -159,6 +159,12 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 		Metadata: map[string]string{MetaSandbox: spec.Name, MetaSession: spec.SessionID, MetaDeployment: p.cfg.Deployment},
 		EnvVars:  spec.Env,
 	}
+	if p.cfg.Name == NameCube {
+		body.Lifecycle = &lifecycle{OnTimeout: "kill"}
+		if p.cfg.AutoPause {
+			body.Lifecycle.OnTimeout = "pause"
+		}
+	}
 	info, err := p.api.create(ctx, body)
 	if err != nil {
 		var se *remote.StatusError

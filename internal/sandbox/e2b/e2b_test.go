@@ -148,6 +148,19 @@ func TestCubeSandbox(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "hi\n", string(res.Output))
 	require.Equal(t, "tpl-python", f.Sandboxes()[0].Template)
+	require.False(t, f.Sandboxes()[0].AutoPause)
+
+	// CubeAPI reads auto-pause from lifecycle.onTimeout.
+	cfg.AutoPause = true
+	paused, err := e2b.New(cfg)
+	require.NoError(t, err)
+	pref, err := paused.Create(t.Context(), sandbox.SpecFor(session("sesn_cube_pause"), wire.EnvironmentConfig{}))
+	require.NoError(t, err)
+	for _, s := range f.Sandboxes() {
+		if s.ID == pref.ExternalID {
+			require.True(t, s.AutoPause)
+		}
+	}
 
 	users := f.Users()
 	require.Positive(t, users["agent"], "every data-plane request names the configured user")

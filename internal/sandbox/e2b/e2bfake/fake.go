@@ -370,7 +370,8 @@ func (f *Fake) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
-	s := f.newSandboxLocked(req.TemplateID, req.Metadata, req.EnvVars, req.AutoPause != nil && *req.AutoPause)
+	autoPause := req.AutoPause != nil && *req.AutoPause || req.Lifecycle != nil && req.Lifecycle.OnTimeout == "pause"
+	s := f.newSandboxLocked(req.TemplateID, req.Metadata, req.EnvVars, autoPause)
 	if req.Timeout != nil {
 		s.end = s.started.Add(time.Duration(*req.Timeout) * time.Second)
 	} else {

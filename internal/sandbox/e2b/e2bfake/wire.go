@@ -25,6 +25,11 @@ type newSandbox struct {
 	Metadata            map[string]string `json:"metadata,omitempty"`
 	EnvVars             map[string]string `json:"envVars,omitempty"`
 	MCP                 *json.RawMessage  `json:"mcp,omitempty"`
+	// Lifecycle is CubeAPI's: onTimeout "pause" is its autoPause.
+	Lifecycle *struct {
+		OnTimeout  string `json:"onTimeout"`
+		AutoResume bool   `json:"autoResume,omitempty"`
+	} `json:"lifecycle,omitempty"`
 }
 
 type networkConfig struct {
