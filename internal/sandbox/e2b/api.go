@@ -173,7 +173,8 @@ func (a *api) list(ctx context.Context, meta map[string]string) ([]sandboxInfo, 
 	var all []sandboxInfo
 	next := ""
 	for range 1000 {
-		q := url.Values{"metadata": {strings.Join(pairs, "&")}, "state": {"running,paused"}, "limit": {"100"}}
+		// state is an array in form style, exploded (OpenAPI's default): state=running&state=paused.
+		q := url.Values{"metadata": {strings.Join(pairs, "&")}, "state": {stateRunning, statePaused}, "limit": {"100"}}
 		if next != "" {
 			q.Set("nextToken", next)
 		}

@@ -19,7 +19,9 @@ import (
 // bash in a process group of its own (job control), stderr merged into stdout so the output
 // keeps its order, stdin empty. envd signals only the process it started, so a timeout sends
 // it SIGTERM and the trap kills the whole group. Its own complaints go to its stderr, which
-// nothing else writes to (prefixed "ma-e2b:"), with status 95; its job notices are silenced.
+// nothing else writes to (prefixed "ma-e2b:"), with status 95; from the job on it is
+// /dev/null, so that bash's job notices ("[1]+ Done", printed when the job ends before the
+// wrapper's next line) never reach the output.
 const execScript = `ws=$(pwd -P) || exit 95
 if [ -n "$1" ]; then
 	r=$(realpath -m -- "$1" 2>/dev/null) || { echo "ma-e2b:outside" >&2; exit 95; }
@@ -28,10 +30,10 @@ if [ -n "$1" ]; then
 	[ -d "$r" ] || { echo "ma-e2b:notdir" >&2; exit 95; }
 	cd -- "$r" || { echo "ma-e2b:notdir" >&2; exit 95; }
 fi
+exec 2>/dev/null
 set -m
 bash -c "$2" </dev/null 2>&1 &
 p=$!
-exec 2>/dev/null
 trap 'trap "" TERM; kill -KILL -- -$p; exit 137' TERM
 wait $p`
 

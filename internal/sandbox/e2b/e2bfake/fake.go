@@ -72,7 +72,6 @@ type Fake struct {
 	slowStart int
 	dropExec  int
 	loseNext  int
-	nextPid   uint32
 	now       func() time.Time
 }
 
@@ -497,7 +496,7 @@ func (f *Fake) sandboxOp(w http.ResponseWriter, r *http.Request, id, op string) 
 }
 
 // list is GET /v2/sandboxes: metadata is "k=v&k2=v2" with each key and value URL-encoded,
-// state a comma-separated list; pages of limit by id, X-Next-Token the next page's start.
+// state an array; pages of limit by id, X-Next-Token the next page's start.
 func (f *Fake) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	want := map[string]string{}
@@ -513,9 +512,13 @@ func (f *Fake) list(w http.ResponseWriter, r *http.Request) {
 			want[ku] = vu
 		}
 	}
-	states := []string{"running", "paused"}
-	if s := q.Get("state"); s != "" {
-		states = strings.Split(s, ",")
+	// state is an exploded form array (state=running&state=paused); a comma list is read too.
+	var states []string
+	for _, v := range q["state"] {
+		states = append(states, strings.Split(v, ",")...)
+	}
+	if len(states) == 0 {
+		states = []string{"running", "paused"}
 	}
 	limit := 100
 	if l := q.Get("limit"); l != "" {

@@ -19,6 +19,10 @@ import (
 // chunk is envd's read size of a process's pipes.
 const chunk = 32 << 10
 
+// drainGrace is how long the pipes are read after the process ended, for a background
+// process that keeps them open.
+const drainGrace = time.Second
+
 // start is process.Process/Start: the process runs until it ends or is signaled, whatever
 // happens to the stream (envd keeps it when the client goes away); every process gets a
 // session of its own so that the fake can kill all a sandbox ran when it is killed.
@@ -115,9 +119,11 @@ func (f *Fake) start(ctx context.Context, req *connect.Request[startRequest], st
 	go func() {
 		werr := cmd.Wait()
 		_ = inW.Close()
-		// A background process may hold the pipes open: what is buffered is read, then the
-		// readers stop, as envd's do when its Wait closes them.
-		deadline := time.Now().Add(50 * time.Millisecond)
+		// A background process may hold the pipes open: the readers get a grace to read what
+		// is buffered (a reader whose deadline passed before it read would drop it), then
+		// stop, as envd's do when its Wait closes them. Without such a process they end at
+		// EOF at once.
+		deadline := time.Now().Add(drainGrace)
 		_ = outR.SetReadDeadline(deadline)
 		_ = errR.SetReadDeadline(deadline)
 		<-readersDone
