@@ -1,11 +1,13 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -14,12 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/managed-agents/managed-agents/api/v1alpha1"
@@ -27,7 +29,8 @@ import (
 
 // SandboxBindingReconciler runs the pod of each SandboxBinding (DESIGN.md §6 kubernetes): a
 // token Secret, a NetworkPolicy and the pod, all owned by the binding, and the binding's
-// status from the pod (viewSandbox). It never makes a second pod for a binding: a pod
+// status from the pod (viewBinding), and for a persistent workspace its claim. It never makes
+// a second pod for a binding, except on the same claim when resuming one it suspended: a pod
 // deleted behind its back makes the binding Failed, so the worker sees the sandbox gone
 // instead of a fresh, empty one.
 type SandboxBindingReconciler struct {
@@ -39,34 +42,50 @@ type SandboxBindingReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Pods      SandboxPods
+	// OrphanSweepInterval is how often sandbox objects whose binding is gone are removed
+	// (sandboxbinding_orphans.go); zero is DefaultOrphanSweepInterval.
+	OrphanSweepInterval time.Duration
+	// Remote are the remote providers bindings may name (spec.provider), by name.
+	Remote map[string]RemoteSandboxes
 }
 
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxbindings/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
+// +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxwarmpools,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 
 // SandboxCacheOptions restricts the manager's cache of pods and NetworkPolicies to those made
-// for sandboxes, so a controller in a big cluster does not hold every pod in memory.
-func SandboxCacheOptions() map[client.Object]cache.ByObject {
-	req, err := labels.NewRequirement(v1alpha1.LabelSandboxBinding, selection.Exists, nil)
-	if err != nil {
-		panic(err) // a constant label key
+// for sandboxes (bindings' and warm pools' alike), so a controller in a big cluster does not
+// hold every pod in memory; with namespace (MANAGED_AGENT_SANDBOX_NAMESPACE) also to that
+// namespace, so the controller needs rights on pods there only (the chart's Role).
+func SandboxCacheOptions(namespace string) map[client.Object]cache.ByObject {
+	sel := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "managed-agents", "app.kubernetes.io/component": "sandbox"})
+	var namespaces map[string]cache.Config
+	if namespace != "" {
+		namespaces = map[string]cache.Config{namespace: {}}
 	}
-	sel := labels.NewSelector().Add(*req)
 	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}:                 {Label: sel},
-		&networkingv1.NetworkPolicy{}: {Label: sel},
+		&corev1.Pod{}:                 {Label: sel, Namespaces: namespaces},
+		&networkingv1.NetworkPolicy{}: {Label: sel, Namespaces: namespaces},
 	}
 }
 
-// SetupWithManager registers the reconciler; pod and NetworkPolicy changes reach their
-// binding through the owner reference.
+// SetupWithManager registers the reconciler and the orphan sweep; pod and NetworkPolicy
+// changes reach their binding through the owner reference.
 func (r *SandboxBindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	sweep := &sandboxOrphans{c: r.Client, api: r.APIReader, namespace: r.Pods.Namespace,
+		interval: cmp.Or(r.OrphanSweepInterval, DefaultOrphanSweepInterval)}
+	if err := mgr.Add(sweep); err != nil {
+		return fmt.Errorf("add the sandbox orphan sweep: %w", err)
+	}
+	// Several at once: a create at a remote provider may take a minute of its slow start.
 	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.SandboxBinding{}).
 		Owns(&corev1.Pod{}).Owns(&networkingv1.NetworkPolicy{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("sandboxbinding").Complete(r)
 }
 
@@ -91,29 +110,55 @@ func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 	}
 	before := b.Status.DeepCopy()
-	b.Status.PodName, b.Status.TokenSecret = b.Name, tokenSecretName(&b)
+	if b.Spec.IsRemote() {
+		return ctrl.Result{}, r.reconcileRemote(ctx, &b, before)
+	}
+	if b.Spec.Workspace.Persistent {
+		b.Status.WorkspaceClaim = workspaceClaimName(&b)
+	}
 	if r.Pods.SandboxdImage == "" {
 		applyView(&b.Status, sandboxView{Phase: v1alpha1.SandboxPending, Ready: metav1.ConditionFalse, Reason: v1alpha1.ReasonNotConfigured,
 			Message: "the controller has no sandboxd image (MANAGED_AGENT_SANDBOXD_IMAGE): no sandbox pod can be made"}, b.Generation)
 		return ctrl.Result{}, r.writeStatus(ctx, &b, before)
 	}
 	var errs []error
-	if err := r.ensureSecret(ctx, &b); err != nil {
-		errs = append(errs, err)
-	}
+	// The policy first: a claimed warm pod is fenced by it from the moment it is relabelled,
+	// and a pod of b's own must not start unconfined for a moment.
 	if err := r.ensureNetworkPolicy(ctx, &b); err != nil {
 		errs = append(errs, err)
 	}
-	var pod *corev1.Pod
-	if len(errs) == 0 {
-		// No pod before its Secret and policy exist: it would start without a token, or
-		// unconfined for a moment.
+	claimGone := false
+	if b.Spec.Workspace.Persistent {
 		var err error
-		if pod, err = r.ensurePod(ctx, &b); err != nil {
+		if claimGone, err = r.ensureClaim(ctx, &b); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	v := viewSandbox(b.Status, pod, bindingPort(&b))
+	if len(errs) == 0 && b.Status.PodName == "" {
+		if err := r.choosePod(ctx, &b); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		if err := r.ensureSecret(ctx, &b); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var pod *corev1.Pod
+	if len(errs) == 0 {
+		// No pod before its Secret, policy and claim exist: it would start without a token,
+		// unconfined for a moment, or not at all.
+		var err error
+		if b.Spec.Suspended && b.Spec.Workspace.Persistent {
+			pod, err = r.suspendPod(ctx, &b)
+		} else if !claimGone {
+			pod, err = r.ensurePod(ctx, &b)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	v := viewBinding(b.Status, pod, bindingPort(&b), b.Spec.Suspended && b.Spec.Workspace.Persistent, claimGone)
 	err := errors.Join(errs...)
 	if err != nil && v.Phase != v1alpha1.SandboxFailed {
 		v.Ready, v.Reason, v.Message = metav1.ConditionFalse, v1alpha1.ReasonReconcileFailed, err.Error()
@@ -144,18 +189,22 @@ func (r *SandboxBindingReconciler) owned(b *v1alpha1.SandboxBinding, obj client.
 }
 
 // ensureSecret creates the binding's token Secret once; an existing one keeps its token (the
-// pod may be reading it).
+// pod may be reading it). A claimed warm pod's Secret is its pod's, never made here: the pod
+// reads the token it was started with.
 func (r *SandboxBindingReconciler) ensureSecret(ctx context.Context, b *v1alpha1.SandboxBinding) error {
 	var s corev1.Secret
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: tokenSecretName(b)}, &s)
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Status.TokenSecret}, &s)
 	if err == nil {
-		if !metav1.IsControlledBy(&s, b) {
-			return fmt.Errorf("secret %s exists and does not belong to sandbox binding %s", s.Name, b.Name)
+		if metav1.IsControlledBy(&s, b) || claimedSecret(b, &s) {
+			return nil
 		}
-		return nil
+		return fmt.Errorf("secret %s exists and does not belong to sandbox binding %s", s.Name, b.Name)
 	}
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("read the token secret: %w", err)
+	}
+	if b.Status.TokenSecret != tokenSecretName(b) {
+		return fmt.Errorf("the token secret %s of claimed pod %s is missing: the sandbox cannot be reached; delete the binding", b.Status.TokenSecret, b.Status.PodName)
 	}
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw) // never fails (crypto/rand)
@@ -164,6 +213,14 @@ func (r *SandboxBindingReconciler) ensureSecret(ctx context.Context, b *v1alpha1
 		Type:       corev1.SecretTypeOpaque,
 		Immutable:  ptr.To(true),
 		Data:       map[string][]byte{v1alpha1.TokenSecretKey: []byte(hex.EncodeToString(raw))},
+	}
+	if r.Pods.proxied(b) {
+		// The spec is fixed once the pod exists, so the credentials made once hold.
+		u, err := r.Pods.proxyURL(ctx, b)
+		if err != nil {
+			return err
+		}
+		s.Data[v1alpha1.ProxyURLSecretKey] = []byte(u)
 	}
 	if err := r.owned(b, &s); err != nil {
 		return err
@@ -192,15 +249,16 @@ func (r *SandboxBindingReconciler) ensureNetworkPolicy(ctx context.Context, b *v
 	return nil
 }
 
-// ensurePod returns b's pod, creating it only if none was ever made (status has no pod UID).
-// A nil pod with no error and a recorded UID is a pod deleted behind our back.
+// ensurePod returns b's pod, creating it only if none was ever made (status has no pod UID)
+// or b is resuming from a suspension. A nil pod with no error and a recorded UID is a pod
+// deleted behind our back.
 func (r *SandboxBindingReconciler) ensurePod(ctx context.Context, b *v1alpha1.SandboxBinding) (*corev1.Pod, error) {
-	key := client.ObjectKey{Namespace: b.Namespace, Name: b.Name}
+	key := client.ObjectKey{Namespace: b.Namespace, Name: b.Status.PodName}
 	var pod corev1.Pod
 	err := r.Client.Get(ctx, key, &pod)
-	if apierrors.IsNotFound(err) {
-		// The cache may not hold a pod created a moment ago: ask the apiserver before
-		// deciding it is missing.
+	if apierrors.IsNotFound(err) || (err == nil && b.Status.WarmPool != "" && !metav1.IsControlledBy(&pod, b)) {
+		// The cache may not hold a pod created a moment ago, nor the claim of a pool pod just
+		// made: ask the apiserver before deciding it is missing or not ours.
 		err = r.APIReader.Get(ctx, key, &pod)
 	}
 	switch {
@@ -211,7 +269,11 @@ func (r *SandboxBindingReconciler) ensurePod(ctx context.Context, b *v1alpha1.Sa
 		return &pod, nil
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("read the sandbox pod: %w", err)
-	case b.Status.ExternalID != "" || b.Status.Phase == v1alpha1.SandboxFailed:
+	case b.Status.Phase == v1alpha1.SandboxFailed:
+		return nil, nil
+	case (b.Status.ExternalID != "" || b.Status.PodName != b.Name) && b.Status.Phase != v1alpha1.SandboxSuspended:
+		// Once made, or claimed (a pool pod's name): gone for good, unless resuming from a
+		// suspension (claimed pods are never persistent, so never suspended).
 		return nil, nil
 	}
 	p := r.Pods.sandboxPod(b)
@@ -228,6 +290,63 @@ func (r *SandboxBindingReconciler) ensurePod(ctx context.Context, b *v1alpha1.Sa
 	return p, nil
 }
 
+// suspendPod deletes b's pod, if it still has one, and returns it as the apiserver has it
+// (terminating) or nil once it is gone. Only the pod goes: its claim keeps the workspace.
+// The pod is deleted only once the status says Suspended: were it deleted first and the
+// status write lost (a resumption racing the suspension), the terminating pod would read as
+// one deleted behind our back. Writing the status triggers the reconcile that deletes it.
+func (r *SandboxBindingReconciler) suspendPod(ctx context.Context, b *v1alpha1.SandboxBinding) (*corev1.Pod, error) {
+	var pod corev1.Pod
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Name}, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read the sandbox pod: %w", err)
+	}
+	if !metav1.IsControlledBy(&pod, b) {
+		return nil, fmt.Errorf("pod %s exists and does not belong to sandbox binding %s", pod.Name, b.Name)
+	}
+	if pod.DeletionTimestamp != nil || b.Status.Phase != v1alpha1.SandboxSuspended {
+		return &pod, nil
+	}
+	uid := pod.UID
+	if err := r.Client.Delete(ctx, &pod, client.Preconditions{UID: &uid}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("delete the sandbox pod to suspend it: %w", err)
+	}
+	r.Recorder.Eventf(b, &pod, corev1.EventTypeNormal, v1alpha1.ReasonSuspended, "Suspend", "deleted sandbox pod %s; claim %s keeps the workspace", pod.Name, workspaceClaimName(b))
+	return &pod, nil
+}
+
+// ensureClaim creates b's workspace claim once. gone reports a claim that must exist (a pod
+// ran on it: b recorded one, or was suspended) but is missing or being deleted behind our
+// back: a new one would be empty.
+func (r *SandboxBindingReconciler) ensureClaim(ctx context.Context, b *v1alpha1.SandboxBinding) (gone bool, err error) {
+	var pvc corev1.PersistentVolumeClaim
+	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: workspaceClaimName(b)}, &pvc)
+	hadPod := b.Status.ExternalID != "" || b.Status.Phase == v1alpha1.SandboxSuspended
+	switch {
+	case err == nil && !metav1.IsControlledBy(&pvc, b):
+		return false, fmt.Errorf("persistent volume claim %s exists and does not belong to sandbox binding %s", pvc.Name, b.Name)
+	case err == nil:
+		return pvc.DeletionTimestamp != nil, nil
+	case !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("read the workspace claim: %w", err)
+	case hadPod:
+		return true, nil
+	}
+	claim := r.Pods.workspaceClaim(b)
+	if err := r.owned(b, claim); err != nil {
+		return false, err
+	}
+	if err := r.Client.Create(ctx, claim); err != nil && !apierrors.IsAlreadyExists(err) {
+		return false, fmt.Errorf("create the workspace claim: %w", err)
+	}
+	return false, nil
+}
+
 // finalize deletes what the binding made (owner references would too, but only where a
 // garbage collector runs, and later) and then lets the binding go.
 func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.SandboxBinding) error {
@@ -235,10 +354,14 @@ func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.San
 		return nil
 	}
 	var errs []error
+	if b.Spec.IsRemote() {
+		errs = append(errs, r.finalizeRemote(ctx, b))
+	}
 	for _, obj := range []client.Object{
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tokenSecretName(b), Namespace: b.Namespace}},
 		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: workspaceClaimName(b), Namespace: b.Namespace}},
 	} {
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			if !apierrors.IsNotFound(err) {
@@ -252,6 +375,33 @@ func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.San
 		uid := obj.GetUID()
 		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete %T %s: %w", obj, obj.GetName(), err))
+		}
+	}
+	// A claimed warm pod (found by its label, so also one claimed just before a status write
+	// that was lost) and the token Secret it owns.
+	claimed, err := r.claimedPods(ctx, b)
+	errs = append(errs, err)
+	for _, p := range claimed {
+		uid := p.UID
+		if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete pod %s: %w", p.Name, err))
+			continue
+		}
+		errs = append(errs, deleteSecretOf(ctx, r.Client, r.APIReader, p))
+	}
+	if name := b.Status.TokenSecret; name != "" && name != tokenSecretName(b) {
+		// The claimed pod's Secret when the pod is gone already (deleted behind our back; a
+		// garbage collector would take the Secret with it, envtest has none).
+		var sec corev1.Secret
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &sec)
+		switch {
+		case err == nil && claimedSecret(b, &sec):
+			uid := sec.UID
+			if err := r.Client.Delete(ctx, &sec, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete secret %s: %w", name, err))
+			}
+		case err != nil && !apierrors.IsNotFound(err):
+			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -2,9 +2,17 @@ package controllers
 
 import (
 	"cmp"
+	"context"
+	"errors"
+	"fmt"
 	"maps"
+	"net"
+	"net/netip"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -14,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/managed-agents/managed-agents/api/v1alpha1"
+	"github.com/managed-agents/managed-agents/internal/egress"
 )
 
 // Where things are in a sandbox pod.
@@ -32,8 +41,12 @@ const (
 	sandboxUID = 65532
 	// DefaultWorkspaceSize bounds a workspace emptyDir whose binding names no size.
 	DefaultWorkspaceSize = "10Gi"
-	// tmpSize bounds /tmp, the only other writable place (the root filesystem is read-only).
+	// tmpSize bounds /tmp, another writable place (the root filesystem is read-only).
 	tmpSize = "1Gi"
+	// packagesDir is where an environment's packages are installed, as the sandbox's user
+	// (sandboxd's MANAGED_AGENT_SANDBOXD_PACKAGES_DIR), in an emptyDir of packagesSize.
+	packagesDir  = "/opt/ma-packages"
+	packagesSize = "4Gi"
 	// DefaultSandboxdPort is the port of a binding that names none.
 	DefaultSandboxdPort = 8090
 )
@@ -68,6 +81,14 @@ type SandboxPods struct {
 	// bindings get no egress at all: narrower, never wider.
 	EgressProxy     PodPeer
 	EgressProxyPort int32
+	// EgressProxyHost is where those pods reach the proxy (MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST):
+	// its Service's name, which the controller resolves to the Service's IP (the pods'
+	// NetworkPolicy lets no DNS out), or an IP. With EgressProxyKey (MANAGED_AGENT_EGRESS_PROXY_KEY,
+	// the proxy's own), the controller signs each such pod's allowlist into proxy credentials
+	// (package egress), kept in its token Secret and given to the pod as HTTP(S)_PROXY. Without
+	// them those pods get no proxy variables (the proxy would refuse them anyway).
+	EgressProxyHost string
+	EgressProxyKey  []byte
 	// Namespace, when set, is the only namespace whose bindings get pods
 	// (MANAGED_AGENT_SANDBOX_NAMESPACE; the chart sets it to its sandbox namespace): a
 	// binding is a pod of the author's choosing made with the controller's rights, so only
@@ -91,17 +112,53 @@ func bindingPort(b *v1alpha1.SandboxBinding) int32 {
 
 func tokenSecretName(b *v1alpha1.SandboxBinding) string { return b.Name + "-token" }
 
+// proxyEnvNames are the variables that send a Hosts pod's HTTP(S) through the egress
+// proxy, in both spellings tools read; a template cannot set them.
+var proxyEnvNames = []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}
+
+// noProxyEnvNames keep loopback off the proxy.
+var noProxyEnvNames = []string{"NO_PROXY", "no_proxy"}
+
+// proxied says whether b's pod gets proxy credentials.
+func (c SandboxPods) proxied(b *v1alpha1.SandboxBinding) bool {
+	return b.Spec.Network.Egress == v1alpha1.EgressHosts && len(c.EgressProxy.Selector) > 0 && c.EgressProxyPort > 0 &&
+		c.EgressProxyHost != "" && len(c.EgressProxyKey) > 0
+}
+
+func workspaceClaimName(b *v1alpha1.SandboxBinding) string { return b.Name + "-workspace" }
+
+func workspaceSize(b *v1alpha1.SandboxBinding) resource.Quantity {
+	if b.Spec.WorkspaceSize != nil {
+		return *b.Spec.WorkspaceSize
+	}
+	return resource.MustParse(DefaultWorkspaceSize)
+}
+
+// workspaceClaim renders the claim of b's persistent workspace: one node at a time mounts it
+// (one pod at a time uses it), of the binding's workspace size.
+func (c SandboxPods) workspaceClaim(b *v1alpha1.SandboxBinding) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: workspaceClaimName(b), Namespace: b.Namespace, Labels: sandboxLabels(b)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: b.Spec.Workspace.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: workspaceSize(b)}},
+		},
+	}
+}
+
 // sandboxPod renders b's pod: restricted pod security, sandboxd copied from our image into
-// the user's by an init container, a size-limited workspace and /tmp, the token as a file.
-// The pod never restarts into a new one: RestartPolicy Always restarts sandboxd in place
-// and keeps the emptyDirs.
+// the user's by an init container, a size-limited workspace (or the binding's claim) and
+// /tmp, the token as a file. The pod never restarts into a new one: RestartPolicy Always
+// restarts sandboxd in place and keeps the emptyDirs.
 func (c SandboxPods) sandboxPod(b *v1alpha1.SandboxBinding) *corev1.Pod {
 	port := bindingPort(b)
-	workspaceSize := resource.MustParse(DefaultWorkspaceSize)
-	if b.Spec.WorkspaceSize != nil {
-		workspaceSize = *b.Spec.WorkspaceSize
+	workspace := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(workspaceSize(b))}}
+	if b.Spec.Workspace.Persistent {
+		workspace = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: workspaceClaimName(b)}}
 	}
 	tmp := resource.MustParse(tmpSize)
+	pkgs := resource.MustParse(packagesSize)
 	restricted := &corev1.SecurityContext{
 		RunAsNonRoot:             ptr.To(true),
 		ReadOnlyRootFilesystem:   ptr.To(true),
@@ -113,6 +170,7 @@ func (c SandboxPods) sandboxPod(b *v1alpha1.SandboxBinding) *corev1.Pod {
 		{Name: "MANAGED_AGENT_SANDBOXD_ADDR", Value: ":" + itoa(port)},
 		{Name: "MANAGED_AGENT_SANDBOXD_WORKSPACE", Value: workspaceDir},
 		{Name: "MANAGED_AGENT_SANDBOXD_TOKEN_FILE", Value: tokenDir + "/" + v1alpha1.TokenSecretKey},
+		{Name: "MANAGED_AGENT_SANDBOXD_PACKAGES_DIR", Value: packagesDir},
 		{Name: "MANAGED_AGENT_LOG_FORMAT", Value: "json"},
 		{Name: "HOME", Value: workspaceDir},
 		{Name: "TMPDIR", Value: "/tmp"},
@@ -129,7 +187,22 @@ func (c SandboxPods) sandboxPod(b *v1alpha1.SandboxBinding) *corev1.Pod {
 			// so one could pull any Secret of the namespace (another sandbox's token) in.
 			continue
 		}
+		if c.proxied(b) && (slices.Contains(proxyEnvNames, e.Name) || slices.Contains(noProxyEnvNames, e.Name)) {
+			// The proxy is the pod's only way out: a template cannot point it elsewhere.
+			continue
+		}
 		env = append(env, e)
+	}
+	if c.proxied(b) {
+		// By reference: the credentials sign the pod's allowlist and must not sit in the
+		// pod spec, which more people can read than the Secret.
+		for _, name := range proxyEnvNames {
+			env = append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: tokenSecretName(b)}, Key: v1alpha1.ProxyURLSecretKey}}})
+		}
+		for _, name := range noProxyEnvNames {
+			env = append(env, corev1.EnvVar{Name: name, Value: "localhost,127.0.0.1,::1"})
+		}
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace, Labels: sandboxLabels(b)},
@@ -186,13 +259,15 @@ func (c SandboxPods) sandboxPod(b *v1alpha1.SandboxBinding) *corev1.Pod {
 					{Name: "sandboxd", MountPath: sandboxdDir, ReadOnly: true},
 					{Name: "workspace", MountPath: workspaceDir},
 					{Name: "tmp", MountPath: "/tmp"},
+					{Name: "packages", MountPath: packagesDir},
 					{Name: "token", MountPath: tokenDir, ReadOnly: true},
 				},
 			}},
 			Volumes: []corev1.Volume{
 				{Name: "sandboxd", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))}}},
-				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &workspaceSize}}},
+				{Name: "workspace", VolumeSource: workspace},
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &tmp}}},
+				{Name: "packages", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &pkgs}}},
 				{Name: "token", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 					SecretName: tokenSecretName(b), DefaultMode: ptr.To[int32](0o440),
 					Items: []corev1.KeyToPath{{Key: v1alpha1.TokenSecretKey, Path: v1alpha1.TokenSecretKey}},
@@ -232,6 +307,33 @@ func (c SandboxPods) sandboxNetworkPolicy(b *v1alpha1.SandboxBinding) *networkin
 		}
 	}
 	return np
+}
+
+// proxyURL is the egress proxy URL of a Hosts binding, with credentials that sign its
+// hosts. They are not bound to a client address (package egress can): the pod's IP is not
+// known before the pod exists, and its environment is fixed by then.
+func (c SandboxPods) proxyURL(ctx context.Context, b *v1alpha1.SandboxBinding) (string, error) {
+	policy := egress.Policy{Sandbox: b.Name, Hosts: b.Spec.Network.Hosts}
+	if err := egress.CheckPolicy(policy); err != nil {
+		return "", err
+	}
+	host := c.EgressProxyHost
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.String()
+	} else {
+		// The pods cannot resolve names (their policy lets no DNS out), so the URL names the
+		// proxy Service's IP, which stays as long as the Service does.
+		lookup, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		addrs, err := net.DefaultResolver.LookupNetIP(lookup, "ip", host)
+		if err != nil || len(addrs) == 0 {
+			return "", fmt.Errorf("resolve the egress proxy %s (MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST): %w", host, cmp.Or(err, errors.New("no address")))
+		}
+		host = addrs[0].Unmap().String()
+	}
+	user, password := egress.Credentials(c.EgressProxyKey, policy)
+	u := url.URL{Scheme: "http", User: url.UserPassword(user, password), Host: net.JoinHostPort(host, itoa(c.EgressProxyPort))}
+	return u.String(), nil
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }

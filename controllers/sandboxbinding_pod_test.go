@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -8,9 +9,11 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/managed-agents/managed-agents/api/v1alpha1"
+	"github.com/managed-agents/managed-agents/internal/egress"
 )
 
 func binding(mod ...func(*v1alpha1.SandboxBinding)) *v1alpha1.SandboxBinding {
@@ -99,6 +102,96 @@ func TestSandboxPodIsRestricted(t *testing.T) {
 	require.Equal(t, resource.MustParse("2Gi"), *vols["workspace"].EmptyDir.SizeLimit)
 	require.NotNil(t, vols["tmp"].EmptyDir.SizeLimit)
 	require.Equal(t, "ma-0123-token", vols["token"].Secret.SecretName)
+	require.False(t, mounts[packagesDir].ReadOnly, "packages install as the sandbox's user")
+	require.Equal(t, packagesDir, env["MANAGED_AGENT_SANDBOXD_PACKAGES_DIR"])
+	require.NotNil(t, vols["packages"].EmptyDir.SizeLimit)
+	require.NotContains(t, env, "HTTPS_PROXY", "full egress needs no proxy")
+}
+
+func TestSandboxPodOfAHostsBindingGetsTheProxyFromItsSecret(t *testing.T) {
+	proxied := testPods
+	proxied.EgressProxyHost, proxied.EgressProxyKey = "10.96.0.10", []byte("0123456789abcdef0123456789abcdef")
+	hosts := func(b *v1alpha1.SandboxBinding) {
+		b.Spec.Network = v1alpha1.SandboxNetwork{Egress: v1alpha1.EgressHosts, Hosts: []string{"pypi.org"}}
+		b.Spec.Env = []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://elsewhere:8080"}, {Name: "no_proxy", Value: "*"}, {Name: "KEEP", Value: "1"}}
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range proxied.sandboxPod(binding(hosts)).Spec.Containers[0].Env {
+		_, dup := env[e.Name]
+		require.False(t, dup, "%s is set once", e.Name)
+		env[e.Name] = e
+	}
+	for _, name := range proxyEnvNames {
+		require.Empty(t, env[name].Value, "%s: never in the pod spec", name)
+		ref := env[name].ValueFrom.SecretKeyRef
+		require.Equal(t, "ma-0123-token", ref.Name, name)
+		require.Equal(t, v1alpha1.ProxyURLSecretKey, ref.Key, name)
+	}
+	require.Equal(t, "localhost,127.0.0.1,::1", env["NO_PROXY"].Value)
+	require.Equal(t, "localhost,127.0.0.1,::1", env["no_proxy"].Value, "the template cannot widen it")
+	require.Equal(t, "1", env["KEEP"].Value)
+
+	// Without a key or host (the proxy not deployed), the pod gets no proxy variables and
+	// the template's stay: the policy lets nothing out but to the proxy pods anyway.
+	env = map[string]corev1.EnvVar{}
+	for _, e := range testPods.sandboxPod(binding(hosts)).Spec.Containers[0].Env {
+		env[e.Name] = e
+	}
+	require.Equal(t, "http://elsewhere:8080", env["HTTPS_PROXY"].Value)
+	require.NotContains(t, env, "HTTP_PROXY")
+}
+
+func TestProxyURLSignsTheBindingsHosts(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	pods := testPods
+	pods.EgressProxyHost, pods.EgressProxyKey = "localhost", key
+	b := binding(func(b *v1alpha1.SandboxBinding) {
+		b.Spec.Network = v1alpha1.SandboxNetwork{Egress: v1alpha1.EgressHosts, Hosts: []string{"*.example.com", "pypi.org"}}
+	})
+	raw, err := pods.proxyURL(t.Context(), b)
+	require.NoError(t, err)
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	require.Contains(t, []string{"127.0.0.1:3128", "[::1]:3128"}, u.Host, "a name is resolved: the pod has no DNS")
+	password, _ := u.User.Password()
+	policy, err := egress.Verify(key, u.User.Username(), password)
+	require.NoError(t, err, "the proxy's key verifies them")
+	require.Equal(t, egress.Policy{Sandbox: "ma-0123", Hosts: []string{"*.example.com", "pypi.org"}}, policy)
+	_, err = egress.Verify([]byte("another key of thirty-two bytes!"), u.User.Username(), password)
+	require.Error(t, err)
+
+	pods.EgressProxyHost = "no-such-proxy.invalid"
+	_, err = pods.proxyURL(t.Context(), b)
+	require.ErrorContains(t, err, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST")
+}
+
+func TestOrphaned(t *testing.T) {
+	b := binding()
+	b.UID = "uid-now"
+	owned := func(uid string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: b.Name}}
+		if uid != "" {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "SandboxBinding", Name: b.Name, UID: types.UID(uid), Controller: ptr.To(true)}}
+		}
+		return p
+	}
+	tests := []struct {
+		name    string
+		obj     *corev1.Pod
+		binding *v1alpha1.SandboxBinding
+		want    bool
+	}{
+		{"its binding is gone", owned("uid-now"), nil, true},
+		{"no owner, binding gone", owned(""), nil, true},
+		{"owned by its binding", owned("uid-now"), b, false},
+		{"owned by an earlier binding of the name", owned("uid-before"), b, true},
+		{"no owner, binding there: its reconcile reports it", owned(""), b, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, orphaned(tt.obj, tt.binding))
+		})
+	}
 }
 
 func TestSandboxPodDefaults(t *testing.T) {
@@ -110,6 +203,42 @@ func TestSandboxPodDefaults(t *testing.T) {
 			require.Equal(t, resource.MustParse(DefaultWorkspaceSize), *v.EmptyDir.SizeLimit)
 		}
 	}
+}
+
+func TestAPersistentWorkspaceIsTheBindingsClaim(t *testing.T) {
+	b := binding(func(b *v1alpha1.SandboxBinding) {
+		b.Spec.Workspace = v1alpha1.SandboxWorkspace{Persistent: true, StorageClassName: ptr.To("fast-ssd")}
+		b.Spec.WorkspaceSize = ptr.To(resource.MustParse("5Gi"))
+	})
+	pod := testPods.sandboxPod(b)
+	var ws *corev1.Volume
+	for i, v := range pod.Spec.Volumes {
+		if v.Name == "workspace" {
+			ws = &pod.Spec.Volumes[i]
+		}
+	}
+	require.NotNil(t, ws)
+	require.Nil(t, ws.EmptyDir, "not an emptyDir: it would go with the pod")
+	require.Equal(t, &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "ma-0123-workspace"}, ws.PersistentVolumeClaim)
+	mounted := false
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		if m.Name == "workspace" {
+			mounted = m.MountPath == workspaceDir && !m.ReadOnly
+		}
+	}
+	require.True(t, mounted, "the claim is /workspace")
+
+	claim := testPods.workspaceClaim(b)
+	require.Equal(t, "ma-0123-workspace", claim.Name)
+	require.Equal(t, "sandboxes", claim.Namespace)
+	require.Equal(t, sandboxLabels(b), claim.Labels, "labelled as everything else of the binding")
+	require.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, claim.Spec.AccessModes)
+	require.Equal(t, ptr.To("fast-ssd"), claim.Spec.StorageClassName)
+	require.Equal(t, resource.MustParse("5Gi"), claim.Spec.Resources.Requests[corev1.ResourceStorage])
+
+	claim = testPods.workspaceClaim(binding(func(b *v1alpha1.SandboxBinding) { b.Spec.Workspace.Persistent = true }))
+	require.Nil(t, claim.Spec.StorageClassName, "the cluster's default class")
+	require.Equal(t, resource.MustParse(DefaultWorkspaceSize), claim.Spec.Resources.Requests[corev1.ResourceStorage])
 }
 
 func TestSandboxNetworkPolicy(t *testing.T) {

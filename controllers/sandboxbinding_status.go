@@ -87,6 +87,40 @@ func viewSandbox(last v1alpha1.SandboxBindingStatus, pod *corev1.Pod, port int32
 	return v
 }
 
+// viewBinding is viewSandbox with the binding's workspace claim and suspension: suspended
+// (on a persistent workspace) the pod is expected to go, and the binding is Suspended with no
+// pod UID once it has; resuming, the pod being deleted is waited out and the new pod, on the
+// same claim, is the binding's pod rather than one replaced behind the controller's back.
+// claimGone is a workspace claim missing or being deleted after a pod ran on it: Failed for
+// good, as a deleted pod.
+func viewBinding(last v1alpha1.SandboxBindingStatus, pod *corev1.Pod, port int32, suspended, claimGone bool) sandboxView {
+	if last.Phase == v1alpha1.SandboxFailed {
+		// Failed for good: neither a suspension nor a resumption brings it back.
+		if prev := meta.FindStatusCondition(last.Conditions, v1alpha1.ConditionReady); prev != nil && prev.Reason == v1alpha1.ReasonClaimGone {
+			return sandboxView{Phase: v1alpha1.SandboxFailed, ExternalID: last.ExternalID, Ready: metav1.ConditionFalse, Reason: prev.Reason, Message: prev.Message}
+		}
+		return viewSandbox(last, pod, port)
+	}
+	switch {
+	case claimGone:
+		return sandboxView{Phase: v1alpha1.SandboxFailed, ExternalID: last.ExternalID, Ready: metav1.ConditionFalse, Reason: v1alpha1.ReasonClaimGone,
+			Message: "the workspace claim was deleted behind the controller's back; its workspace is lost and it is not recreated: delete the binding"}
+	case suspended && pod != nil:
+		return sandboxView{Phase: v1alpha1.SandboxSuspended, ExternalID: last.ExternalID, Ready: metav1.ConditionFalse, Reason: v1alpha1.ReasonSuspended,
+			Message: "suspending: the sandbox pod is being deleted; its workspace claim is kept"}
+	case suspended:
+		return sandboxView{Phase: v1alpha1.SandboxSuspended, Ready: metav1.ConditionFalse, Reason: v1alpha1.ReasonSuspended,
+			Message: "suspended: the sandbox pod is deleted and its workspace claim kept; unsuspending makes a new pod on it"}
+	case last.Phase != v1alpha1.SandboxSuspended:
+		return viewSandbox(last, pod, port)
+	case pod == nil || pod.DeletionTimestamp != nil:
+		return sandboxView{Phase: v1alpha1.SandboxSuspended, Ready: metav1.ConditionFalse, Reason: v1alpha1.ReasonResuming,
+			Message: "resuming: waiting for the suspended pod to be gone and a new one made on the workspace claim"}
+	}
+	// The pod made on resuming: its UID becomes the binding's.
+	return viewSandbox(v1alpha1.SandboxBindingStatus{}, pod, port)
+}
+
 // applyView writes v into status, keeping the condition's transition time when it did not
 // change (meta.SetStatusCondition).
 func applyView(st *v1alpha1.SandboxBindingStatus, v sandboxView, generation int64) {

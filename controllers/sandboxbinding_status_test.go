@@ -98,3 +98,66 @@ func TestApplyViewKeepsTheTransitionTime(t *testing.T) {
 	require.Equal(t, int64(2), meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady).ObservedGeneration)
 	require.Len(t, st.Conditions, 1)
 }
+
+func TestViewBindingSuspension(t *testing.T) {
+	T, F := metav1.ConditionTrue, metav1.ConditionFalse
+	running := v1alpha1.SandboxBindingStatus{Phase: v1alpha1.SandboxRunning, ExternalID: "uid-1"}
+	suspending := v1alpha1.SandboxBindingStatus{Phase: v1alpha1.SandboxSuspended, ExternalID: "uid-1"}
+	suspended := v1alpha1.SandboxBindingStatus{Phase: v1alpha1.SandboxSuspended}
+	claimGone := v1alpha1.SandboxBindingStatus{Phase: v1alpha1.SandboxFailed, ExternalID: "uid-1",
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: F, Reason: v1alpha1.ReasonClaimGone, Message: "claim deleted"}}}
+	podGone := v1alpha1.SandboxBindingStatus{Phase: v1alpha1.SandboxFailed, ExternalID: "uid-1",
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: F, Reason: v1alpha1.ReasonPodGone, Message: "deleted"}}}
+	deleting := func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }
+	tests := []struct {
+		name                 string
+		last                 v1alpha1.SandboxBindingStatus
+		pod                  *corev1.Pod
+		suspend, claimGone   bool
+		phase                string
+		ready                metav1.ConditionStatus
+		reason, endpoint, id string
+	}{
+		{"not suspended: the pod decides", running, podIs("uid-1", corev1.PodRunning, ready("10.0.0.1")), false, false,
+			v1alpha1.SandboxRunning, T, v1alpha1.ReasonSandboxReady, "http://10.0.0.1:8090", "uid-1"},
+		{"suspending: the pod is still there", running, podIs("uid-1", corev1.PodRunning, ready("10.0.0.1")), true, false,
+			v1alpha1.SandboxSuspended, F, v1alpha1.ReasonSuspended, "", "uid-1"},
+		{"suspending: the pod terminates", suspending, podIs("uid-1", corev1.PodRunning, deleting), true, false,
+			v1alpha1.SandboxSuspended, F, v1alpha1.ReasonSuspended, "", "uid-1"},
+		{"suspended: the pod is gone, its uid forgotten", suspending, nil, true, false,
+			v1alpha1.SandboxSuspended, F, v1alpha1.ReasonSuspended, "", ""},
+		{"resuming: the old pod still terminates", suspending, podIs("uid-1", corev1.PodRunning, deleting), false, false,
+			v1alpha1.SandboxSuspended, F, v1alpha1.ReasonResuming, "", ""},
+		{"resuming: no pod yet", suspended, nil, false, false,
+			v1alpha1.SandboxSuspended, F, v1alpha1.ReasonResuming, "", ""},
+		{"resumed: the new pod is the binding's, not a replacement", suspending, podIs("uid-2", corev1.PodPending), false, false,
+			v1alpha1.SandboxPending, F, v1alpha1.ReasonPodStarting, "", "uid-2"},
+		{"resumed and ready", suspended, podIs("uid-2", corev1.PodRunning, ready("10.0.0.2")), false, false,
+			v1alpha1.SandboxRunning, T, v1alpha1.ReasonSandboxReady, "http://10.0.0.2:8090", "uid-2"},
+		{"after resuming, a replaced pod is gone again", v1alpha1.SandboxBindingStatus{Phase: v1alpha1.SandboxRunning, ExternalID: "uid-2"},
+			podIs("uid-3", corev1.PodRunning, ready("10.0.0.3")), false, false, v1alpha1.SandboxFailed, F, v1alpha1.ReasonPodGone, "", "uid-2"},
+		{"not suspended, pod deleted behind our back: gone", running, nil, false, false,
+			v1alpha1.SandboxFailed, F, v1alpha1.ReasonPodGone, "", "uid-1"},
+		{"the claim deleted behind our back", running, podIs("uid-1", corev1.PodRunning, ready("10.0.0.1")), false, true,
+			v1alpha1.SandboxFailed, F, v1alpha1.ReasonClaimGone, "", "uid-1"},
+		{"the claim deleted while suspended", suspended, nil, false, true,
+			v1alpha1.SandboxFailed, F, v1alpha1.ReasonClaimGone, "", ""},
+		{"claim gone stays gone", claimGone, podIs("uid-1", corev1.PodRunning, ready("10.0.0.1")), false, false,
+			v1alpha1.SandboxFailed, F, v1alpha1.ReasonClaimGone, "", "uid-1"},
+		{"a gone binding is not suspended", podGone, nil, true, false,
+			v1alpha1.SandboxFailed, F, v1alpha1.ReasonPodGone, "", "uid-1"},
+		{"nor resumed", podGone, podIs("uid-2", corev1.PodRunning, ready("10.0.0.2")), false, false,
+			v1alpha1.SandboxFailed, F, v1alpha1.ReasonPodGone, "", "uid-1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := viewBinding(tt.last, tt.pod, 8090, tt.suspend, tt.claimGone)
+			require.Equal(t, tt.phase, v.Phase)
+			require.Equal(t, tt.ready, v.Ready)
+			require.Equal(t, tt.reason, v.Reason)
+			require.Equal(t, tt.endpoint, v.Endpoint)
+			require.Equal(t, tt.id, v.ExternalID)
+			require.NotEmpty(t, v.Message, "every state says why")
+		})
+	}
+}

@@ -1,5 +1,5 @@
 // Package v1alpha1 holds the API types of the agents.managed-agents.io group: Session,
-// Agent, Environment and SandboxBinding. They are the Kubernetes face of the Managed Agents
+// Agent, Environment, SandboxBinding and SandboxWarmPool. They are the Kubernetes face of the Managed Agents
 // REST API: an Agent or Environment resource owns the API object of the same kind, a Session
 // resource owns one API session, and the controllers keep the API in step with the spec
 // and the status in step with the API.
@@ -33,6 +33,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&Agent{}, &AgentList{},
 		&Environment{}, &EnvironmentList{},
 		&SandboxBinding{}, &SandboxBindingList{},
+		&SandboxWarmPool{}, &SandboxWarmPoolList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

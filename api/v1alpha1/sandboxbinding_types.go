@@ -13,7 +13,11 @@ import (
 //
 // NOTE: the spec is fixed once the pod exists (the controller never restarts a sandbox to
 // apply a change: that would lose its workspace). A field added here must also be rendered
-// by controllers/sandboxbinding_pod.go and written by internal/sandbox/kubernetes.
+// by controllers/sandboxbinding_pod.go and written by internal/sandbox/kubernetes. The one
+// field that changes is Suspended: a persistent workspace outlives its pod.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace)",message="workspace cannot change"
+// +kubebuilder:validation:XValidation:rule="!has(self.suspended) || !self.suspended || (has(self.workspace) && has(self.workspace.persistent) && self.workspace.persistent)",message="only a binding with a persistent workspace can be suspended: suspending deletes the pod, and an emptyDir workspace with it"
 type SandboxBindingSpec struct {
 	// SessionID is the API session the sandbox belongs to (sesn_...). It cannot change.
 	// +kubebuilder:validation:MinLength=1
@@ -21,9 +25,21 @@ type SandboxBindingSpec struct {
 	// +required
 	SessionID string `json:"sessionID"`
 
+	// Provider runs the sandbox: pod (the default) makes a sandbox pod; a remote provider
+	// (e2b, cubesandbox, opensandbox, daytona) has the controller create the sandbox there,
+	// through the same client the worker uses, and record its id in status.externalID. The
+	// controller must be configured for that provider (MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS).
+	// It cannot change.
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9-]{0,31}$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="provider cannot change"
+	// +kubebuilder:default=pod
+	// +optional
+	Provider string `json:"provider,omitempty"`
+
 	// Image of the sandbox container: any image with the libraries a static binary needs
 	// (none) and bash, which commands run in. sandboxd is copied into it at start from the
-	// controller's image (MANAGED_AGENT_SANDBOXD_IMAGE) through a shared volume.
+	// controller's image (MANAGED_AGENT_SANDBOXD_IMAGE) through a shared volume. For a remote
+	// provider it is the provider's template or image.
 	// +kubebuilder:validation:MinLength=1
 	// +required
 	Image string `json:"image"`
@@ -41,10 +57,25 @@ type SandboxBindingSpec struct {
 	// +optional
 	Network SandboxNetwork `json:"network,omitempty"`
 
-	// WorkspaceSize bounds the /workspace emptyDir (its sizeLimit); omitted means the
-	// controller's default (10Gi). Exceeding it evicts the pod, which fails the sandbox.
+	// WorkspaceSize bounds the /workspace emptyDir (its sizeLimit), or with a persistent
+	// Workspace is the storage its claim requests; omitted means the controller's default
+	// (10Gi). Exceeding an emptyDir's limit evicts the pod, which fails the sandbox; a full
+	// claim makes writes fail with "no space left on device".
 	// +optional
 	WorkspaceSize *resource.Quantity `json:"workspaceSize,omitempty"`
+
+	// Workspace says where /workspace lives: an emptyDir of the pod (the default), or a
+	// PersistentVolumeClaim of the binding that outlives the pod, so the binding can be
+	// suspended. It cannot change.
+	// +optional
+	Workspace SandboxWorkspace `json:"workspace,omitempty"`
+
+	// Suspended, on a binding with a persistent workspace, deletes its pod and keeps the
+	// claim (phase Suspended); set back to false, the controller makes a new pod on the same
+	// claim, with the same token. The worker suspends bindings idle longer than
+	// MANAGED_AGENT_SANDBOX_IDLE_STOP and resumes them on the next acquisition.
+	// +optional
+	Suspended bool `json:"suspended,omitempty"`
 
 	// Resources of the sandbox container (CPU, memory, ephemeral storage); omitted means the
 	// namespace's defaults.
@@ -73,6 +104,19 @@ type SandboxBindingSpec struct {
 	// Tolerations of the pod, for nodes tainted for sandboxes.
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// SandboxWorkspace is where a sandbox's /workspace lives.
+type SandboxWorkspace struct {
+	// Persistent puts /workspace on a PersistentVolumeClaim (ReadWriteOnce, WorkspaceSize)
+	// named <binding>-workspace and owned by the binding, instead of an emptyDir: it survives
+	// a suspension, and is deleted with the binding.
+	// +optional
+	Persistent bool `json:"persistent,omitempty"`
+	// StorageClassName of the claim; omitted means the cluster's default StorageClass.
+	// Persistent only.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
 }
 
 // Egress modes of a SandboxNetwork (the worker's sandbox.Egress modes).
@@ -111,11 +155,18 @@ const (
 	// workspace would be empty, silently): the worker sees the sandbox gone, and deleting the
 	// binding is the only way on.
 	SandboxFailed = "Failed"
+	// SandboxSuspended: the binding is suspended (spec.suspended), or resuming: its pod is
+	// deleted, or being deleted or made again, and its workspace claim kept. The one case of a
+	// second pod for a binding: it mounts the same claim.
+	SandboxSuspended = "Suspended"
 )
 
 // Reasons of a SandboxBinding's Ready condition besides the pod's own waiting reasons.
 const (
 	ReasonSandboxReady    = "SandboxdReady"
+	ReasonRemoteReady     = "RemoteSandboxReady"
+	ReasonRemoteCreating  = "RemoteSandboxCreating"
+	ReasonRemoteGone      = "RemoteSandboxGone"
 	ReasonPodCreating     = "PodCreating"
 	ReasonPodStarting     = "PodStarting"
 	ReasonPodGone         = "PodGone"
@@ -123,29 +174,45 @@ const (
 	ReasonPodStopped      = "PodStopped"
 	ReasonNotConfigured   = "NotConfigured"
 	ReasonReconcileFailed = "ReconcileFailed"
+	ReasonSuspended       = "Suspended"
+	ReasonResuming        = "Resuming"
+	// ReasonClaimGone: the workspace claim of a binding that had a pod is missing or being
+	// deleted behind the controller's back. Like PodGone, sticky: a new claim would be empty.
+	ReasonClaimGone = "ClaimGone"
 )
 
 // SandboxBindingStatus is the sandbox pod as last observed.
 type SandboxBindingStatus struct {
-	// Phase is Pending, Running, Stopped or Failed.
-	// +kubebuilder:validation:Enum=Pending;Running;Stopped;Failed
+	// Phase is Pending, Running, Stopped, Failed or Suspended.
+	// +kubebuilder:validation:Enum=Pending;Running;Stopped;Failed;Suspended
 	// +optional
 	Phase string `json:"phase,omitempty"`
-	// Endpoint is the sandboxd URL the worker reaches the sandbox at, once it runs.
+	// Endpoint is the sandboxd URL the worker reaches the sandbox at, once it runs; for a
+	// remote provider, <provider>://<external id> (the worker attaches through its own client).
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
-	// ExternalID is the provider's id of the sandbox (the pod's UID). Once set, a missing pod
-	// is one deleted behind the controller's back (the binding becomes Failed), never one to
-	// create.
+	// ExternalID is the provider's id of the sandbox (the pod's UID, or the remote
+	// provider's sandbox id). Once set, a missing pod is one deleted behind the controller's
+	// back (the binding becomes Failed), never one to create. It is cleared while the binding
+	// is Suspended, and the resumed pod's UID replaces it.
 	// +optional
 	ExternalID string `json:"externalID,omitempty"`
-	// PodName is the sandbox pod (the binding's name).
+	// PodName is the sandbox pod: the binding's name, or a claimed warm pool pod's.
 	// +optional
 	PodName string `json:"podName,omitempty"`
 	// TokenSecret names the Secret (key "token") holding sandboxd's per-sandbox token, which
 	// the worker sends on every call. The binding owns it.
 	// +optional
 	TokenSecret string `json:"tokenSecret,omitempty"`
+	// WorkspaceClaim names the PersistentVolumeClaim of a persistent workspace. The binding
+	// owns it.
+	// +optional
+	WorkspaceClaim string `json:"workspaceClaim,omitempty"`
+	// WarmPool is the SandboxWarmPool whose started pod the binding claimed (PodName, and
+	// TokenSecret its Secret, both now owned by the binding); empty when the controller made
+	// the pod for the binding.
+	// +optional
+	WarmPool string `json:"warmPool,omitempty"`
 	// Conditions of the sandbox (Ready once the daemon answers).
 	// +listType=map
 	// +listMapKey=type
@@ -161,7 +228,9 @@ type SandboxBindingStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Session ID",type=string,JSONPath=`.spec.sessionID`
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspended`,priority=1
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SandboxBinding struct {
@@ -183,13 +252,24 @@ type SandboxBindingList struct {
 	Items           []SandboxBinding `json:"items"`
 }
 
+// ProviderPod is SandboxBindingSpec.Provider's default: a sandbox pod.
+const ProviderPod = "pod"
+
+// IsRemote says whether the binding's sandbox lives at a remote provider, not in a pod.
+func (s *SandboxBindingSpec) IsRemote() bool { return s.Provider != "" && s.Provider != ProviderPod }
+
 // Labels and keys the SandboxBinding controller and the kubernetes provider share.
 const (
 	// LabelSessionID is on every SandboxBinding and on everything made for it: the session
 	// the sandbox belongs to, so orphans can be found by session.
 	LabelSessionID = "agents.managed-agents.io/session-id"
-	// LabelSandboxBinding is on the pod, Secret and NetworkPolicy of a binding: its name.
+	// LabelSandboxBinding is on the pod, Secret, NetworkPolicy and claim of a binding: its
+	// name.
 	LabelSandboxBinding = "agents.managed-agents.io/sandbox-binding"
 	// TokenSecretKey is the key of the token in the binding's Secret.
 	TokenSecretKey = "token"
+	// ProxyURLSecretKey is, for a binding in Hosts egress, the key of the egress proxy's URL
+	// in the binding's Secret: http://user:password@ip:port, the credentials signing the
+	// binding's hosts (the pod's HTTP_PROXY and HTTPS_PROXY).
+	ProxyURLSecretKey = "proxy-url"
 )

@@ -81,17 +81,31 @@ type Config struct {
 	DockerImage, DockerCPUs, DockerMemory, DockerPids, DockerRuntime, DockerDeployment string
 	// Kubernetes* configure the kubernetes provider (kubernetesConfig, docs/kubernetes.md):
 	// MANAGED_AGENT_KUBERNETES_NAMESPACE, _IMAGE, _SANDBOXD_PORT, _RUNTIME_CLASS,
-	// _SERVICE_ACCOUNT and _READY_TIMEOUT; the cluster is KUBECONFIG's, else in-cluster.
-	KubernetesNamespace, KubernetesImage, KubernetesSandboxdPort, KubernetesRuntimeClass, KubernetesServiceAccount, KubernetesReadyTimeout string
+	// _SERVICE_ACCOUNT, _READY_TIMEOUT and _PACKAGE_TIMEOUT; the cluster is KUBECONFIG's, else in-cluster.
+	KubernetesNamespace, KubernetesImage, KubernetesSandboxdPort, KubernetesRuntimeClass, KubernetesServiceAccount, KubernetesReadyTimeout, KubernetesPackageTimeout string
 	// ProviderSettings holds the variables the remote sandbox providers declare
 	// (MANAGED_AGENT_E2B_*, MANAGED_AGENT_OPENSANDBOX_*, …: each row of sandboxProviders lists
 	// its own), read as set; each provider parses and validates its own.
 	ProviderSettings map[string]string
+	// KubernetesProvider is what new SandboxBindings name (MANAGED_AGENT_KUBERNETES_PROVIDER):
+	// pod (default) or a remote provider the controller creates the sandbox at.
+	KubernetesProvider string
+	// ControllerSandboxProviders lists the remote providers the controller provisions
+	// SandboxBindings at (MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS, comma separated).
+	ControllerSandboxProviders string
+	// KubernetesPersistentWorkspace gives sandbox pods a PersistentVolumeClaim for /workspace,
+	// which the idle stop suspends them with (MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE), of
+	// MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS; MANAGED_AGENT_KUBERNETES_WORKSPACE_SIZE
+	// is the workspace size of environments that name none.
+	KubernetesPersistentWorkspace                            bool
+	KubernetesWorkspaceStorageClass, KubernetesWorkspaceSize string
 	// Sandbox pods, on the controller's side (sandboxPodsConfig): the image sandboxd is copied
 	// from (MANAGED_AGENT_SANDBOXD_IMAGE), the worker pods that may call it
 	// (MANAGED_AGENT_SANDBOX_WORKER_SELECTOR, _WORKER_NAMESPACE) and the egress proxy pods
-	// allowlisted sandboxes may reach (MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR, _NAMESPACE, _PORT).
-	SandboxdImage, SandboxWorkerSelector, SandboxWorkerNamespace, SandboxEgressProxySelector, SandboxEgressProxyNamespace, SandboxEgressProxyPort string
+	// allowlisted sandboxes may reach (MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR, _NAMESPACE, _PORT)
+	// and where they reach them (_HOST: the proxy Service's name or an IP); with the proxy's
+	// key (MANAGED_AGENT_EGRESS_PROXY_KEY or _FILE) the controller signs their credentials.
+	SandboxdImage, SandboxWorkerSelector, SandboxWorkerNamespace, SandboxEgressProxySelector, SandboxEgressProxyNamespace, SandboxEgressProxyPort, SandboxEgressProxyHost string
 	// SandboxNamespace is the only namespace whose SandboxBindings the controller serves
 	// (MANAGED_AGENT_SANDBOX_NAMESPACE; empty: every namespace).
 	SandboxNamespace string
@@ -149,6 +163,11 @@ type Config struct {
 	// (MANAGED_AGENT_SANDBOXD_WORKSPACE, default /workspace) and its per-sandbox token
 	// (MANAGED_AGENT_SANDBOXD_TOKEN, or a file holding it: MANAGED_AGENT_SANDBOXD_TOKEN_FILE).
 	SandboxdAddr, SandboxdWorkspace, SandboxdToken, SandboxdTokenFile string
+	// SandboxdPackagesDir (MANAGED_AGENT_SANDBOXD_PACKAGES_DIR, optional, absolute) is where
+	// an environment's packages are installed as the sandbox's user (a sandbox pod's
+	// emptyDir): commands get the variables that send installers there and find what they
+	// installed (packages.UserEnv).
+	SandboxdPackagesDir string
 
 	// unparsed holds, by variable, the messages for values FromEnv could not parse (a
 	// duration, a boolean); Validate reports them in its order.
@@ -177,6 +196,8 @@ func (c Config) Validate() error {
 		check(err)
 	}
 	_, err = c.sandboxPodsConfig()
+	check(err)
+	_, err = c.remoteProviders("MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS", c.ControllerSandboxProviders, false)
 	check(err)
 	if p, ok := c.lookupSandbox(); ok && p.check != nil {
 		check(p.check(c.ProviderSettings))
@@ -329,6 +350,22 @@ func (c Config) sandboxdWorkspace() (string, error) {
 	return dir, nil
 }
 
+// sandboxdPackagesDir is where `sandboxd`'s commands install packages: "" (none), or an
+// absolute path of an existing directory.
+func (c Config) sandboxdPackagesDir() (string, error) {
+	dir := c.SandboxdPackagesDir
+	if dir == "" {
+		return "", nil
+	}
+	if !filepath.IsAbs(dir) {
+		return "", fmt.Errorf("MANAGED_AGENT_SANDBOXD_PACKAGES_DIR=%q: must be an absolute path such as /opt/ma-packages", dir)
+	}
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		return "", fmt.Errorf("MANAGED_AGENT_SANDBOXD_PACKAGES_DIR=%q: not an existing directory", dir)
+	}
+	return dir, nil
+}
+
 // validateHostPort accepts an empty value (the role's default applies) or host:port.
 func validateHostPort(name, v string) error {
 	if v == "" {
@@ -442,6 +479,11 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.KubernetesRuntimeClass, "MANAGED_AGENT_KUBERNETES_RUNTIME_CLASS")
 	set(&c.KubernetesServiceAccount, "MANAGED_AGENT_KUBERNETES_SERVICE_ACCOUNT")
 	set(&c.KubernetesReadyTimeout, "MANAGED_AGENT_KUBERNETES_READY_TIMEOUT")
+	set(&c.KubernetesPackageTimeout, "MANAGED_AGENT_KUBERNETES_PACKAGE_TIMEOUT")
+	set(&c.KubernetesProvider, "MANAGED_AGENT_KUBERNETES_PROVIDER")
+	set(&c.ControllerSandboxProviders, "MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS")
+	set(&c.KubernetesWorkspaceStorageClass, "MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS")
+	set(&c.KubernetesWorkspaceSize, "MANAGED_AGENT_KUBERNETES_WORKSPACE_SIZE")
 	set(&c.SandboxdImage, "MANAGED_AGENT_SANDBOXD_IMAGE")
 	set(&c.SandboxNamespace, "MANAGED_AGENT_SANDBOX_NAMESPACE")
 	set(&c.SandboxWorkerSelector, "MANAGED_AGENT_SANDBOX_WORKER_SELECTOR")
@@ -449,6 +491,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.SandboxEgressProxySelector, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR")
 	set(&c.SandboxEgressProxyNamespace, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_NAMESPACE")
 	set(&c.SandboxEgressProxyPort, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_PORT")
+	set(&c.SandboxEgressProxyHost, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST")
 	set(&c.DockerPackageTimeout, "MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT")
 	c.Network = networkFromLookup(c.Network, get)
 	for _, p := range sandboxProviders {
@@ -465,6 +508,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.SandboxdWorkspace, "MANAGED_AGENT_SANDBOXD_WORKSPACE")
 	set(&c.SandboxdToken, "MANAGED_AGENT_SANDBOXD_TOKEN")
 	set(&c.SandboxdTokenFile, "MANAGED_AGENT_SANDBOXD_TOKEN_FILE")
+	set(&c.SandboxdPackagesDir, "MANAGED_AGENT_SANDBOXD_PACKAGES_DIR")
 	set(&c.Kubeconfig, "KUBECONFIG")
 	set(&c.ControllerMetricsAddr, "MANAGED_AGENT_CONTROLLER_METRICS_ADDR")
 	set(&c.ControllerHealthAddr, "MANAGED_AGENT_CONTROLLER_HEALTH_ADDR")
@@ -478,6 +522,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	c.envDuration(&c.WorkerStopTimeout, "MANAGED_AGENT_WORKER_STOP_TIMEOUT", get("MANAGED_AGENT_WORKER_STOP_TIMEOUT"), "25s")
 	c.envBool(&c.TemporalTLS, "MANAGED_AGENT_TEMPORAL_TLS", get("MANAGED_AGENT_TEMPORAL_TLS"))
 	c.envBool(&c.AllowUnsafeLocalSandbox, "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX", get("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"))
+	c.envBool(&c.KubernetesPersistentWorkspace, "MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE", get("MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE"))
 	return c
 }
 

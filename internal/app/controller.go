@@ -101,7 +101,7 @@ func RunControllerManager(ctx context.Context, cfg Config, d ControllerDeps, log
 		LeaderElectionNamespace:       cfg.ControllerLeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		// Only sandbox pods and their NetworkPolicies, not every pod of the cluster.
-		Cache: cache.Options{ByObject: controllers.SandboxCacheOptions()},
+		Cache: cache.Options{ByObject: controllers.SandboxCacheOptions(sandboxPods.Namespace)},
 		// Controller names are checked for uniqueness per process; tests run managers one
 		// after another in one process.
 		Controller: ctrlconfig.Controller{SkipNameValidation: &skip},
@@ -140,10 +140,22 @@ func RunControllerManager(ctx context.Context, cfg Config, d ControllerDeps, log
 	if err := sr.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up the Session controller: %w", err)
 	}
+	remote, err := cfg.remoteProviders("MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS", cfg.ControllerSandboxProviders, true)
+	if err != nil {
+		return err
+	}
 	sb := &controllers.SandboxBindingReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: sandboxPods}
+		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: sandboxPods, Remote: map[string]controllers.RemoteSandboxes{}}
+	for name, p := range remote {
+		sb.Remote[name] = p
+	}
 	if err := sb.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the SandboxBinding controller: %w", err)
+	}
+	wp := &controllers.SandboxWarmPoolReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: sandboxPods}
+	if err := wp.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the SandboxWarmPool controller: %w", err)
 	}
 	if sandboxPods.SandboxdImage == "" {
 		// Only the kubernetes sandbox provider makes bindings; other deployments need no image.

@@ -3,9 +3,11 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -26,7 +28,8 @@ const DefaultSandboxWorkerSelector = "app.kubernetes.io/component=worker"
 // by newKubernetesProvider); every problem names its variable.
 func (c Config) kubernetesConfig() (kubernetes.Config, error) {
 	cfg := kubernetes.Config{Namespace: c.KubernetesNamespace, Image: c.KubernetesImage,
-		RuntimeClassName: c.KubernetesRuntimeClass, ServiceAccountName: c.KubernetesServiceAccount}
+		RuntimeClassName: c.KubernetesRuntimeClass, ServiceAccountName: c.KubernetesServiceAccount,
+		PersistentWorkspace: c.KubernetesPersistentWorkspace, WorkspaceStorageClass: c.KubernetesWorkspaceStorageClass}
 	var errs []error
 	if c.KubernetesNamespace == "" {
 		errs = append(errs, errors.New("MANAGED_AGENT_KUBERNETES_NAMESPACE is not set: the namespace of the sandbox pods (MANAGED_AGENT_SANDBOX=kubernetes)"))
@@ -53,12 +56,39 @@ func (c Config) kubernetesConfig() (kubernetes.Config, error) {
 			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_SERVICE_ACCOUNT=%q: must be a ServiceAccount name (%s)", c.KubernetesServiceAccount, msgs[0]))
 		}
 	}
+	if prov := c.KubernetesProvider; prov != "" && prov != v1alpha1.ProviderPod {
+		if _, err := c.remoteProviders("MANAGED_AGENT_KUBERNETES_PROVIDER", prov, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.KubernetesReadyTimeout != "" {
 		d, err := time.ParseDuration(c.KubernetesReadyTimeout)
 		if err != nil || d < time.Second {
 			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_READY_TIMEOUT=%q: must be a duration of at least 1s, such as 3m", c.KubernetesReadyTimeout))
 		}
 		cfg.ReadyTimeout = d
+	}
+	if c.KubernetesPackageTimeout != "" {
+		d, err := time.ParseDuration(c.KubernetesPackageTimeout)
+		if err != nil || d < time.Second {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_PACKAGE_TIMEOUT=%q: must be a duration of at least 1s, such as 5m", c.KubernetesPackageTimeout))
+		}
+		cfg.PackageTimeout = d
+	}
+	if c.KubernetesWorkspaceStorageClass != "" {
+		if msgs := validation.IsDNS1123Subdomain(c.KubernetesWorkspaceStorageClass); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS=%q: must be a StorageClass name (%s)", c.KubernetesWorkspaceStorageClass, msgs[0]))
+		} else if !c.KubernetesPersistentWorkspace {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS=%q: needs MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE=true (an emptyDir workspace has no storage class)", c.KubernetesWorkspaceStorageClass))
+		}
+	}
+	if c.KubernetesWorkspaceSize != "" {
+		q, err := resource.ParseQuantity(c.KubernetesWorkspaceSize)
+		if err != nil || q.Sign() <= 0 {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_WORKSPACE_SIZE=%q: must be a positive quantity such as 10Gi", c.KubernetesWorkspaceSize))
+		} else {
+			cfg.WorkspaceSize = &q
+		}
 	}
 	return cfg, errors.Join(errs...)
 }
@@ -87,6 +117,13 @@ func newKubernetesProvider(c Config) (sandbox.Provider, error) {
 		return nil, fmt.Errorf("MANAGED_AGENT_SANDBOX=kubernetes: a client of %s: %w", rest.Host, err)
 	}
 	cfg.Client = cl
+	if prov := c.KubernetesProvider; prov != "" && prov != v1alpha1.ProviderPod {
+		remote, err := c.remoteProviders("MANAGED_AGENT_KUBERNETES_PROVIDER", prov, true)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Provider, cfg.Remote = prov, remote
+	}
 	return kubernetes.New(cfg)
 }
 
@@ -107,6 +144,21 @@ func (c Config) sandboxPodsConfig() (controllers.SandboxPods, error) {
 			errs = append(errs, fmt.Errorf("MANAGED_AGENT_SANDBOX_EGRESS_PROXY_PORT=%q: must be a port from 1 to 65535 (it is required with MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR)", c.SandboxEgressProxyPort))
 		}
 		pods.EgressProxyPort = int32(port)
+		if c.SandboxEgressProxyHost != "" {
+			if _, err := netip.ParseAddr(c.SandboxEgressProxyHost); err != nil && len(validation.IsDNS1123Subdomain(c.SandboxEgressProxyHost)) > 0 {
+				errs = append(errs, fmt.Errorf("MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST=%q: must be the egress proxy Service's DNS name or an IP address (no scheme or port)", c.SandboxEgressProxyHost))
+			}
+			key, err := c.Network.key()
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case key == "":
+				errs = append(errs, errors.New("MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST is set but MANAGED_AGENT_EGRESS_PROXY_KEY (or _FILE) is not: the controller signs allowlisted sandboxes' proxy credentials with the proxy's key"))
+			}
+			pods.EgressProxyHost, pods.EgressProxyKey = c.SandboxEgressProxyHost, []byte(key)
+		}
+	} else if c.SandboxEgressProxyHost != "" {
+		errs = append(errs, errors.New("MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST is set without MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR: the sandboxes' NetworkPolicy needs the proxy pods' labels"))
 	}
 	for name, ns := range map[string]string{"MANAGED_AGENT_SANDBOX_NAMESPACE": c.SandboxNamespace, "MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE": c.SandboxWorkerNamespace, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_NAMESPACE": c.SandboxEgressProxyNamespace} {
 		if ns == "" {

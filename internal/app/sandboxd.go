@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
+	"github.com/managed-agents/managed-agents/internal/sandbox/packages"
 	"github.com/managed-agents/managed-agents/internal/sandbox/workspace"
 	"github.com/managed-agents/managed-agents/internal/sandboxd"
 )
@@ -32,11 +33,16 @@ func RunSandboxd(ctx context.Context, cfg Config, version string, stdio bool) er
 	}
 	token, tokenErr := cfg.sandboxdToken()
 	dir, dirErr := cfg.sandboxdWorkspace()
-	if err := errors.Join(tokenErr, dirErr); err != nil {
+	pkgDir, pkgErr := cfg.sandboxdPackagesDir()
+	if err := errors.Join(tokenErr, dirErr, pkgErr); err != nil {
 		return err
 	}
+	env := commandEnv(os.Environ(), dir)
+	if pkgDir != "" {
+		env = packages.UserEnv(env, pkgDir)
+	}
 	ws, err := workspace.New(dir, workspace.Config{
-		Env:       commandEnv(os.Environ(), dir),
+		Env:       env,
 		Timeout:   local.DefaultTimeout,
 		MaxOutput: local.DefaultMaxOutput,
 	})

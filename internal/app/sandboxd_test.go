@@ -69,3 +69,32 @@ func TestSandboxdCommandEnvDropsOurVariables(t *testing.T) {
 	require.Equal(t, []string{"PATH=/bin", "LANG=C", "HOME=/workspace"}, env)
 	require.Equal(t, []string{"HOME=/home/u"}, commandEnv([]string{"HOME=/home/u"}, "/workspace"))
 }
+
+func TestSandboxdPackagesDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	tests := []struct {
+		name, dir, want, wantErr string
+	}{
+		{name: "unset", dir: ""},
+		{name: "a directory", dir: dir, want: dir},
+		{name: "relative", dir: "pkgs", wantErr: "must be an absolute path"},
+		{name: "missing", dir: filepath.Join(dir, "nope"), wantErr: "not an existing directory"},
+		{name: "a file", dir: file, wantErr: "not an existing directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Config{SandboxdPackagesDir: tt.dir}.sandboxdPackagesDir()
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, "MANAGED_AGENT_SANDBOXD_PACKAGES_DIR")
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}

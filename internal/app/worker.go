@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,10 +20,12 @@ import (
 	"github.com/managed-agents/managed-agents/internal/model/anthropic"
 	"github.com/managed-agents/managed-agents/internal/model/fake"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/daytona"
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
 	"github.com/managed-agents/managed-agents/internal/sandbox/e2b"
 	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
+	"github.com/managed-agents/managed-agents/internal/sandbox/opensandbox"
 	"github.com/managed-agents/managed-agents/internal/startstop"
 	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/stream"
@@ -79,30 +82,53 @@ type sandboxProvider struct {
 	// check validates them without reaching the provider (Validate calls it).
 	settings []string
 	check    func(map[string]string) error
+	// remote marks a provider whose sandboxes live at a service (not on this machine or in
+	// this cluster): SandboxBindings may name it.
+	remote bool
 }
 
-var sandboxProviders = []sandboxProvider{
-	{name: "local", isolating: false, new: func(c Config) (sandbox.Provider, error) {
-		dir := c.SandboxDir
-		if dir == "" {
-			dir = filepath.Join(os.TempDir(), "managed-agents-sandboxes")
-		}
-		return local.New(dir), nil
-	}},
-	{name: "docker", isolating: true, new: func(c Config) (sandbox.Provider, error) {
-		cfg, err := c.dockerConfig()
-		if err != nil {
-			return nil, err
-		}
-		return docker.New(cfg)
-	}},
-	{name: kubernetes.Name, isolating: true, new: newKubernetesProvider},
-	{name: e2b.NameE2B, isolating: true, settings: e2b.Settings, check: e2b.Check, new: func(c Config) (sandbox.Provider, error) {
-		return newE2B(e2b.ConfigFrom(c.ProviderSettings))
-	}},
-	{name: e2b.NameCube, isolating: true, settings: e2b.CubeSettings, check: e2b.CubeCheck, new: func(c Config) (sandbox.Provider, error) {
-		return newE2B(e2b.CubeConfigFrom(c.ProviderSettings))
-	}},
+// sandboxProviders is set in init: the kubernetes row builds the remote providers it
+// attaches through from this same table.
+var sandboxProviders []sandboxProvider
+
+func init() {
+	sandboxProviders = []sandboxProvider{
+		{name: "local", isolating: false, new: func(c Config) (sandbox.Provider, error) {
+			dir := c.SandboxDir
+			if dir == "" {
+				dir = filepath.Join(os.TempDir(), "managed-agents-sandboxes")
+			}
+			return local.New(dir), nil
+		}},
+		{name: "docker", isolating: true, new: func(c Config) (sandbox.Provider, error) {
+			cfg, err := c.dockerConfig()
+			if err != nil {
+				return nil, err
+			}
+			return docker.New(cfg)
+		}},
+		{name: kubernetes.Name, isolating: true, new: newKubernetesProvider},
+		{name: opensandbox.Name, isolating: true, remote: true, settings: opensandbox.Settings, check: opensandbox.Check,
+			new: func(c Config) (sandbox.Provider, error) {
+				cfg, err := opensandbox.ConfigFrom(c.ProviderSettings)
+				if err != nil {
+					return nil, err
+				}
+				return opensandbox.New(cfg)
+			}},
+		{name: daytona.Name, isolating: true, remote: true, settings: daytona.Settings, check: daytona.Check,
+			new: func(c Config) (sandbox.Provider, error) {
+				cfg, err := daytona.ConfigFrom(c.ProviderSettings)
+				if err != nil {
+					return nil, err
+				}
+				return daytona.New(cfg)
+			}},
+		{name: e2b.NameE2B, isolating: true, remote: true, settings: e2b.Settings, check: e2b.Check,
+			new: func(c Config) (sandbox.Provider, error) { return newE2B(e2b.ConfigFrom(c.ProviderSettings)) }},
+		{name: e2b.NameCube, isolating: true, remote: true, settings: e2b.CubeSettings, check: e2b.CubeCheck,
+			new: func(c Config) (sandbox.Provider, error) { return newE2B(e2b.CubeConfigFrom(c.ProviderSettings)) }},
+	}
 }
 
 // newE2B builds the e2b or cubesandbox provider from its parsed settings.
@@ -111,6 +137,49 @@ func newE2B(cfg e2b.Config, err error) (sandbox.Provider, error) {
 		return nil, err
 	}
 	return e2b.New(cfg)
+}
+
+// remoteProviders parses a comma-separated list of remote provider names (variable name,
+// value v) and, if build, builds each one's client; without build it only validates. Every
+// problem names the variable.
+func (c Config) remoteProviders(name, v string, build bool) (map[string]sandbox.Provider, error) {
+	out := map[string]sandbox.Provider{}
+	var errs []error
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		var row *sandboxProvider
+		var remotes []string
+		for i, p := range sandboxProviders {
+			if p.remote {
+				remotes = append(remotes, p.name)
+				if p.name == n {
+					row = &sandboxProviders[i]
+				}
+			}
+		}
+		if row == nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not a remote sandbox provider (the remote ones: %s)", name, n, orDefault(strings.Join(remotes, ", "), "none")))
+			continue
+		}
+		if row.check != nil {
+			if err := row.check(c.ProviderSettings); err != nil {
+				errs = append(errs, fmt.Errorf("%s names %s: %w", name, n, err))
+				continue
+			}
+		}
+		if build {
+			p, err := row.new(c)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s names %s: %w", name, n, err))
+				continue
+			}
+			out[n] = p
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // defaultSandbox is the provider an empty MANAGED_AGENT_SANDBOX means.

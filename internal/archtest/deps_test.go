@@ -215,6 +215,23 @@ func rules() []rule {
 				internal("internal/durable"), internal("internal/httpapi"), module + "/controllers"}, temporal, kubernetes),
 		},
 		{
+			name:    "the opensandbox provider imports only sandbox, sandbox/remote and doublestar besides the standard library",
+			subject: is("internal/sandbox/opensandbox"),
+			only:    []string{internal("internal/sandbox"), internal("internal/sandbox/remote"), "github.com/bmatcuk/doublestar/v4"},
+		},
+		{
+			name:    "the opensandbox provider never reaches store, turns, agent, durable, httpapi, controllers, Temporal or Kubernetes",
+			subject: is("internal/sandbox/opensandbox"),
+			reach:   true,
+			forbidden: prefixes([]string{internal("internal/store"), internal("internal/sessions"), internal("internal/turns"), internal("internal/agent"),
+				internal("internal/durable"), internal("internal/httpapi"), module + "/controllers"}, temporal, kubernetes),
+		},
+		{
+			name:    "the opensandbox fake imports only sandbox/workspace besides the standard library",
+			subject: is("internal/sandbox/opensandbox/opensandboxfake"),
+			only:    []string{internal("internal/sandbox/workspace")},
+		},
+		{
 			name:      "wire imports nothing internal",
 			subject:   is("internal/wire"),
 			forbidden: []string{module},

@@ -429,8 +429,9 @@ func checkServerConfig(t *testing.T, ctx context.Context, c *cluster, ns string,
 }
 
 // checkControllerAccess asks the apiserver's RBAC authorizer what the ServiceAccounts may do:
-// the controller reconciles the resources in every namespace (sandbox pods, their Secrets and
-// NetworkPolicies included) and holds its Lease in its own, and nothing more; the API's
+// the controller reconciles the resources in every namespace, makes sandbox pods, their
+// Secrets and NetworkPolicies in the sandbox namespace only, and holds its Lease in its own,
+// and nothing more; the API's
 // account may do nothing with them, nor the worker's unless its provider is kubernetes.
 func checkControllerAccess(t *testing.T, ctx context.Context, c *cluster, ns, fullname string) {
 	t.Helper()
@@ -446,13 +447,19 @@ func checkControllerAccess(t *testing.T, ctx context.Context, c *cluster, ns, fu
 		{"controller", "create", "events.k8s.io", "events", "", ns, true},
 		{"controller", "update", "coordination.k8s.io", "leases", "", "kube-system", false},
 		// The SandboxBinding controller makes each sandbox's pod, token Secret and
-		// NetworkPolicy, in whatever namespace the binding is in.
+		// NetworkPolicy in the sandbox namespace (the release's by default), and lists them
+		// there for its orphan sweep; nowhere else (a Role, not the ClusterRole).
 		{"controller", "get", "", "secrets", "", ns, true},
 		{"controller", "delete", "", "pods", "", ns, true},
 		{"controller", "create", "networking.k8s.io", "networkpolicies", "", ns, true},
 		{"controller", "update", "", "secrets", "", ns, false},
-		{"controller", "list", "", "secrets", "", ns, false},
-		{"controller", "update", "", "pods", "", ns, false},
+		{"controller", "list", "", "secrets", "", ns, true},
+		// A warm pool's pod is claimed by an update of its owner and labels (the pod owns its
+		// token Secret, which needs no change).
+		{"controller", "update", "", "pods", "", ns, true},
+		{"controller", "create", "", "pods", "", "team-a", false},
+		{"controller", "get", "", "secrets", "", "team-a", false},
+		{"controller", "list", "", "pods", "", "", false},
 		{"api", "list", "agents.managed-agents.io", "sessions", "", ns, false},
 		{"worker", "get", "", "secrets", "", ns, false},
 	} {

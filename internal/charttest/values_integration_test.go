@@ -107,9 +107,124 @@ func TestValuesRendered(t *testing.T) {
 		}
 		require.Contains(t, out, "MANAGED_AGENT_SANDBOXD_IMAGE")
 
+		require.Contains(t, role, `"patch"`, "the worker suspends and resumes bindings")
+		require.NotContains(t, worker, "MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE", "an emptyDir by default")
+
+		out, err = helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13",
+			"--set", "sandbox.kubernetes.persistentWorkspace=true", "--set", "sandbox.kubernetes.workspaceStorageClass=fast-ssd",
+			"--set", "sandbox.kubernetes.workspaceSize=20Gi")
+		require.NoError(t, err)
+		for _, want := range []string{"MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE\n              value: \"true\"",
+			"MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS\n              value: \"fast-ssd\"", "MANAGED_AGENT_KUBERNETES_WORKSPACE_SIZE\n              value: \"20Gi\""} {
+			require.Contains(t, out, want)
+		}
+		_, err = helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13",
+			"--set", "sandbox.kubernetes.workspaceSize=lots")
+		require.Error(t, err, "the schema refuses a size that is no quantity")
+
 		out, err = helmTemplate(t)
 		require.NoError(t, err)
 		require.NotContains(t, out, "-worker-sandboxes", "only with the kubernetes provider")
+	})
+	t.Run("the controller's rights on sandbox objects are a Role in the sandbox namespace", func(t *testing.T) {
+		out, err := helmTemplate(t, "--set", "sandbox.kubernetes.namespace=sandboxes")
+		require.NoError(t, err)
+		var clusterRole, role string
+		for _, doc := range strings.Split(out, "\n---\n") {
+			switch {
+			case strings.Contains(doc, "\nkind: ClusterRole\n"):
+				clusterRole = doc
+			case strings.Contains(doc, "\nkind: Role\n") && strings.Contains(doc, "-controller-sandboxes"):
+				role = doc
+			}
+		}
+		require.Contains(t, clusterRole, "sandboxbindings")
+		for _, r := range []string{"pods", "secrets", "networkpolicies"} {
+			require.NotContains(t, clusterRole, "- "+r+"\n", "not cluster-wide")
+			require.Contains(t, role, "- "+r+"\n")
+		}
+		require.Contains(t, role, "namespace: sandboxes")
+	})
+	t.Run("the egress proxy shares its key with the controller and is what allowlisted pods reach", func(t *testing.T) {
+		out, err := helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13",
+			"--set", "sandbox.kubernetes.egressProxy.enabled=true", "--set-string", "sandbox.kubernetes.egressProxy.allowedPorts=443")
+		require.NoError(t, err)
+		var proxy, service, controller, secret string
+		for _, doc := range strings.Split(out, "\n---\n") {
+			switch {
+			case strings.Contains(doc, "\nkind: Deployment\n") && strings.Contains(doc, `args: ["egress-proxy"]`):
+				proxy = doc
+			case strings.Contains(doc, "\nkind: Service\n") && strings.Contains(doc, "-egress-proxy\n"):
+				service = doc
+			case strings.Contains(doc, "\nkind: Deployment\n") && strings.Contains(doc, "- controller\n"):
+				controller = doc
+			case strings.Contains(doc, "\nkind: Secret\n"):
+				secret = doc
+			}
+		}
+		require.Contains(t, secret, "egress-proxy-key:")
+		for _, doc := range []string{proxy, controller} {
+			require.Contains(t, doc, "- name: MANAGED_AGENT_EGRESS_PROXY_KEY\n              valueFrom:\n                secretKeyRef:")
+			require.Contains(t, doc, "key: egress-proxy-key")
+		}
+		require.Contains(t, proxy, "MANAGED_AGENT_EGRESS_PROXY_PORTS\n              value: \"443\"")
+		require.Contains(t, proxy, "automountServiceAccountToken: false")
+		require.Contains(t, service, "app.kubernetes.io/component: egress-proxy")
+		require.Contains(t, service, "port: 3128")
+		require.Contains(t, controller, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR\n              value: \"app.kubernetes.io/instance=ma,app.kubernetes.io/component=egress-proxy\"")
+		require.Contains(t, controller, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST\n              value: \"ma-managed-agents-egress-proxy.")
+
+		out, err = helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13")
+		require.NoError(t, err)
+		require.NotContains(t, out, "egress-proxy", "off by default")
+	})
+	t.Run("a remote provider's settings and Secret reach every role", func(t *testing.T) {
+		out, err := helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=base",
+			"--set", "sandbox.kubernetes.provider=e2b", "--set", "sandbox.remote.secretName=e2b-keys",
+			"--set", "sandbox.remote.settings.MANAGED_AGENT_E2B_TEMPLATE=python")
+		require.NoError(t, err)
+		deployments := 0
+		for _, doc := range strings.Split(out, "\n---\n") {
+			if !strings.Contains(doc, "\nkind: Deployment\n") || !strings.Contains(doc, "managed-agents.env") && !strings.Contains(doc, "MANAGED_AGENT_SANDBOX\n") {
+				continue
+			}
+			deployments++
+			require.Contains(t, doc, "envFrom:\n            - secretRef:\n                name: e2b-keys")
+			require.Contains(t, doc, "MANAGED_AGENT_E2B_TEMPLATE\n              value: \"python\"")
+			require.Contains(t, doc, "MANAGED_AGENT_KUBERNETES_PROVIDER\n              value: \"e2b\"")
+			require.Contains(t, doc, "MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS\n              value: \"e2b\"")
+		}
+		require.Equal(t, 3, deployments, "api, worker and controller")
+
+		_, err = helmTemplate(t, "--set", "sandbox.remote.settings.MANAGED_AGENT_DATABASE_URL=postgres://elsewhere")
+		require.Error(t, err, "only provider settings belong there")
+		out, err = helmTemplate(t)
+		require.NoError(t, err)
+		require.NotContains(t, out, "envFrom")
+		require.NotContains(t, out, "MANAGED_AGENT_KUBERNETES_PROVIDER")
+	})
+	t.Run("the warm pool repeats the worker's sandbox template", func(t *testing.T) {
+		out, err := helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13",
+			"--set", "sandbox.kubernetes.namespace=sandboxes", "--set", "sandbox.kubernetes.runtimeClassName=gvisor",
+			"--set", "sandbox.kubernetes.warmPool.replicas=3")
+		require.NoError(t, err)
+		var pool string
+		for _, doc := range strings.Split(out, "\n---\n") {
+			if strings.Contains(doc, "\nkind: SandboxWarmPool\n") {
+				pool = doc
+			}
+		}
+		for _, want := range []string{"name: ma-managed-agents-default\n", "namespace: sandboxes\n", "replicas: 3\n", "image: \"python:3.13\"\n",
+			"port: 8090\n", "runtimeClassName: \"gvisor\"\n"} {
+			require.Contains(t, pool, want)
+		}
+		require.NotContains(t, pool, "serviceAccountName", "the worker names none either")
+
+		out, err = helmTemplate(t, "--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13")
+		require.NoError(t, err)
+		require.NotContains(t, out, "kind: SandboxWarmPool", "no pool by default")
+		_, err = helmTemplate(t, "--set", "sandbox.kubernetes.warmPool.replicas=1000")
+		require.ErrorContains(t, err, "/sandbox/kubernetes/warmPool/replicas")
 	})
 	t.Run("a Temporal namespace other than default is created by the dev server", func(t *testing.T) {
 		out, err := helmTemplate(t, "--set", "temporal.namespace=agents")

@@ -181,22 +181,51 @@ environment. Optional keys are optional references, so an existingSecret may lea
   value: {{ include "managed-agents.sandboxNamespace" $ | quote }}
 - name: MANAGED_AGENT_KUBERNETES_SANDBOXD_PORT
   value: {{ .sandboxdPort | quote }}
-{{- range $name, $value := dict "IMAGE" .image "RUNTIME_CLASS" .runtimeClassName "SERVICE_ACCOUNT" .serviceAccountName "READY_TIMEOUT" .readyTimeout }}
+{{- if .persistentWorkspace }}
+- name: MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE
+  value: "true"
+{{- end }}
+{{- range $name, $value := dict "IMAGE" .image "RUNTIME_CLASS" .runtimeClassName "SERVICE_ACCOUNT" .serviceAccountName "READY_TIMEOUT" .readyTimeout "WORKSPACE_STORAGE_CLASS" .workspaceStorageClass "WORKSPACE_SIZE" .workspaceSize "PACKAGE_TIMEOUT" .packageTimeout }}
 {{- if $value }}
 - name: MANAGED_AGENT_KUBERNETES_{{ $name }}
   value: {{ $value | quote }}
 {{- end }}
 {{- end }}
+{{- if and .provider (ne .provider "pod") }}
+- name: MANAGED_AGENT_KUBERNETES_PROVIDER
+  value: {{ .provider | quote }}
+- name: MANAGED_AGENT_CONTROLLER_SANDBOX_PROVIDERS
+  value: {{ .provider | quote }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- range $name, $value := .Values.sandbox.remote.settings }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
 {{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
 
+{{/* envFrom of every role (each validates the whole configuration at start): the remote
+providers' Secret. */}}
+{{- define "managed-agents.remoteEnvFrom" -}}
+{{- with .Values.sandbox.remote.secretName -}}
+envFrom:
+  - secretRef:
+      name: {{ . }}
+{{- end -}}
+{{- end -}}
+
 {{/* The namespace of the sandbox pods (sandbox.kubernetes.namespace, else the release's). */}}
 {{- define "managed-agents.sandboxNamespace" -}}
 {{- .Values.sandbox.kubernetes.namespace | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* Whether the sandbox pods' egress proxy is deployed. */}}
+{{- define "managed-agents.egressProxy" -}}
+{{- if and (eq .Values.sandbox.provider "kubernetes") .Values.sandbox.kubernetes.egressProxy.enabled }}true{{ end -}}
 {{- end -}}
 
 {{- define "managed-agents.podSpecCommon" -}}

@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/packages"
 )
 
 // The packages of an environment are installed once per engine into an image of their own
@@ -41,61 +41,19 @@ const EnvImageRepo = "managed-agents-env"
 
 // Labels of environment images and their build containers.
 const (
-	LabelEnvKey    = "managed-agents.env-key"
-	LabelEnvBase   = "managed-agents.env-base"
-	installTailMax = 4 << 10
+	LabelEnvKey  = "managed-agents.env-key"
+	LabelEnvBase = "managed-agents.env-base"
 )
 
 // DefaultPackageTimeout bounds the install of one environment's packages.
 const DefaultPackageTimeout = 5 * time.Minute
 
-// managerCommands install one manager's packages, given as "$@" (never through a shell
-// string, so a package spec cannot inject a command). Each takes the manager's own pinning
-// syntax as is: apt pkg=1.2, cargo crate@1.2, gem name:1.2, go path@v1.2, npm pkg@1.2, pip
-// pkg==1.2. Installed programs go where the session's PATH finds them.
-var managerCommands = map[string]string{
-	"apt": `export DEBIAN_FRONTEND=noninteractive
-apt-get update && apt-get install -y --no-install-recommends "$@" && rm -rf /var/lib/apt/lists/*`,
-	"cargo": `cargo install --root /usr/local "$@"`,
-	"gem":   `gem install --no-document "$@"`,
-	"go": `export GOBIN=/usr/local/bin GOPATH=/tmp/ma-gopath GOCACHE=/tmp/ma-gocache
-for p in "$@"; do go install "$p" || exit; done; rm -rf /tmp/ma-gopath /tmp/ma-gocache`,
-	"npm": `npm install -g "$@"`,
-	"pip": `PIP_BREAK_SYSTEM_PACKAGES=1 pip install --no-cache-dir "$@"`,
-}
-
-// managerBinary is the program a manager's command needs in the image.
-var managerBinary = map[string]string{"apt": "apt-get", "cargo": "cargo", "gem": "gem", "go": "go", "npm": "npm", "pip": "pip"}
-
-// installScript runs one manager: $1 is the manager, $2 its command, the rest its packages.
-const installScript = `m=$1 cmd=$2 bin=$3; shift 3
-echo "ma-install: $m $*"
-command -v "$bin" >/dev/null 2>&1 || { echo "ma-install: $bin is not installed in the sandbox image, so $m packages cannot be installed"; exit 127; }
-eval "$cmd"`
-
-// checkPackages refuses what no manager could be given safely: an unknown manager, or a
-// package spec that is empty, starts with '-' (it would be read as an option) or holds
-// whitespace or control characters.
-func checkPackages(packages map[string][]string) error {
-	for _, m := range slices.Sorted(maps.Keys(packages)) {
-		if _, ok := managerCommands[m]; !ok {
-			return fmt.Errorf("unknown package manager %q (one of apt, cargo, gem, go, npm, pip)", m)
-		}
-		for _, pkg := range packages[m] {
-			if pkg == "" || pkg[0] == '-' || len(pkg) > 256 || strings.IndexFunc(pkg, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-				return fmt.Errorf("%s package %q: must be a package spec in the manager's own syntax, not empty, not starting with '-', without spaces", m, pkg)
-			}
-		}
-	}
-	return nil
-}
-
 // envKey is the key of the environment image of packages on the base image of that id.
-func envKey(baseID string, packages map[string][]string) string {
+func envKey(baseID string, pkgs map[string][]string) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "v1 base=%q\n", baseID)
-	for _, m := range slices.Sorted(maps.Keys(packages)) {
-		fmt.Fprintf(h, "packages %q %q\n", m, packages[m])
+	for _, m := range slices.Sorted(maps.Keys(pkgs)) {
+		fmt.Fprintf(h, "packages %q %q\n", m, pkgs[m])
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
@@ -111,7 +69,7 @@ func (p *Provider) sessionImage(ctx context.Context, spec sandbox.Spec) (string,
 	if len(spec.Packages) == 0 {
 		return base, nil
 	}
-	if err := checkPackages(spec.Packages); err != nil {
+	if err := packages.Check(spec.Packages, packages.System); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrPackages, err)
 	}
 	info, err := p.engine.ImageInspect(ctx, base)
@@ -191,7 +149,7 @@ func (b *envBuilds) failed(key string) error {
 // of one environment on different workers do not both build: the build container's name
 // derives from the key, so the second one's create conflicts and it waits for the image
 // (or, if that build fails or disappears, builds itself).
-func (p *Provider) ensureEnvImage(ctx context.Context, base, key, tag string, packages map[string][]string, eg sandbox.Egress) error {
+func (p *Provider) ensureEnvImage(ctx context.Context, base, key, tag string, pkgs map[string][]string, eg sandbox.Egress) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.PackageTimeout+time.Minute)
 	defer cancel()
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
@@ -200,7 +158,7 @@ func (p *Provider) ensureEnvImage(ctx context.Context, base, key, tag string, pa
 		} else if !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("inspect image %s: %w", tag, err)
 		}
-		err := p.build(ctx, base, key, tag, packages, eg)
+		err := p.build(ctx, base, key, tag, pkgs, eg)
 		if !errors.Is(err, errBuildBusy) {
 			return err
 		}
@@ -224,7 +182,7 @@ func buildName(key string) string { return "ma-build-" + key }
 
 // build installs packages in a fresh container of base, manager by manager in alphabetical
 // order, and commits the result as tag. The container is removed whatever happens.
-func (p *Provider) build(ctx context.Context, base, key, tag string, packages map[string][]string, eg sandbox.Egress) error {
+func (p *Provider) build(ctx context.Context, base, key, tag string, pkgs map[string][]string, eg sandbox.Egress) error {
 	name := buildName(key)
 	pids := max(p.cfg.Pids, 1024) // installers fork compilers and scripts freely
 	netMode, env, err := p.buildNet(ctx, name, eg)
@@ -271,8 +229,8 @@ func (p *Provider) build(ctx context.Context, base, key, tag string, packages ma
 		return fmt.Errorf("start the package build container of %s: %w", tag, err)
 	}
 	deadline := time.Now().Add(p.cfg.PackageTimeout)
-	for _, m := range slices.Sorted(maps.Keys(packages)) {
-		code, out, err := p.runAsRoot(ctx, name, time.Until(deadline), append([]string{"sh", "-c", installScript, "ma-install", m, managerCommands[m], managerBinary[m]}, packages[m]...))
+	for _, m := range packages.Managers(pkgs) {
+		code, out, err := p.runAsRoot(ctx, name, time.Until(deadline), packages.Command(packages.System, m, pkgs[m]))
 		switch {
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 			return fmt.Errorf("%w: installing the %s packages took longer than %s; the installer's output ends with:\n%s", ErrPackages, m, p.cfg.PackageTimeout, out)
@@ -333,7 +291,7 @@ func (p *Provider) runAsRoot(ctx context.Context, name string, timeout time.Dura
 		return 0, "", execError(name, err)
 	}
 	defer attach.Close()
-	tail := &outputTail{}
+	tail := &packages.Tail{}
 	copied := make(chan error, 1)
 	go func() {
 		_, err := stdcopy.StdCopy(tail, tail, attach.Reader)
@@ -354,36 +312,6 @@ func (p *Provider) runAsRoot(ctx context.Context, name string, timeout time.Dura
 		return 0, tail.String(), fmt.Errorf("inspect the installer's exit: %w", err)
 	}
 	return info.ExitCode, tail.String(), nil
-}
-
-// outputTail keeps the last installTailMax bytes written to it, cut at a line start when it
-// can be: what a failed install printed last is what says why.
-type outputTail struct {
-	buf bytes.Buffer
-	cut bool
-}
-
-func (t *outputTail) Write(p []byte) (int, error) {
-	t.buf.Write(p)
-	if t.buf.Len() > 2*installTailMax {
-		t.buf.Next(t.buf.Len() - installTailMax)
-		t.cut = true
-	}
-	return len(p), nil
-}
-
-func (t *outputTail) String() string {
-	b := t.buf.Bytes()
-	if len(b) > installTailMax {
-		b, t.cut = b[len(b)-installTailMax:], true
-	}
-	if t.cut {
-		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
-			b = b[i+1:]
-		}
-		return "[...]\n" + strings.TrimRight(string(b), "\n")
-	}
-	return strings.TrimRight(string(b), "\n")
 }
 
 // baseImage is the image a spec names, or the deployment's.

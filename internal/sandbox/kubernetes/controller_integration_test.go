@@ -3,11 +3,13 @@
 package kubernetes_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,4 +105,44 @@ func TestSandboxBindingControllerRefusals(t *testing.T) {
 		}, 10*time.Second, 50*time.Millisecond)
 		require.NoError(t, c.Client.Get(ctx, client.ObjectKeyFromObject(squatter), &pod))
 	})
+}
+
+// TestSandboxOrphansAreRemoved: pods, Secrets and NetworkPolicies labelled for a binding
+// that no longer exists are removed by the controller (envtest has no garbage collector, as
+// a cluster whose binding lost its finalizer has none for them); those of a live binding,
+// and unlabelled ones, stay.
+func TestSandboxOrphansAreRemoved(t *testing.T) {
+	c := kubetest.StartCluster(t)
+	c.Namespace(t, ns)
+	ctx := t.Context()
+	c.RunSandboxController(t, controllers.SandboxPods{}) // no image: bindings get no pods
+
+	live := &v1alpha1.SandboxBinding{ObjectMeta: metav1.ObjectMeta{Name: sandbox.NameFor("sesn_live"), Namespace: ns},
+		Spec: v1alpha1.SandboxBindingSpec{SessionID: "sesn_live", Image: "sandbox:test"}}
+	require.NoError(t, c.Client.Create(ctx, live))
+	gone := sandbox.NameFor("sesn_gone")
+	labelled := func(binding string) map[string]string {
+		return map[string]string{v1alpha1.LabelSandboxBinding: binding, v1alpha1.LabelSessionID: "sesn_x"}
+	}
+	objects := func(name string, labels map[string]string) []client.Object {
+		return []client.Object{
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "x"}}}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-token", Namespace: ns, Labels: labels}},
+			&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}},
+		}
+	}
+	orphans := objects(gone, labelled(gone))
+	kept := append(objects("ma-of-live", labelled(live.Name)), objects("unlabelled", nil)...)
+	for _, obj := range append(slices.Clone(orphans), kept...) {
+		require.NoError(t, c.Client.Create(ctx, obj))
+	}
+	for _, obj := range orphans {
+		require.Eventually(t, func() bool {
+			return apierrors.IsNotFound(c.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj))
+		}, 20*time.Second, 50*time.Millisecond, "%T %s is removed", obj, obj.GetName())
+	}
+	for _, obj := range kept {
+		require.NoError(t, c.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj), "%T %s stays", obj, obj.GetName())
+	}
 }

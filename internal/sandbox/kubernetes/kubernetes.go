@@ -6,7 +6,9 @@
 //
 // A pod or binding deleted behind the worker's back is sandbox.ErrGone on the next Attach,
 // never a silent replacement: the controller does not recreate pods, and this provider
-// creates bindings only in Create.
+// creates bindings only in Create. With a persistent workspace (a claim per binding) the idle
+// sweep's Stop suspends a binding (its pod deleted, its claim kept) and the next Attach
+// resumes it on a new pod with the workspace intact.
 //
 // It imports sandbox, sandboxd, api/v1alpha1 and the Kubernetes client; never store, turns,
 // agent, durable or httpapi.
@@ -33,7 +35,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/managed-agents/managed-agents/api/v1alpha1"
+	"github.com/managed-agents/managed-agents/internal/egress"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/packages"
 	"github.com/managed-agents/managed-agents/internal/sandboxd"
 )
 
@@ -66,14 +70,34 @@ type Config struct {
 	// ServiceAccountName the pods run as (MANAGED_AGENT_KUBERNETES_SERVICE_ACCOUNT); its token
 	// is never mounted.
 	ServiceAccountName string
-	// ReadyTimeout bounds how long Create waits for a new sandbox to be Ready (default 3m);
-	// AttachTimeout how long Attach waits for one that exists (default 30s).
+	// PersistentWorkspace gives every new sandbox a PersistentVolumeClaim for /workspace
+	// instead of an emptyDir (MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE), of
+	// WorkspaceStorageClass (MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS; empty: the
+	// cluster's default). Only such sandboxes are suspended by Stop.
+	PersistentWorkspace   bool
+	WorkspaceStorageClass string
+	// WorkspaceSize is the workspace size of sandboxes whose environment names no disk size
+	// (MANAGED_AGENT_KUBERNETES_WORKSPACE_SIZE): the emptyDir's limit or the claim's request;
+	// nil is the controller's default (10Gi).
+	WorkspaceSize *resource.Quantity
+	// ReadyTimeout bounds how long Create waits for a new sandbox to be Ready, and Attach for a
+	// suspended one to be resumed on a new pod (default 3m); AttachTimeout how long Attach
+	// waits for one that runs (default 30s).
 	ReadyTimeout, AttachTimeout time.Duration
+	// PackageTimeout bounds the install of a sandbox's packages (default 5m;
+	// MANAGED_AGENT_KUBERNETES_PACKAGE_TIMEOUT).
+	PackageTimeout time.Duration
 	// PollInterval is how often a wait reads the binding (default 200ms).
 	PollInterval time.Duration
 	// HTTPClient talks to sandboxd; nil is a client without a total timeout (a command may
 	// run for an hour; sandboxd bounds it).
 	HTTPClient *http.Client
+	// Provider is what new bindings name (MANAGED_AGENT_KUBERNETES_PROVIDER): "" or pod for
+	// a sandbox pod, or a remote provider the controller creates the sandbox at.
+	Provider string
+	// Remote are the clients of remote providers, by name, that bindings naming one are
+	// attached through (the controller uses the same clients to create and destroy).
+	Remote map[string]sandbox.Provider
 }
 
 // Provider is the kubernetes sandbox provider.
@@ -86,6 +110,7 @@ type Provider struct {
 
 var _ sandbox.Provider = (*Provider)(nil)
 var _ sandbox.Lister = (*Provider)(nil)
+var _ sandbox.Stopper = (*Provider)(nil)
 
 // New checks c and returns the provider.
 func New(c Config) (*Provider, error) {
@@ -110,12 +135,23 @@ func New(c Config) (*Provider, error) {
 			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_RUNTIME_CLASS=%q: must be a RuntimeClass name (%s)", c.RuntimeClassName, msgs[0]))
 		}
 	}
+	if c.WorkspaceStorageClass != "" {
+		if msgs := validation.IsDNS1123Subdomain(c.WorkspaceStorageClass); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS=%q: must be a StorageClass name (%s)", c.WorkspaceStorageClass, msgs[0]))
+		} else if !c.PersistentWorkspace {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS=%q: needs MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE=true (an emptyDir has no storage class)", c.WorkspaceStorageClass))
+		}
+	}
+	if c.WorkspaceSize != nil && c.WorkspaceSize.Sign() <= 0 {
+		errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_WORKSPACE_SIZE=%s: must be a positive quantity such as 10Gi", c.WorkspaceSize.String()))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	c.ReadyTimeout = cmp.Or(c.ReadyTimeout, DefaultReadyTimeout)
 	c.AttachTimeout = cmp.Or(c.AttachTimeout, DefaultAttachTimeout)
 	c.PollInterval = cmp.Or(c.PollInterval, 200*time.Millisecond)
+	c.PackageTimeout = cmp.Or(c.PackageTimeout, DefaultPackageTimeout)
 	if c.HTTPClient == nil {
 		// Straight to the pod: never through an HTTP_PROXY the worker has for the model's API
 		// (the token and the commands would pass through it).
@@ -143,6 +179,7 @@ func (p *Provider) binding(spec sandbox.Spec) *v1alpha1.SandboxBinding {
 			Image:              cmp.Or(spec.Image, p.cfg.Image),
 			Port:               p.cfg.Port,
 			ServiceAccountName: p.cfg.ServiceAccountName,
+			Provider:           cmp.Or(p.cfg.Provider, v1alpha1.ProviderPod),
 		},
 	}
 	if len(validation.IsValidLabelValue(spec.SessionID)) == 0 {
@@ -163,6 +200,16 @@ func (p *Provider) binding(spec sandbox.Spec) *v1alpha1.SandboxBinding {
 	if r.DiskBytes > 0 {
 		q := *resource.NewQuantity(r.DiskBytes, resource.BinarySI)
 		b.Spec.WorkspaceSize = &q
+	} else if p.cfg.WorkspaceSize != nil {
+		q := p.cfg.WorkspaceSize.DeepCopy()
+		b.Spec.WorkspaceSize = &q
+	}
+	if p.cfg.PersistentWorkspace {
+		b.Spec.Workspace.Persistent = true
+		if p.cfg.WorkspaceStorageClass != "" {
+			sc := p.cfg.WorkspaceStorageClass
+			b.Spec.Workspace.StorageClassName = &sc
+		}
 	}
 	if len(list) > 0 {
 		// Requests equal to limits: a sandbox gets what it is promised (Guaranteed QoS).
@@ -182,9 +229,9 @@ func (p *Provider) binding(spec sandbox.Spec) *v1alpha1.SandboxBinding {
 	return b
 }
 
-// Create creates the binding of spec.Name, or adopts the one a lost attempt made, and waits
-// until its sandbox is Ready. A sandbox that fails or is not Ready within ReadyTimeout is
-// deleted again and the error wraps sandbox.ErrSetup (its reason: an image that cannot be
+// Create creates the binding of spec.Name, or adopts the one a lost attempt made, waits
+// until its sandbox is Ready and installs spec's packages in it (packages.go; pods only). A
+// sandbox that fails or is not Ready within ReadyTimeout is deleted again and the error wraps sandbox.ErrSetup (its reason: an image that cannot be
 // pulled, no node to run on), so a failed Create leaves nothing to tear down.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, error) {
 	if spec.Name == "" {
@@ -194,8 +241,17 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 	if !sandbox.IsName(spec.Name) {
 		return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox name %q: not a name sandbox.NameFor makes", spec.Name)
 	}
-	if len(spec.Packages) > 0 {
-		return sandbox.Ref{}, fmt.Errorf("the kubernetes sandbox provider does not install an environment's packages yet; build them into the image (MANAGED_AGENT_KUBERNETES_IMAGE): %w", sandbox.ErrSetup)
+	// What could never work is refused before anything is made.
+	if provider := cmp.Or(p.cfg.Provider, v1alpha1.ProviderPod); len(spec.Packages) > 0 && provider != v1alpha1.ProviderPod {
+		return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w: packages are installed only in sandbox pods, not at the remote provider %s; build them into its template", spec.Name, ErrPackages, provider)
+	}
+	if err := packages.Check(spec.Packages, packages.User); err != nil {
+		return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w: %w", spec.Name, ErrPackages, err)
+	}
+	if spec.Egress.Mode == sandbox.EgressHosts {
+		if err := egress.CheckPolicy(egress.Policy{Sandbox: spec.Name, Hosts: spec.Egress.Hosts}); err != nil {
+			return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w: %w", spec.Name, sandbox.ErrSetup, err)
+		}
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeoutCause(ctx, p.cfg.ReadyTimeout, errNotReadyInTime)
@@ -204,7 +260,12 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 	if err != nil {
 		return sandbox.Ref{}, err
 	}
-	if _, err := p.waitReady(ctx, spec.Name, uid); err != nil {
+	// A lost attempt's binding may have been suspended since (an old worker's idle sweep).
+	gen, _, err := p.resume(ctx, spec.Name)
+	if err != nil {
+		return sandbox.Ref{}, err
+	}
+	if _, err := p.waitReady(ctx, spec.Name, uid, gen); err != nil {
 		if parent.Err() != nil {
 			// The caller gave up (a worker shutting down, an activity's own deadline): keep
 			// the binding for the retried acquisition to adopt.
@@ -219,6 +280,11 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 			return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w: %w", spec.Name, sandbox.ErrSetup, err)
 		}
 		return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w", spec.Name, err)
+	}
+	if len(spec.Packages) > 0 {
+		if err := p.setUp(parent, ref, spec); err != nil {
+			return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w", spec.Name, err)
+		}
 	}
 	return ref, nil
 }
@@ -289,9 +355,11 @@ func goneReason(b *v1alpha1.SandboxBinding, uid types.UID) string {
 	return ""
 }
 
-// waitReady polls the binding until it is Ready with an endpoint: ErrGone if it is missing,
-// errFailed if it can never be, the context's error (with the last reason) on timeout.
-func (p *Provider) waitReady(ctx context.Context, name string, uid types.UID) (*v1alpha1.SandboxBinding, error) {
+// waitReady polls the binding until it is Ready with an endpoint, as observed by the
+// controller at generation minGeneration or later (so a resumed binding's Ready is its new
+// pod's, not a stale one): ErrGone if it is missing, errFailed if it can never be, the
+// context's error (with the last reason) on timeout.
+func (p *Provider) waitReady(ctx context.Context, name string, uid types.UID, minGeneration int64) (*v1alpha1.SandboxBinding, error) {
 	last := "no status yet"
 	for {
 		var b v1alpha1.SandboxBinding
@@ -306,7 +374,8 @@ func (p *Provider) waitReady(ctx context.Context, name string, uid types.UID) (*
 				return nil, fmt.Errorf("sandbox binding %s: %s: %w", name, why, errFailed)
 			}
 			if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReady); c != nil {
-				if c.Status == metav1.ConditionTrue && b.Status.Endpoint != "" && b.Status.TokenSecret != "" {
+				if c.Status == metav1.ConditionTrue && b.Status.Endpoint != "" && c.ObservedGeneration >= minGeneration &&
+					(b.Status.TokenSecret != "" || b.Spec.IsRemote() && b.Status.ExternalID != "") {
 					return &b, nil
 				}
 				last = c.Reason + ": " + c.Message
@@ -318,15 +387,24 @@ func (p *Provider) waitReady(ctx context.Context, name string, uid types.UID) (*
 	}
 }
 
-// Attach connects to the sandbox of an existing binding; sandbox.ErrGone if the binding is
-// missing, being deleted or Failed (its pod deleted behind our back). It never creates.
+// Attach connects to the sandbox of an existing binding, resuming it first if it is
+// suspended; sandbox.ErrGone if the binding is missing, being deleted or Failed (its pod or
+// claim deleted behind our back). It never creates.
 func (p *Provider) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Sandbox, error) {
 	if err := checkRef(ref); err != nil {
 		return nil, err
 	}
-	wait, cancel := context.WithTimeout(ctx, p.cfg.AttachTimeout)
+	gen, resuming, err := p.resume(ctx, ref.ExternalID)
+	if err != nil {
+		return nil, err
+	}
+	timeout := p.cfg.AttachTimeout
+	if resuming {
+		timeout = p.cfg.ReadyTimeout // a new pod: scheduling, the volume, the init container
+	}
+	wait, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	b, err := p.waitReady(wait, ref.ExternalID, "")
+	b, err := p.waitReady(wait, ref.ExternalID, "", gen)
 	if errors.Is(err, errFailed) {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrGone, err)
 	}
@@ -335,6 +413,9 @@ func (p *Provider) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Sandbox
 	}
 	if _, gone := p.destroyed.Load(b.UID); gone {
 		return nil, fmt.Errorf("sandbox binding %s was destroyed: %w", ref.ExternalID, sandbox.ErrGone)
+	}
+	if b.Spec.IsRemote() {
+		return p.attachRemote(ctx, b)
 	}
 	var secret corev1.Secret
 	if err := p.cfg.Client.Get(ctx, client.ObjectKey{Namespace: p.cfg.Namespace, Name: b.Status.TokenSecret}, &secret); err != nil {
@@ -354,8 +435,74 @@ func (p *Provider) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Sandbox
 	return bx, nil
 }
 
-// Destroy deletes the binding; the controller's finalizer deletes its pod, Secret and
-// NetworkPolicy. A binding already gone is not an error.
+// Stop implements sandbox.Stopper: a binding with a persistent workspace is suspended (the
+// controller deletes its pod and keeps its claim); Attach resumes it. One whose workspace is
+// an emptyDir is left running: deleting its pod would lose its files. One already suspended
+// is left as is; one missing or Failed is ErrGone.
+func (p *Provider) Stop(ctx context.Context, ref sandbox.Ref) error {
+	if err := checkRef(ref); err != nil {
+		return err
+	}
+	var b v1alpha1.SandboxBinding
+	if err := p.cfg.Client.Get(ctx, client.ObjectKey{Namespace: p.cfg.Namespace, Name: ref.ExternalID}, &b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("suspend sandbox binding %s: it does not exist: %w", ref.ExternalID, sandbox.ErrGone)
+		}
+		return fmt.Errorf("suspend sandbox binding %s: %w", ref.ExternalID, err)
+	}
+	if why := goneReason(&b, ""); why != "" {
+		return fmt.Errorf("suspend sandbox binding %s: %s: %w", ref.ExternalID, why, sandbox.ErrGone)
+	}
+	if b.Spec.IsRemote() {
+		return p.stopRemote(ctx, &b)
+	}
+	if !b.Spec.Workspace.Persistent || b.Spec.Suspended {
+		return nil
+	}
+	if err := p.setSuspended(ctx, &b, true); err != nil {
+		return fmt.Errorf("suspend sandbox binding %s: %w", ref.ExternalID, err)
+	}
+	return nil
+}
+
+// resume unsuspends the binding if it is suspended. It returns the generation whose Ready
+// the caller must wait for (0: any) and whether the binding is suspended or resuming, whose
+// new pod takes as long as a new sandbox. A missing binding is left to waitReady to report.
+func (p *Provider) resume(ctx context.Context, name string) (generation int64, resuming bool, err error) {
+	var b v1alpha1.SandboxBinding
+	if err := p.cfg.Client.Get(ctx, client.ObjectKey{Namespace: p.cfg.Namespace, Name: name}, &b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return 0, false, nil
+		}
+		return 0, false, fmt.Errorf("read sandbox binding %s: %w", name, err)
+	}
+	if b.DeletionTimestamp != nil {
+		return 0, false, nil
+	}
+	if !b.Spec.Suspended {
+		if b.Status.Phase == v1alpha1.SandboxSuspended {
+			return b.Generation, true, nil // another acquisition resumed it a moment ago
+		}
+		return 0, false, nil
+	}
+	if err := p.setSuspended(ctx, &b, false); err != nil {
+		if apierrors.IsNotFound(err) {
+			return 0, false, nil
+		}
+		return 0, false, fmt.Errorf("resume sandbox binding %s: %w", name, err)
+	}
+	return b.Generation, true, nil
+}
+
+// setSuspended patches spec.suspended of b, which holds the patched binding afterwards.
+func (p *Provider) setSuspended(ctx context.Context, b *v1alpha1.SandboxBinding, suspended bool) error {
+	patch := client.MergeFrom(b.DeepCopy())
+	b.Spec.Suspended = suspended
+	return p.cfg.Client.Patch(ctx, b, patch)
+}
+
+// Destroy deletes the binding; the controller's finalizer deletes its pod, Secret,
+// NetworkPolicy and workspace claim. A binding already gone is not an error.
 func (p *Provider) Destroy(ctx context.Context, ref sandbox.Ref) error {
 	if err := checkRef(ref); err != nil {
 		return err

@@ -41,17 +41,19 @@ type world struct {
 	kubelet *kubetest.Kubelet
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	c := kubetest.StartCluster(t)
 	c.Namespace(t, ns)
 	// The RuntimeClass admission plugin refuses pods naming a class that does not exist.
 	require.NoError(t, c.Client.Create(t.Context(), &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}))
 	w := &world{Cluster: c, kubelet: kubetest.Start(t, c.Client, ns)}
-	c.RunSandboxController(t, sandboxPods)
+	pods := sandboxPods
+	startEgress(t, &pods)
+	c.RunSandboxController(t, pods)
 	return w
 }
 
-func (w *world) provider(t *testing.T, mod ...func(*kubernetes.Config)) *kubernetes.Provider {
+func (w *world) provider(t testing.TB, mod ...func(*kubernetes.Config)) *kubernetes.Provider {
 	cfg := kubernetes.Config{Client: w.Client, Namespace: ns, Image: "sandbox:test", Port: w.kubelet.Port(),
 		RuntimeClassName: "gvisor", PollInterval: 20 * time.Millisecond, ReadyTimeout: time.Minute}
 	for _, m := range mod {
@@ -68,7 +70,7 @@ func spec() sandbox.Spec {
 	return sandbox.SpecFor(fmt.Sprintf("sesn_kube_%d", sessions.Add(1)), wire.EnvironmentConfig{Type: "cloud"})
 }
 
-func (w *world) bindingOf(t *testing.T, name string) *v1alpha1.SandboxBinding {
+func (w *world) bindingOf(t testing.TB, name string) *v1alpha1.SandboxBinding {
 	var b v1alpha1.SandboxBinding
 	require.NoError(t, w.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &b))
 	return &b
@@ -219,6 +221,10 @@ func TestKubernetesProvider(t *testing.T) {
 
 		require.NoError(t, p.Destroy(ctx, ref), "a gone sandbox is still destroyed")
 	})
+
+	t.Run("Packages", func(t *testing.T) { testPackages(t, w) })
+	t.Run("EgressProxy", func(t *testing.T) { testEgressProxy(t, w) })
+	t.Run("Sweep", func(t *testing.T) { testSweep(t, w) })
 
 	t.Run("AnImageThatCannotBePulledFailsCreateAndLeavesNothing", func(t *testing.T) {
 		ctx := t.Context()

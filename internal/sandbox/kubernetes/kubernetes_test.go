@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/managed-agents/managed-agents/api/v1alpha1"
@@ -26,6 +27,9 @@ func TestConfigIsCheckedNamingTheVariable(t *testing.T) {
 		{"bad port", Config{Client: c, Namespace: "sandboxes", Image: "img", Port: 70000}, "MANAGED_AGENT_KUBERNETES_SANDBOXD_PORT"},
 		{"bad runtime class", Config{Client: c, Namespace: "sandboxes", Image: "img", RuntimeClassName: "Bad Name"}, "MANAGED_AGENT_KUBERNETES_RUNTIME_CLASS"},
 		{"no client", Config{Namespace: "sandboxes", Image: "img"}, "no cluster client"},
+		{"bad storage class", Config{Client: c, Namespace: "sandboxes", Image: "img", PersistentWorkspace: true, WorkspaceStorageClass: "Fast SSD"}, "MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS"},
+		{"storage class without persistence", Config{Client: c, Namespace: "sandboxes", Image: "img", WorkspaceStorageClass: "fast"}, "MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE=true"},
+		{"zero workspace size", Config{Client: c, Namespace: "sandboxes", Image: "img", WorkspaceSize: ptr.To(resource.MustParse("0"))}, "MANAGED_AGENT_KUBERNETES_WORKSPACE_SIZE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,6 +80,25 @@ func TestBindingFromSpec(t *testing.T) {
 	b = p.binding(spec)
 	require.Equal(t, "python:3.13", b.Spec.Image)
 	require.Equal(t, v1alpha1.EgressNone, b.Spec.Network.Egress, "an unresolved spec gets no network")
+}
+
+func TestBindingWithAPersistentWorkspace(t *testing.T) {
+	p, err := New(Config{Client: fake.NewClientBuilder().Build(), Namespace: "sandboxes", Image: "img",
+		PersistentWorkspace: true, WorkspaceStorageClass: "fast", WorkspaceSize: ptr.To(resource.MustParse("3Gi"))})
+	require.NoError(t, err)
+	spec := sandbox.SpecFor("sesn_1", wire.EnvironmentConfig{Type: "cloud"})
+	b := p.binding(spec)
+	require.Equal(t, v1alpha1.SandboxWorkspace{Persistent: true, StorageClassName: ptr.To("fast")}, b.Spec.Workspace)
+	requireQuantity(t, "3Gi", *b.Spec.WorkspaceSize)
+	require.False(t, b.Spec.Suspended, "a new sandbox runs")
+
+	spec.Resources.DiskBytes = 1 << 30
+	requireQuantity(t, "1Gi", *p.binding(spec).Spec.WorkspaceSize) // the environment's size wins
+
+	p, err = New(Config{Client: fake.NewClientBuilder().Build(), Namespace: "sandboxes", Image: "img"})
+	require.NoError(t, err)
+	b = p.binding(spec)
+	require.Equal(t, v1alpha1.SandboxWorkspace{}, b.Spec.Workspace, "an emptyDir by default")
 }
 
 func requireQuantity(t *testing.T, want string, got resource.Quantity) {

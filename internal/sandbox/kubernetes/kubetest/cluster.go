@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
@@ -43,7 +44,7 @@ type Cluster struct {
 
 // StartCluster starts the apiserver from KUBEBUILDER_ASSETS; without assets the test is
 // skipped, except in CI, where it fails.
-func StartCluster(t *testing.T) *Cluster {
+func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
@@ -69,14 +70,15 @@ func StartCluster(t *testing.T) *Cluster {
 }
 
 // Namespace creates a namespace of that name.
-func (c *Cluster) Namespace(t *testing.T, name string) {
+func (c *Cluster) Namespace(t testing.TB, name string) {
 	t.Helper()
 	require.NoError(t, c.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
 }
 
-// RunSandboxController runs the SandboxBinding reconciler in a manager of its own (as the
+// RunSandboxController runs the SandboxBinding and SandboxWarmPool reconcilers in a manager of its own (as the
 // controller role wires it) until the test ends; stop ends it earlier, as a crash would.
-func (c *Cluster) RunSandboxController(t *testing.T, pods controllers.SandboxPods) (stop func()) {
+// configure adjusts the reconciler before it starts (its remote providers, say).
+func (c *Cluster) RunSandboxController(t testing.TB, pods controllers.SandboxPods, configure ...func(*controllers.SandboxBindingReconciler)) (stop func()) {
 	t.Helper()
 	skip := true
 	mgr, err := ctrl.NewManager(c.REST, ctrl.Options{
@@ -84,13 +86,19 @@ func (c *Cluster) RunSandboxController(t *testing.T, pods controllers.SandboxPod
 		Logger:                 logr.Discard(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{ByObject: controllers.SandboxCacheOptions()},
+		Cache:                  cache.Options{ByObject: controllers.SandboxCacheOptions(pods.Namespace)},
 		Controller:             ctrlconfig.Controller{SkipNameValidation: &skip},
 	})
 	require.NoError(t, err)
 	r := &controllers.SandboxBindingReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: pods}
+		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: pods, OrphanSweepInterval: 100 * time.Millisecond}
+	for _, f := range configure {
+		f(r)
+	}
 	require.NoError(t, r.SetupWithManager(mgr))
+	pools := &controllers.SandboxWarmPoolReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("managed-agents-sandbox"), Pods: pods}
+	require.NoError(t, pools.SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

@@ -1,0 +1,261 @@
+package opensandbox
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/managed-agents/managed-agents/internal/sandbox"
+)
+
+// execd's GET /files/search is not used for FindFiles: it matches the pattern against each
+// file's base name only (not the path relative to the directory), descends into every
+// directory (no pruning of .git or the tools' state) and answers one unbounded array. One
+// `find` does what the tools expect in one round trip, and grep reads every file it lists in
+// the same command, so neither costs a round trip per file.
+
+// searchTimeout bounds a listing or a content search.
+const searchTimeout = 2 * time.Minute
+
+// maxListing bounds the output of a listing (NUL-separated paths).
+const maxListing = 32 << 20
+
+// prunes renders find's pruning of names (empty: none).
+func prunes(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, "-name "+shellQuote(n))
+	}
+	return `\( ` + strings.Join(parts, " -o ") + ` \) -prune -o `
+}
+
+// FindFiles lists the files under req.Dir with one command and matches them here.
+func (b *box) FindFiles(ctx context.Context, req sandbox.FindRequest) (sandbox.FindResult, error) {
+	rel, err := cleanRel(req.Dir)
+	if err != nil {
+		return sandbox.FindResult{}, err
+	}
+	if err := b.touch(ctx); err != nil {
+		return sandbox.FindResult{}, err
+	}
+	limit := ""
+	if req.MaxListed > 0 {
+		limit = " | head -z -n " + strconv.Itoa(req.MaxListed+1)
+	}
+	nonce := newNonce()
+	script := b.resolve(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
+[ -d "$ma_p" ] || { ma_say notdir; exit 0; }
+cd -- "$ma_p" || { ma_say notdir; exit 0; }
+printf '%s ok\n' ` + nonce + `
+find . ` + prunes(req.Prune) + `! -type d -print0 2>/dev/null` + limit
+	res, err := b.run(ctx, script, searchTimeout, maxListing)
+	if err != nil {
+		return sandbox.FindResult{}, err
+	}
+	if res.TimedOut {
+		return sandbox.FindResult{}, fmt.Errorf("listing the files under %q took longer than %s", req.Dir, searchTimeout)
+	}
+	words, rest, err := verdict(nonce, res.Output)
+	if err != nil {
+		return sandbox.FindResult{}, fmt.Errorf("list %q in opensandbox sandbox %s: %w", req.Dir, b.id, err)
+	}
+	if words[0] != "ok" {
+		return sandbox.FindResult{}, verdictError(words, "list", req.Dir)
+	}
+	var out sandbox.FindResult
+	out.Cut = res.Truncated
+	if res.Truncated {
+		// The last name may be cut in the middle.
+		if i := bytes.LastIndexByte(rest, 0); i >= 0 {
+			rest = rest[:i]
+		}
+	}
+	var names []string
+	for name := range strings.SplitSeq(string(rest), "\x00") {
+		if name = strings.TrimPrefix(name, "./"); name != "" && name != "." {
+			names = append(names, name)
+		}
+	}
+	if req.MaxListed > 0 && len(names) > req.MaxListed {
+		names, out.Cut = names[:req.MaxListed], true
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if ok, _ := doublestar.Match(req.Pattern, name); ok {
+			out.Paths = append(out.Paths, joinDir(req.Dir, name))
+		}
+	}
+	return out, nil
+}
+
+func joinDir(dir, name string) string {
+	if dir == "" || dir == "." {
+		return name
+	}
+	return path.Join(dir, name)
+}
+
+// GrepFiles lists the files under req.Dir (or takes the one file it names) and streams their
+// contents back base64-encoded in the same command, one record per file, searched here as
+// they arrive: memory holds one file at a time.
+func (b *box) GrepFiles(ctx context.Context, req sandbox.GrepRequest) (sandbox.GrepResult, error) {
+	re, err := regexp.Compile(req.Pattern)
+	if err != nil {
+		return sandbox.GrepResult{}, fmt.Errorf("grep pattern: %w", err)
+	}
+	rel, err := cleanRel(req.Dir)
+	if err != nil {
+		return sandbox.GrepResult{}, err
+	}
+	if err := b.touch(ctx); err != nil {
+		return sandbox.GrepResult{}, err
+	}
+	size, limit := "", ""
+	if req.MaxFileSize > 0 {
+		size = fmt.Sprintf("-size -%dk ", req.MaxFileSize>>10+1)
+	}
+	if req.MaxFiles > 0 {
+		limit = " | head -z -n " + strconv.Itoa(req.MaxFiles+1)
+	}
+	nonce := newNonce()
+	script := b.resolve(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
+ma_rec() { printf '%s\0' "$1"; if [ -r "$1" ]; then base64 -w 0 < "$1" 2>/dev/null || printf '!'; else printf '!'; fi; printf '\n'; }
+if [ -d "$ma_p" ]; then
+	cd -- "$ma_p" || { ma_say notdir; exit 0; }
+	printf '%s ok\n' ` + nonce + `
+	find . ` + prunes(req.Prune) + `-type f ` + size + `-print0 2>/dev/null | LC_ALL=C sort -z` + limit + ` | while IFS= read -r -d '' f; do ma_rec "$f"; done
+elif [ -f "$ma_p" ]; then
+	printf '%s ok\n' ` + nonce + `
+	ma_rec "$ma_p"
+else
+	ma_say notfile; exit 0
+fi`
+	pr, pw := io.Pipe()
+	type outcome struct {
+		res sandbox.GrepResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	single := false
+	go func() {
+		res, err := scanRecords(pr, nonce, re, req, &single)
+		_, _ = io.Copy(io.Discard, pr) // let the command finish whatever was cut
+		done <- outcome{res, err}
+	}()
+	exec, err := b.stream(ctx, script, searchTimeout, func(p []byte) { _, _ = pw.Write(p) }, 8<<20)
+	pw.Close()
+	got := <-done
+	if err != nil {
+		return sandbox.GrepResult{}, err
+	}
+	if exec.TimedOut {
+		return sandbox.GrepResult{}, fmt.Errorf("searching the files under %q took longer than %s", req.Dir, searchTimeout)
+	}
+	if got.err != nil {
+		return sandbox.GrepResult{}, got.err
+	}
+	if single {
+		for i := range got.res.Matches {
+			got.res.Matches[i].Path = req.Dir
+		}
+	}
+	return got.res, nil
+}
+
+// scanRecords reads the verdict and the records (name NUL base64 newline) of a grep command.
+func scanRecords(r io.Reader, nonce string, re *regexp.Regexp, req sandbox.GrepRequest, single *bool) (sandbox.GrepResult, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	first, err := readBounded(br, '\n', 4<<10)
+	if err != nil {
+		return sandbox.GrepResult{}, fmt.Errorf("grep %q: the path check gave no verdict", req.Dir)
+	}
+	words := strings.Fields(string(first))
+	if len(words) < 2 || words[0] != nonce {
+		return sandbox.GrepResult{}, fmt.Errorf("grep %q: the path check gave no verdict: %q", req.Dir, cutText(first, 200))
+	}
+	if words[1] != "ok" {
+		return sandbox.GrepResult{}, verdictError(words[1:], "grep", req.Dir)
+	}
+	var res sandbox.GrepResult
+	maxEncoded := base64.StdEncoding.EncodedLen(int(min(req.MaxFileSize, MaxFileSize))) + 8
+	if req.MaxFileSize <= 0 {
+		maxEncoded = base64.StdEncoding.EncodedLen(MaxFileSize) + 8
+	}
+	for {
+		name, err := readBounded(br, 0, 64<<10)
+		if errors.Is(err, io.EOF) && len(name) == 0 {
+			return res, nil
+		}
+		if err != nil {
+			return res, fmt.Errorf("grep %q: the file stream broke off: %w", req.Dir, err)
+		}
+		encoded, err := readBounded(br, '\n', maxEncoded)
+		if err != nil {
+			return res, fmt.Errorf("grep %q: the file stream broke off: %w", req.Dir, err)
+		}
+		if req.MaxFiles > 0 && res.Files >= req.MaxFiles {
+			res.Cut = true
+			return res, nil
+		}
+		res.Files++
+		file := strings.TrimPrefix(string(name), "./")
+		if strings.HasPrefix(string(name), "/") {
+			*single = true
+		} else {
+			file = joinDir(req.Dir, file)
+		}
+		if bytes.Equal(encoded, []byte("!")) {
+			res.Skipped++
+			continue
+		}
+		data := make([]byte, base64.StdEncoding.DecodedLen(len(encoded)))
+		n, err := base64.StdEncoding.Decode(data, encoded)
+		data = data[:n]
+		if err != nil || (req.MaxFileSize > 0 && int64(len(data)) > req.MaxFileSize) || sandbox.IsBinary(data) {
+			res.Skipped++
+			continue
+		}
+		for i, line := range sandbox.SplitLines(string(data)) {
+			if !re.MatchString(line) {
+				continue
+			}
+			res.Total++
+			if req.MaxMatches <= 0 || len(res.Matches) < req.MaxMatches {
+				res.Matches = append(res.Matches, sandbox.GrepMatch{Path: file, Line: i + 1, Text: line})
+			}
+		}
+	}
+}
+
+// readBounded reads up to delim (dropped), at most max bytes.
+func readBounded(br *bufio.Reader, delim byte, max int) ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice(delim)
+		buf = append(buf, chunk...)
+		if len(buf) > max {
+			return nil, fmt.Errorf("a record is longer than %d bytes", max)
+		}
+		if err == nil {
+			return buf[:len(buf)-1], nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return buf, err
+		}
+	}
+}
