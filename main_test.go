@@ -21,7 +21,7 @@ func TestBadConfigurationStopsEveryRole(t *testing.T) {
 	}{
 		{"dev, unknown model", map[string]string{"MANAGED_AGENT_MODEL": "bogus"}, []string{"dev"}, `MANAGED_AGENT_MODEL="bogus": must be fake or anthropic`},
 		{"dev, TLS=maybe", map[string]string{"MANAGED_AGENT_TEMPORAL_TLS": "maybe"}, []string{"dev"}, `MANAGED_AGENT_TEMPORAL_TLS="maybe": must be a boolean`},
-		{"serve, unknown sandbox", map[string]string{"MANAGED_AGENT_SANDBOX": "e2b", "MANAGED_AGENT_DATABASE_URL": "postgres://localhost:1/x"}, []string{"serve"}, "MANAGED_AGENT_SANDBOX"},
+		{"serve, unknown sandbox", map[string]string{"MANAGED_AGENT_SANDBOX": "firecracker", "MANAGED_AGENT_DATABASE_URL": "postgres://localhost:1/x"}, []string{"serve"}, "MANAGED_AGENT_SANDBOX"},
 		{"worker, bad log level", map[string]string{"MANAGED_AGENT_LOG_LEVEL": "loud", "MANAGED_AGENT_DATABASE_URL": "postgres://localhost:1/x"}, []string{"worker"}, "MANAGED_AGENT_LOG_LEVEL"},
 		{"migrate, bad delay", map[string]string{"MANAGED_AGENT_FAKE_MODEL_WORD_DELAY": "soon", "MANAGED_AGENT_DATABASE_URL": "postgres://localhost:1/x"}, []string{"migrate"}, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"},
 	}

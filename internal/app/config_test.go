@@ -91,7 +91,7 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 	require.ErrorContains(t, err, "MANAGED_AGENT_MODEL")
 	_, err = NewModel(Config{Model: "anthropic"})
 	require.ErrorContains(t, err, "MANAGED_AGENT_ANTHROPIC_API_KEY")
-	_, err = NewSandboxProvider(Config{Sandbox: "e2b"})
+	_, err = NewSandboxProvider(Config{Sandbox: "firecracker"})
 	require.ErrorContains(t, err, "MANAGED_AGENT_SANDBOX")
 }
 
@@ -115,8 +115,8 @@ func TestValidate(t *testing.T) {
 			wantErr: []string{"MANAGED_AGENT_ANTHROPIC_API_KEY or MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN"}},
 		{name: "anthropic base URL must be a URL", cfg: with(anthropicOK, func(c *Config) { c.AnthropicBaseURL = "api.anthropic.com" }),
 			wantErr: []string{"MANAGED_AGENT_ANTHROPIC_BASE_URL", "http or https URL"}},
-		{name: "an unknown sandbox names the providers", cfg: Config{Sandbox: "e2b"}, wantErr: []string{`MANAGED_AGENT_SANDBOX="e2b": must be one of local`}},
-		{name: "an unknown sandbox with a real model: no guard message", cfg: Config{Model: "anthropic", AnthropicAPIKey: "k", Sandbox: "e2b"},
+		{name: "an unknown sandbox names the providers", cfg: Config{Sandbox: "firecracker"}, wantErr: []string{`MANAGED_AGENT_SANDBOX="firecracker": must be one of local`}},
+		{name: "an unknown sandbox with a real model: no guard message", cfg: Config{Model: "anthropic", AnthropicAPIKey: "k", Sandbox: "firecracker"},
 			wantErr: []string{"MANAGED_AGENT_SANDBOX"}, notErr: []string{"not a security boundary"}},
 		{name: "negative delay", cfg: Config{FakeWordDelay: -time.Second}, wantErr: []string{"MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", "negative"}},
 		{name: "log level", cfg: Config{LogLevel: "loud"}, wantErr: []string{"MANAGED_AGENT_LOG_LEVEL", "debug, info, warn or error"}},

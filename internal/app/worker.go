@@ -22,6 +22,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/daytona"
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
+	"github.com/managed-agents/managed-agents/internal/sandbox/e2b"
 	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
 	"github.com/managed-agents/managed-agents/internal/sandbox/opensandbox"
@@ -123,7 +124,19 @@ func init() {
 				}
 				return daytona.New(cfg)
 			}},
+		{name: e2b.NameE2B, isolating: true, remote: true, settings: e2b.Settings, check: e2b.Check,
+			new: func(c Config) (sandbox.Provider, error) { return newE2B(e2b.ConfigFrom(c.ProviderSettings)) }},
+		{name: e2b.NameCube, isolating: true, remote: true, settings: e2b.CubeSettings, check: e2b.CubeCheck,
+			new: func(c Config) (sandbox.Provider, error) { return newE2B(e2b.CubeConfigFrom(c.ProviderSettings)) }},
 	}
+}
+
+// newE2B builds the e2b or cubesandbox provider from its parsed settings.
+func newE2B(cfg e2b.Config, err error) (sandbox.Provider, error) {
+	if err != nil {
+		return nil, err
+	}
+	return e2b.New(cfg)
 }
 
 // remoteProviders parses a comma-separated list of remote provider names (variable name,

@@ -197,6 +197,24 @@ func rules() []rule {
 				internal("internal/durable"), internal("internal/httpapi"), module + "/controllers"}, temporal),
 		},
 		{
+			name:    "the e2b provider imports only sandbox, sandbox/remote, connect and doublestar besides the standard library",
+			subject: is("internal/sandbox/e2b"),
+			only: []string{internal("internal/sandbox"), internal("internal/sandbox/remote"), "connectrpc.com/connect",
+				"github.com/bmatcuk/doublestar/v4"},
+		},
+		{
+			name:    "the e2b fake imports only connect and sandbox/workspace besides the standard library: it speaks the wire, not the client's types",
+			subject: is("internal/sandbox/e2b/e2bfake"),
+			only:    []string{"connectrpc.com/connect", internal("internal/sandbox/workspace")},
+		},
+		{
+			name:    "the e2b provider never reaches store, sessions, turns, agent, durable, httpapi, controllers, Temporal or Kubernetes",
+			subject: func(p string) bool { return under(p, internal("internal/sandbox/e2b")) },
+			reach:   true,
+			forbidden: prefixes([]string{internal("internal/store"), internal("internal/sessions"), internal("internal/turns"), internal("internal/agent"),
+				internal("internal/durable"), internal("internal/httpapi"), module + "/controllers"}, temporal, kubernetes),
+		},
+		{
 			name:    "the opensandbox provider imports only sandbox, sandbox/remote and doublestar besides the standard library",
 			subject: is("internal/sandbox/opensandbox"),
 			only:    []string{internal("internal/sandbox"), internal("internal/sandbox/remote"), "github.com/bmatcuk/doublestar/v4"},
