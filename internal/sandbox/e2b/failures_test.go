@@ -88,7 +88,7 @@ func TestRetriesAndRefusals(t *testing.T) {
 	require.Equal(t, 2, f.Count("POST /sandboxes"))
 	require.Len(t, f.Sandboxes(), 1)
 
-	f.Fail("POST /sandboxes/{id}/connect", 502, 2)
+	f.Fail("POST /sandboxes/{id}/connect", 503, 2)
 	sb, err := p.Attach(t.Context(), ref)
 	require.NoError(t, err)
 
