@@ -8,16 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/bmatcuk/doublestar/v4"
-
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/remote"
 )
 
 // execd's GET /files/search is not used for FindFiles: it matches the pattern against each
@@ -77,37 +74,7 @@ find . ` + prunes(req.Prune) + `! -type d -print0 2>/dev/null` + limit
 	if words[0] != "ok" {
 		return sandbox.FindResult{}, verdictError(words, "list", req.Dir)
 	}
-	var out sandbox.FindResult
-	out.Cut = res.Truncated
-	if res.Truncated {
-		// The last name may be cut in the middle.
-		if i := bytes.LastIndexByte(rest, 0); i >= 0 {
-			rest = rest[:i]
-		}
-	}
-	var names []string
-	for name := range strings.SplitSeq(string(rest), "\x00") {
-		if name = strings.TrimPrefix(name, "./"); name != "" && name != "." {
-			names = append(names, name)
-		}
-	}
-	if req.MaxListed > 0 && len(names) > req.MaxListed {
-		names, out.Cut = names[:req.MaxListed], true
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		if ok, _ := doublestar.Match(req.Pattern, name); ok {
-			out.Paths = append(out.Paths, joinDir(req.Dir, name))
-		}
-	}
-	return out, nil
-}
-
-func joinDir(dir, name string) string {
-	if dir == "" || dir == "." {
-		return name
-	}
-	return path.Join(dir, name)
+	return remote.MatchListing(req, rest, res.Truncated), nil
 }
 
 // GrepFiles lists the files under req.Dir (or takes the one file it names) and streams their
@@ -217,7 +184,7 @@ func scanRecords(r io.Reader, nonce string, re *regexp.Regexp, req sandbox.GrepR
 		if strings.HasPrefix(string(name), "/") {
 			*single = true
 		} else {
-			file = joinDir(req.Dir, file)
+			file = remote.JoinDir(req.Dir, file)
 		}
 		if bytes.Equal(encoded, []byte("!")) {
 			res.Skipped++
@@ -226,19 +193,11 @@ func scanRecords(r io.Reader, nonce string, re *regexp.Regexp, req sandbox.GrepR
 		data := make([]byte, base64.StdEncoding.DecodedLen(len(encoded)))
 		n, err := base64.StdEncoding.Decode(data, encoded)
 		data = data[:n]
-		if err != nil || (req.MaxFileSize > 0 && int64(len(data)) > req.MaxFileSize) || sandbox.IsBinary(data) {
+		if err != nil || (req.MaxFileSize > 0 && int64(len(data)) > req.MaxFileSize) {
 			res.Skipped++
 			continue
 		}
-		for i, line := range sandbox.SplitLines(string(data)) {
-			if !re.MatchString(line) {
-				continue
-			}
-			res.Total++
-			if req.MaxMatches <= 0 || len(res.Matches) < req.MaxMatches {
-				res.Matches = append(res.Matches, sandbox.GrepMatch{Path: file, Line: i + 1, Text: line})
-			}
-		}
+		remote.GrepFile(&res, re, req.MaxMatches, file, data)
 	}
 }
 
