@@ -41,7 +41,7 @@ const (
 func findScript(prune []string, filter string, max int) string {
 	var names []string
 	for _, n := range prune {
-		names = append(names, "-name "+shellQuote(n))
+		names = append(names, "-name "+remote.ShellQuote(n))
 	}
 	prunes := ""
 	if len(names) > 0 {
@@ -58,11 +58,11 @@ func findScript(prune []string, filter string, max int) string {
 // cannot take the search out of the workspace) and cd'd into it; body's output follows the
 // verdict ("ok dir", or "ok file" and cd'd into the file's directory when files is true).
 func (b *box) search(ctx context.Context, op, dir string, files bool, body string) ([]string, []byte, bool, error) {
-	rel, err := cleanRel(dir)
+	rel, err := remote.CleanRel(dir)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	nonce := newNonce()
+	nonce := remote.NewNonce()
 	file := `ma_say notdir; exit 0`
 	if files {
 		file = `ma_kind=file; ma_name=$(basename -- "$ma_p"); cd -- "$(dirname -- "$ma_p")" || { ma_say notdir; exit 0; }`
@@ -83,12 +83,12 @@ ma_say ok "$ma_kind"
 	if err != nil {
 		return nil, nil, false, err
 	}
-	words, rest, err := verdict(nonce, out)
+	words, rest, err := remote.SplitVerdict(nonce, out)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("%s %q in sandbox %s (exit %d): %w", op, dir, b.id, code, err)
 	}
 	if words[0] != "ok" {
-		return nil, nil, false, verdictError(words, op, dir)
+		return nil, nil, false, pathCheck.Error(words, op, dir)
 	}
 	truncated := len(rest) > searchMaxOutput
 	if truncated {

@@ -36,14 +36,14 @@ func prunes(names []string) string {
 	}
 	var parts []string
 	for _, n := range names {
-		parts = append(parts, "-name "+shellQuote(n))
+		parts = append(parts, "-name "+remote.ShellQuote(n))
 	}
 	return `\( ` + strings.Join(parts, " -o ") + ` \) -prune -o `
 }
 
 // FindFiles lists the files under req.Dir with one command and matches them here.
 func (b *box) FindFiles(ctx context.Context, req sandbox.FindRequest) (sandbox.FindResult, error) {
-	rel, err := cleanRel(req.Dir)
+	rel, err := remote.CleanRel(req.Dir)
 	if err != nil {
 		return sandbox.FindResult{}, err
 	}
@@ -54,7 +54,7 @@ func (b *box) FindFiles(ctx context.Context, req sandbox.FindRequest) (sandbox.F
 	if req.MaxListed > 0 {
 		limit = " | head -z -n " + strconv.Itoa(req.MaxListed+1)
 	}
-	nonce := newNonce()
+	nonce := remote.NewNonce()
 	script := b.resolve(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
 [ -d "$ma_p" ] || { ma_say notdir; exit 0; }
 cd -- "$ma_p" || { ma_say notdir; exit 0; }
@@ -67,12 +67,12 @@ find . ` + prunes(req.Prune) + `! -type d -print0 2>/dev/null` + limit
 	if res.TimedOut {
 		return sandbox.FindResult{}, fmt.Errorf("listing the files under %q took longer than %s", req.Dir, searchTimeout)
 	}
-	words, rest, err := verdict(nonce, res.Output)
+	words, rest, err := remote.SplitVerdict(nonce, res.Output)
 	if err != nil {
 		return sandbox.FindResult{}, fmt.Errorf("list %q in opensandbox sandbox %s: %w", req.Dir, b.id, err)
 	}
 	if words[0] != "ok" {
-		return sandbox.FindResult{}, verdictError(words, "list", req.Dir)
+		return sandbox.FindResult{}, pathCheck.Error(words, "list", req.Dir)
 	}
 	return remote.MatchListing(req, rest, res.Truncated), nil
 }
@@ -85,7 +85,7 @@ func (b *box) GrepFiles(ctx context.Context, req sandbox.GrepRequest) (sandbox.G
 	if err != nil {
 		return sandbox.GrepResult{}, fmt.Errorf("grep pattern: %w", err)
 	}
-	rel, err := cleanRel(req.Dir)
+	rel, err := remote.CleanRel(req.Dir)
 	if err != nil {
 		return sandbox.GrepResult{}, err
 	}
@@ -99,7 +99,7 @@ func (b *box) GrepFiles(ctx context.Context, req sandbox.GrepRequest) (sandbox.G
 	if req.MaxFiles > 0 {
 		limit = " | head -z -n " + strconv.Itoa(req.MaxFiles+1)
 	}
-	nonce := newNonce()
+	nonce := remote.NewNonce()
 	script := b.resolve(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
 ma_rec() { printf '%s\0' "$1"; if [ -r "$1" ]; then base64 -w 0 < "$1" 2>/dev/null || printf '!'; else printf '!'; fi; printf '\n'; }
 if [ -d "$ma_p" ]; then
@@ -153,10 +153,10 @@ func scanRecords(r io.Reader, nonce string, re *regexp.Regexp, req sandbox.GrepR
 	}
 	words := strings.Fields(string(first))
 	if len(words) < 2 || words[0] != nonce {
-		return sandbox.GrepResult{}, fmt.Errorf("grep %q: the path check gave no verdict: %q", req.Dir, cutText(first, 200))
+		return sandbox.GrepResult{}, fmt.Errorf("grep %q: the path check gave no verdict: %q", req.Dir, remote.CutText(first, 200))
 	}
 	if words[1] != "ok" {
-		return sandbox.GrepResult{}, verdictError(words[1:], "grep", req.Dir)
+		return sandbox.GrepResult{}, pathCheck.Error(words[1:], "grep", req.Dir)
 	}
 	var res sandbox.GrepResult
 	maxEncoded := base64.StdEncoding.EncodedLen(int(min(req.MaxFileSize, MaxFileSize))) + 8
