@@ -215,10 +215,7 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 	}
 	nonce := remote.NewNonce()
 	tag := "ma-exec-" + strings.ToLower(rand.Text())
-	script := b.preamble(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
-[ -d "$ma_p" ] || { ma_say notdir; exit 0; }
-cd -- "$ma_p" || { ma_say notdir; exit 0; }
-unset -f ma_say; unset ma_root ma_p
+	script := b.preamble(nonce, rel) + remote.DirCheck + `unset -f ma_say; unset ma_root ma_p
 printf '%s ok\n' ` + nonce + `
 exec 2>/dev/null
 timeout -s KILL ` + fmt.Sprintf("%.3f", timeout.Seconds()) + ` bash -c ` + remote.ShellQuote(req.Command) + ` ` + tag + ` </dev/null > >(head -c ` + strconv.Itoa(max+1) + `; cat >/dev/null) 2>&1 &
@@ -281,12 +278,7 @@ func (b *box) ReadFile(ctx context.Context, p string) ([]byte, error) {
 		return nil, err
 	}
 	nonce := remote.NewNonce()
-	script := b.preamble(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
-[ -d "$ma_p" ] && { ma_say isdir; exit 0; }
-[ -f "$ma_p" ] || { ma_say notfile; exit 0; }
-ma_n=$(wc -c < "$ma_p") || { ma_say notfile; exit 0; }
-[ "$ma_n" -le ` + strconv.Itoa(MaxFileSize) + ` ] || { ma_say toolarge "$ma_n"; exit 0; }
-ma_say ok "$ma_n"
+	script := b.preamble(nonce, rel) + remote.ReadCheck(MaxFileSize) + `ma_say ok "$ma_n"
 base64 -w0 < "$ma_p"`
 	code, out, err := b.run(ctx, script, false, scriptTimeout+time.Duration(MaxFileSize>>20)*time.Second, base64.StdEncoding.EncodedLen(MaxFileSize)+256)
 	if err != nil {
@@ -323,12 +315,7 @@ func (b *box) WriteFile(ctx context.Context, p string, data []byte) error {
 		return fmt.Errorf("write %q: is a directory", p)
 	}
 	nonce := remote.NewNonce()
-	script := b.preamble(nonce, rel) + `[ -d "$ma_p" ] && { ma_say isdir; exit 0; }
-if [ -e "$ma_p" ] || [ -L "$ma_p" ]; then [ -f "$ma_p" ] || { ma_say notfile; exit 0; }; fi
-mkdir -p -- "$(dirname -- "$ma_p")" 2>/dev/null || { ma_say mkdir; exit 0; }
-ma_d=$(realpath -e -- "$(dirname -- "$ma_p")") || { ma_say mkdir; exit 0; }
-case "$ma_d/" in "$ma_root"/*) ;; *) ma_say outside; exit 0 ;; esac
-ma_say ok
+	script := b.preamble(nonce, rel) + remote.WriteCheck + `ma_say ok
 printf '%s' "$ma_p"`
 	_, out, err := b.run(ctx, script, false, scriptTimeout, 64<<10)
 	if err != nil {

@@ -219,10 +219,7 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 		maxOut = DefaultMaxOutput
 	}
 	nonce := remote.NewNonce()
-	script := b.resolve(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
-[ -d "$ma_p" ] || { ma_say notdir; exit 0; }
-cd -- "$ma_p" || { ma_say notdir; exit 0; }
-export HOME="$ma_root"
+	script := b.resolve(nonce, rel) + remote.DirCheck + `export HOME="$ma_root"
 unset -f ma_say; unset ma_root ma_p
 exec 2>&1 </dev/null
 printf '%s ok\n' ` + nonce + `
@@ -459,12 +456,7 @@ func (b *box) ReadFile(ctx context.Context, p string) ([]byte, error) {
 		return nil, err
 	}
 	nonce := remote.NewNonce()
-	script := b.resolve(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
-[ -d "$ma_p" ] && { ma_say isdir; exit 0; }
-[ -f "$ma_p" ] || { ma_say notfile; exit 0; }
-ma_n=$(wc -c < "$ma_p") || { ma_say notfile; exit 0; }
-[ "$ma_n" -le ` + strconv.Itoa(MaxFileSize) + ` ] || { ma_say toolarge "$ma_n"; exit 0; }
-printf '%s ok %s\n%s' ` + nonce + ` "$ma_n" "$ma_p"`
+	script := b.resolve(nonce, rel) + remote.ReadCheck(MaxFileSize) + `printf '%s ok %s\n%s' ` + nonce + ` "$ma_n" "$ma_p"`
 	real, size, err := b.resolvePath(ctx, nonce, script, "read", p)
 	if err != nil {
 		return nil, err
@@ -533,12 +525,7 @@ func (b *box) WriteFile(ctx context.Context, p string, data []byte) error {
 		return err
 	}
 	nonce := remote.NewNonce()
-	script := b.resolve(nonce, rel) + `[ -d "$ma_p" ] && { ma_say isdir; exit 0; }
-if [ -e "$ma_p" ] || [ -L "$ma_p" ]; then [ -f "$ma_p" ] || { ma_say notfile; exit 0; }; fi
-mkdir -p -- "$(dirname -- "$ma_p")" 2>/dev/null || { ma_say mkdir; exit 0; }
-ma_d=$(realpath -e -- "$(dirname -- "$ma_p")") || { ma_say mkdir; exit 0; }
-case "$ma_d/" in "$ma_root"/*) ;; *) ma_say outside; exit 0 ;; esac
-printf '%s ok 0\n%s' ` + nonce + ` "$ma_p"`
+	script := b.resolve(nonce, rel) + remote.WriteCheck + `printf '%s ok 0\n%s' ` + nonce + ` "$ma_p"`
 	real, _, err := b.resolvePath(ctx, nonce, script, "write", p)
 	if err != nil {
 		return err

@@ -55,10 +55,7 @@ func (b *box) FindFiles(ctx context.Context, req sandbox.FindRequest) (sandbox.F
 		limit = " | head -z -n " + strconv.Itoa(req.MaxListed+1)
 	}
 	nonce := remote.NewNonce()
-	script := b.resolve(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
-[ -d "$ma_p" ] || { ma_say notdir; exit 0; }
-cd -- "$ma_p" || { ma_say notdir; exit 0; }
-printf '%s ok\n' ` + nonce + `
+	script := b.resolve(nonce, rel) + remote.DirCheck + `printf '%s ok\n' ` + nonce + `
 find . ` + prunes(req.Prune) + `! -type d -print0 2>/dev/null` + limit
 	res, err := b.run(ctx, script, searchTimeout, maxListing)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -105,4 +106,34 @@ func (c PathCheck) Error(words []string, what, rel string) error {
 		return fmt.Errorf("%s %q: cannot create its directory (a parent is a file?)", what, rel)
 	}
 	return fmt.Errorf("%s %q: the path check failed (%s)", what, rel, strings.Join(words, " "))
+}
+
+// The checks that follow PathPreamble in a provider's scripts, each refusing with the words
+// PathCheck reads.
+const (
+	// DirCheck refuses a target that is missing or not a directory, and enters it.
+	DirCheck = `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
+[ -d "$ma_p" ] || { ma_say notdir; exit 0; }
+cd -- "$ma_p" || { ma_say notdir; exit 0; }
+`
+	// WriteCheck refuses a target that is a directory or exists as something other than a
+	// regular file, makes its parent directory and refuses a parent outside the workspace
+	// (ma_d is the parent's real path).
+	WriteCheck = `[ -d "$ma_p" ] && { ma_say isdir; exit 0; }
+if [ -e "$ma_p" ] || [ -L "$ma_p" ]; then [ -f "$ma_p" ] || { ma_say notfile; exit 0; }; fi
+mkdir -p -- "$(dirname -- "$ma_p")" 2>/dev/null || { ma_say mkdir; exit 0; }
+ma_d=$(realpath -e -- "$(dirname -- "$ma_p")") || { ma_say mkdir; exit 0; }
+case "$ma_d/" in "$ma_root"/*) ;; *) ma_say outside; exit 0 ;; esac
+`
+)
+
+// ReadCheck refuses a target that is missing, not a regular file or larger than max bytes;
+// ma_n is its size.
+func ReadCheck(max int) string {
+	return `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
+[ -d "$ma_p" ] && { ma_say isdir; exit 0; }
+[ -f "$ma_p" ] || { ma_say notfile; exit 0; }
+ma_n=$(wc -c < "$ma_p") || { ma_say notfile; exit 0; }
+[ "$ma_n" -le ` + strconv.Itoa(max) + ` ] || { ma_say toolarge "$ma_n"; exit 0; }
+`
 }

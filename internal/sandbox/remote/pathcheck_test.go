@@ -149,3 +149,42 @@ func TestShellQuote(t *testing.T) {
 		require.Equal(t, s, string(out))
 	}
 }
+
+// TestChecks runs the checks after the preamble in a real shell.
+func TestChecks(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, exec.Command("mkdir", "-p", filepath.Join(ws, "d")).Run())
+	require.NoError(t, exec.Command("bash", "-c", `printf 12345 > "$1"/f; mkfifo "$1"/fifo`, "x", ws).Run())
+	tests := []struct {
+		name, check, rel, ok, want string
+	}{
+		{"DirCheck enters a directory", DirCheck, "d", `ma_say ok "$(pwd)"`, "ok " + ws + "/d"},
+		{"DirCheck refuses a missing one", DirCheck, "none", `ma_say ok`, "notexist"},
+		{"DirCheck refuses a file", DirCheck, "f", `ma_say ok`, "notdir"},
+		{"ReadCheck gives the size", ReadCheck(5), "f", `ma_say ok "$ma_n"`, "ok 5"},
+		{"ReadCheck refuses a larger file", ReadCheck(4), "f", `ma_say ok`, "toolarge 5"},
+		{"ReadCheck refuses a directory", ReadCheck(5), "d", `ma_say ok`, "isdir"},
+		{"ReadCheck refuses a missing file", ReadCheck(5), "none", `ma_say ok`, "notexist"},
+		{"ReadCheck refuses a FIFO", ReadCheck(5), "fifo", `ma_say ok`, "notfile"},
+		{"WriteCheck makes the parent", WriteCheck, "new/dir/f", `[ -d "$ma_d" ] && ma_say ok "$ma_d"`, "ok " + ws + "/new/dir"},
+		{"WriteCheck takes an existing file", WriteCheck, "f", `ma_say ok "$ma_d"`, "ok " + ws},
+		{"WriteCheck refuses a directory", WriteCheck, "d", `ma_say ok`, "isdir"},
+		{"WriteCheck refuses a FIFO", WriteCheck, "fifo", `ma_say ok`, "notfile"},
+		{"WriteCheck refuses a file as a parent", WriteCheck, "f/x", `ma_say ok`, "mkdir"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			script := PathPreamble("ma-n", ShellQuote(ws), tt.rel, false) + tt.check + tt.ok
+			out, err := exec.Command(bash, "-c", script).Output()
+			require.NoError(t, err)
+			words, _, err := SplitVerdict("ma-n", out)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, strings.Join(words, " "))
+		})
+	}
+}
