@@ -197,6 +197,11 @@ func rules() []rule {
 				internal("internal/durable"), internal("internal/httpapi"), module + "/controllers"}, temporal),
 		},
 		{
+			name:    "sandbox/remote imports only sandbox, go-retryablehttp and doublestar besides the standard library: it is what the remote providers share, not one of them",
+			subject: is("internal/sandbox/remote"),
+			only:    []string{internal("internal/sandbox"), "github.com/hashicorp/go-retryablehttp", "github.com/bmatcuk/doublestar/v4"},
+		},
+		{
 			name:    "the e2b provider imports only sandbox, sandbox/remote, connect and doublestar besides the standard library",
 			subject: is("internal/sandbox/e2b"),
 			only: []string{internal("internal/sandbox"), internal("internal/sandbox/remote"), "connectrpc.com/connect",

@@ -39,23 +39,6 @@ type box struct {
 	work string // the workspace root, absolute in the sandbox
 }
 
-// cleanRel cleans a workspace-relative path; one that leaves the workspace lexically (or is
-// absolute) is ErrOutsideWorkspace, "" is the root. Symlinks are resolved in the sandbox, by
-// the preamble of the command that uses the path: the toolbox itself confines nothing.
-func cleanRel(p string) (string, error) {
-	if strings.IndexByte(p, 0) >= 0 {
-		return "", fmt.Errorf("path %q contains a NUL byte", p)
-	}
-	c := path.Clean(p)
-	if path.IsAbs(p) || c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("path %q: %w", p, sandbox.ErrOutsideWorkspace)
-	}
-	if c == "." {
-		return "", nil
-	}
-	return c, nil
-}
-
 // call sends one toolbox request and returns the answer to read and close; a 404 is
 // ErrGone when the control plane no longer has the sandbox, else notFound.
 func (b *box) call(ctx context.Context, method, pathQuery, contentType string, body io.Reader, once bool, op string, notFound error) (*http.Response, error) {
@@ -150,55 +133,17 @@ func command(script string) (string, error) {
 	return c, nil
 }
 
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func newNonce() string { return "ma-" + strings.ToLower(rand.Text()) }
-
 // preamble resolves rel in the sandbox: it sets ma_root to the real workspace directory
 // (made if missing) and ma_p to the real path of the target (symlinks resolved, missing
 // components kept), and refuses a target outside the workspace. Verdicts are the first line
 // of the output, after a nonce the command's own output cannot know.
 func (b *box) preamble(nonce, rel string) string {
-	root := shellQuote(b.work)
-	return `ma_say() { printf '%s %s\n' ` + nonce + ` "$*"; }
-ma_root=$(realpath -e -- ` + root + ` 2>/dev/null) || { mkdir -p -- ` + root + ` 2>/dev/null && ma_root=$(realpath -e -- ` + root + `); } || { ma_say noroot; exit 0; }
-ma_p=$(realpath -m -- "$ma_root"/` + shellQuote(rel) + ` 2>/dev/null) || { ma_say invalid; exit 0; }
-case "$ma_p/" in "$ma_root"/*) ;; *) ma_say outside; exit 0 ;; esac
-`
+	return remote.PathPreamble(nonce, remote.ShellQuote(b.work), rel, true)
 }
 
-// verdict splits the preamble's verdict off out: the words after the nonce, and the rest.
-func verdict(nonce string, out []byte) ([]string, []byte, error) {
-	line, rest, ok := bytes.Cut(out, []byte("\n"))
-	words := strings.Fields(string(line))
-	if !ok || len(words) < 2 || words[0] != nonce {
-		return nil, nil, fmt.Errorf("the path check gave no verdict: %q", out[:min(len(out), 200)])
-	}
-	return words[1:], rest, nil
-}
-
-// verdictError turns a refusal verdict into the error the contract names.
-func verdictError(words []string, what, rel string) error {
-	switch words[0] {
-	case "outside":
-		return fmt.Errorf("%s %q: %w", what, rel, sandbox.ErrOutsideWorkspace)
-	case "notexist":
-		return fmt.Errorf("%s %q: %w", what, rel, sandbox.ErrNotExist)
-	case "notdir":
-		return fmt.Errorf("%s %q: not a directory", what, rel)
-	case "isdir":
-		return fmt.Errorf("%s %q: is a directory", what, rel)
-	case "notfile":
-		return fmt.Errorf("%s %q: not a regular file", what, rel)
-	case "toolarge":
-		return fmt.Errorf("%s %q: file is too large (%s bytes, the limit is %d); read parts of it with bash", what, rel, strings.Join(words[1:], " "), MaxFileSize)
-	case "noroot":
-		return fmt.Errorf("%s %q: the workspace directory cannot be made in the sandbox (%s)", what, rel, EnvWorkspace)
-	case "mkdir":
-		return fmt.Errorf("%s %q: cannot create its directory (a parent is a file?)", what, rel)
-	}
-	return fmt.Errorf("%s %q: the path check failed (%s)", what, rel, strings.Join(words, " "))
-}
+// pathCheck reads the refusals of preamble's scripts.
+var pathCheck = remote.PathCheck{MaxFileSize: MaxFileSize,
+	NoRoot: "the workspace directory cannot be made in the sandbox (" + EnvWorkspace + ")"}
 
 // run sends script as one POST /process/execute (once: never repeated, since a repetition
 // would run it twice; otherwise the script is one whose repetition does no harm, and refused
@@ -256,7 +201,7 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 	if err := ctx.Err(); err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	rel, err := cleanRel(req.Dir)
+	rel, err := remote.CleanRel(req.Dir)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -268,15 +213,12 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 	if max <= 0 {
 		max = b.p.cfg.MaxOutput
 	}
-	nonce := newNonce()
+	nonce := remote.NewNonce()
 	tag := "ma-exec-" + strings.ToLower(rand.Text())
-	script := b.preamble(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
-[ -d "$ma_p" ] || { ma_say notdir; exit 0; }
-cd -- "$ma_p" || { ma_say notdir; exit 0; }
-unset -f ma_say; unset ma_root ma_p
+	script := b.preamble(nonce, rel) + remote.DirCheck + `unset -f ma_say; unset ma_root ma_p
 printf '%s ok\n' ` + nonce + `
 exec 2>/dev/null
-timeout -s KILL ` + fmt.Sprintf("%.3f", timeout.Seconds()) + ` bash -c ` + shellQuote(req.Command) + ` ` + tag + ` </dev/null > >(head -c ` + strconv.Itoa(max+1) + `; cat >/dev/null) 2>&1 &
+timeout -s KILL ` + fmt.Sprintf("%.3f", timeout.Seconds()) + ` bash -c ` + remote.ShellQuote(req.Command) + ` ` + tag + ` </dev/null > >(head -c ` + strconv.Itoa(max+1) + `; cat >/dev/null) 2>&1 &
 ma_pid=$!
 wait "$ma_pid"; ma_st=$?
 kill -KILL -- -"$ma_pid" 2>/dev/null
@@ -295,12 +237,12 @@ exit "$ma_st"`
 		}
 		return sandbox.ExecResult{}, err
 	}
-	words, rest, err := verdict(nonce, out)
+	words, rest, err := remote.SplitVerdict(nonce, out)
 	if err != nil {
 		return sandbox.ExecResult{}, fmt.Errorf("exec in sandbox %s (exit %d): %w", b.id, code, err)
 	}
 	if words[0] != "ok" {
-		return sandbox.ExecResult{}, verdictError(words, "working directory", req.Dir)
+		return sandbox.ExecResult{}, pathCheck.Error(words, "working directory", req.Dir)
 	}
 	res := sandbox.ExecResult{ExitCode: code, Output: rest}
 	if len(res.Output) > max {
@@ -318,7 +260,7 @@ exit "$ma_st"`
 // (the pattern's bracket keeps grep from finding itself).
 func (b *box) kill(ctx context.Context, tag string) {
 	pattern := "[" + tag[:1] + "]" + tag[1:]
-	script := `for d in /proc/[0-9]*; do tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -q ` + shellQuote(pattern) + ` || continue; ` +
+	script := `for d in /proc/[0-9]*; do tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -q ` + remote.ShellQuote(pattern) + ` || continue; ` +
 		`set -- $(sed 's/^.*) //' "$d/stat" 2>/dev/null); [ -n "$3" ] && kill -KILL -- "-$3" 2>/dev/null; done; exit 0`
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scriptTimeout)
 	defer cancel()
@@ -331,28 +273,23 @@ func (b *box) kill(ctx context.Context, tag string) {
 // and the file, if it is a regular one inside the workspace, comes back base64-encoded (the
 // toolbox answers text; its download would follow a symlink anywhere).
 func (b *box) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	rel, err := cleanRel(p)
+	rel, err := remote.CleanRel(p)
 	if err != nil {
 		return nil, err
 	}
-	nonce := newNonce()
-	script := b.preamble(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
-[ -d "$ma_p" ] && { ma_say isdir; exit 0; }
-[ -f "$ma_p" ] || { ma_say notfile; exit 0; }
-ma_n=$(wc -c < "$ma_p") || { ma_say notfile; exit 0; }
-[ "$ma_n" -le ` + strconv.Itoa(MaxFileSize) + ` ] || { ma_say toolarge "$ma_n"; exit 0; }
-ma_say ok "$ma_n"
+	nonce := remote.NewNonce()
+	script := b.preamble(nonce, rel) + remote.ReadCheck(MaxFileSize) + `ma_say ok "$ma_n"
 base64 -w0 < "$ma_p"`
 	code, out, err := b.run(ctx, script, false, scriptTimeout+time.Duration(MaxFileSize>>20)*time.Second, base64.StdEncoding.EncodedLen(MaxFileSize)+256)
 	if err != nil {
 		return nil, err
 	}
-	words, rest, err := verdict(nonce, out)
+	words, rest, err := remote.SplitVerdict(nonce, out)
 	if err != nil {
 		return nil, fmt.Errorf("read %q in sandbox %s: %w", p, b.id, err)
 	}
 	if words[0] != "ok" {
-		return nil, verdictError(words, "read", p)
+		return nil, pathCheck.Error(words, "read", p)
 	}
 	if code != 0 {
 		return nil, fmt.Errorf("read %q in sandbox %s: exit %d", p, b.id, code)
@@ -370,31 +307,26 @@ base64 -w0 < "$ma_p"`
 // WriteFile implements sandbox.Sandbox: one command resolves the path in the sandbox and
 // makes its directory, then one multipart POST /files/upload writes the real path.
 func (b *box) WriteFile(ctx context.Context, p string, data []byte) error {
-	rel, err := cleanRel(p)
+	rel, err := remote.CleanRel(p)
 	if err != nil {
 		return err
 	}
 	if rel == "" {
 		return fmt.Errorf("write %q: is a directory", p)
 	}
-	nonce := newNonce()
-	script := b.preamble(nonce, rel) + `[ -d "$ma_p" ] && { ma_say isdir; exit 0; }
-if [ -e "$ma_p" ] || [ -L "$ma_p" ]; then [ -f "$ma_p" ] || { ma_say notfile; exit 0; }; fi
-mkdir -p -- "$(dirname -- "$ma_p")" 2>/dev/null || { ma_say mkdir; exit 0; }
-ma_d=$(realpath -e -- "$(dirname -- "$ma_p")") || { ma_say mkdir; exit 0; }
-case "$ma_d/" in "$ma_root"/*) ;; *) ma_say outside; exit 0 ;; esac
-ma_say ok
+	nonce := remote.NewNonce()
+	script := b.preamble(nonce, rel) + remote.WriteCheck + `ma_say ok
 printf '%s' "$ma_p"`
 	_, out, err := b.run(ctx, script, false, scriptTimeout, 64<<10)
 	if err != nil {
 		return err
 	}
-	words, rest, err := verdict(nonce, out)
+	words, rest, err := remote.SplitVerdict(nonce, out)
 	if err != nil {
 		return fmt.Errorf("write %q in sandbox %s: %w", p, b.id, err)
 	}
 	if words[0] != "ok" {
-		return verdictError(words, "write", p)
+		return pathCheck.Error(words, "write", p)
 	}
 	real := string(rest)
 	if !path.IsAbs(real) {

@@ -82,15 +82,7 @@ func (p *Provider) Name() string { return Name }
 // Daytona's cloud), so a tampered id can never name another path.
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
-func checkRef(ref sandbox.Ref) error {
-	if ref.Provider != "" && ref.Provider != Name {
-		return fmt.Errorf("sandbox ref of provider %q given to the %s provider: %w", ref.Provider, Name, sandbox.ErrForeignRef)
-	}
-	if !idPattern.MatchString(ref.ExternalID) {
-		return fmt.Errorf("daytona sandbox id %q: %w", ref.ExternalID, sandbox.ErrInvalidRef)
-	}
-	return nil
-}
+func checkRef(ref sandbox.Ref) error { return remote.CheckRef(ref, Name, idPattern) }
 
 // apiSandbox is the part of Daytona's Sandbox the provider reads.
 type apiSandbox struct {
@@ -438,30 +430,8 @@ const maxAnswer = 16 << 20
 // do sends one control-plane request with a JSON body (nil: none) and decodes a JSON answer
 // into out (nil: discarded).
 func (p *Provider) do(ctx context.Context, method, pathQuery string, body, out any, op string) error {
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, p.cfg.APIURL.String()+pathQuery, rd)
+	resp, err := remote.SendJSON(ctx, p.http, method, p.cfg.APIURL.String()+pathQuery, body, p.authorize, op, EnvAPIKey)
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	p.authorize(req)
-	resp, err := p.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w", op, ctx.Err())
-		}
-		return remote.Transport(op, err)
-	}
-	if err := remote.Check(resp, op, EnvAPIKey); err != nil {
 		return err
 	}
 	defer resp.Body.Close()

@@ -41,7 +41,7 @@ const (
 func findScript(prune []string, filter string, max int) string {
 	var names []string
 	for _, n := range prune {
-		names = append(names, "-name "+shellQuote(n))
+		names = append(names, "-name "+remote.ShellQuote(n))
 	}
 	prunes := ""
 	if len(names) > 0 {
@@ -58,11 +58,11 @@ func findScript(prune []string, filter string, max int) string {
 // cannot take the search out of the workspace) and cd'd into it; body's output follows the
 // verdict ("ok dir", or "ok file" and cd'd into the file's directory when files is true).
 func (b *box) search(ctx context.Context, op, dir string, files bool, body string) ([]string, []byte, bool, error) {
-	rel, err := cleanRel(dir)
+	rel, err := remote.CleanRel(dir)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	nonce := newNonce()
+	nonce := remote.NewNonce()
 	file := `ma_say notdir; exit 0`
 	if files {
 		file = `ma_kind=file; ma_name=$(basename -- "$ma_p"); cd -- "$(dirname -- "$ma_p")" || { ma_say notdir; exit 0; }`
@@ -83,12 +83,12 @@ ma_say ok "$ma_kind"
 	if err != nil {
 		return nil, nil, false, err
 	}
-	words, rest, err := verdict(nonce, out)
+	words, rest, err := remote.SplitVerdict(nonce, out)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("%s %q in sandbox %s (exit %d): %w", op, dir, b.id, code, err)
 	}
 	if words[0] != "ok" {
-		return nil, nil, false, verdictError(words, op, dir)
+		return nil, nil, false, pathCheck.Error(words, op, dir)
 	}
 	truncated := len(rest) > searchMaxOutput
 	if truncated {
@@ -100,18 +100,6 @@ ma_say ok "$ma_kind"
 	return words[1:], rest, truncated, nil
 }
 
-// relNames splits find's NUL-separated output into cleaned paths, sorted.
-func relNames(out []byte) []string {
-	var names []string
-	for name := range strings.SplitSeq(string(out), "\x00") {
-		if name != "" {
-			names = append(names, path.Clean(name))
-		}
-	}
-	slices.Sort(names)
-	return names
-}
-
 // FindFiles implements sandbox.FileSearcher with one command.
 func (b *box) FindFiles(ctx context.Context, req sandbox.FindRequest) (sandbox.FindResult, error) {
 	if !doublestar.ValidatePattern(req.Pattern) {
@@ -121,28 +109,9 @@ func (b *box) FindFiles(ctx context.Context, req sandbox.FindRequest) (sandbox.F
 	if err != nil {
 		return sandbox.FindResult{}, err
 	}
-	var found sandbox.FindResult
-	if truncated {
-		found.Cut = true
-		out = out[:max(0, bytes.LastIndexByte(out, 0))]
-	}
-	names := relNames(out)
-	if req.MaxListed > 0 && len(names) > req.MaxListed {
-		names, found.Cut = names[:req.MaxListed], true
-	}
-	for _, name := range names {
-		if ok, _ := doublestar.Match(req.Pattern, name); ok {
-			found.Paths = append(found.Paths, joinDir(req.Dir, name))
-		}
-	}
-	return found, nil
-}
-
-func joinDir(dir, name string) string {
-	if dir == "" || dir == "." {
-		return name
-	}
-	return path.Join(dir, name)
+	// findScript sorts before it cuts, so the entries MatchListing keeps are the first in
+	// path order.
+	return remote.MatchListing(req, out, truncated), nil
 }
 
 // GrepFiles implements sandbox.FileSearcher with one command: the candidate list, then the
@@ -173,7 +142,8 @@ func (b *box) GrepFiles(ctx context.Context, req sandbox.GrepRequest) (sandbox.G
 		return sandbox.GrepResult{}, fmt.Errorf("grep in %q: the file list did not decode: %w", req.Dir, err)
 	}
 	var out sandbox.GrepResult
-	files := relNames(listed)
+	files := remote.ListedNames(listed, false)
+	slices.Sort(files)
 	if req.MaxFiles > 0 && len(files) > req.MaxFiles {
 		files, out.Cut = files[:req.MaxFiles], true
 	}
@@ -184,23 +154,15 @@ func (b *box) GrepFiles(ctx context.Context, req sandbox.GrepRequest) (sandbox.G
 	}
 	for _, f := range files {
 		data, ok := contents[f]
-		if !ok || (req.MaxFileSize > 0 && int64(len(data)) > req.MaxFileSize) || sandbox.IsBinary(data) {
+		if !ok || (req.MaxFileSize > 0 && int64(len(data)) > req.MaxFileSize) {
 			out.Skipped++
 			continue
 		}
-		shown := joinDir(req.Dir, f)
+		shown := remote.JoinDir(req.Dir, f)
 		if single {
 			shown = req.Dir
 		}
-		for i, line := range sandbox.SplitLines(string(data)) {
-			if !re.MatchString(line) {
-				continue
-			}
-			out.Total++
-			if req.MaxMatches <= 0 || len(out.Matches) < req.MaxMatches {
-				out.Matches = append(out.Matches, sandbox.GrepMatch{Path: shown, Line: i + 1, Text: line})
-			}
-		}
+		remote.GrepFile(&out, re, req.MaxMatches, shown, data)
 	}
 	return out, nil
 }

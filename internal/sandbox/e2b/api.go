@@ -1,9 +1,9 @@
 package e2b
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -82,31 +82,14 @@ func (a *api) do(ctx context.Context, op, method, p string, query url.Values, bo
 	u := *a.base
 	u.Path = strings.TrimRight(u.Path, "/") + p
 	u.RawQuery = query.Encode()
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", op, err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	resp, err := remote.SendJSON(ctx, a.http, method, u.String(), body, a.auth, op, a.credential)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", op, err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	a.auth(req)
-	resp, err := a.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0, fmt.Errorf("%s: %w", op, ctx.Err())
+		// An answer that is not a success still has its status.
+		var se *remote.StatusError
+		if errors.As(err, &se) {
+			return se.Status, err
 		}
-		return 0, remote.Transport(op, err)
-	}
-	if err := remote.Check(resp, op, a.credential); err != nil {
-		return resp.StatusCode, err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	if out != nil {

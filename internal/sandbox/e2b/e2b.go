@@ -84,13 +84,7 @@ func (p *Provider) Name() string { return p.cfg.Name }
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,62}$`)
 
 func (p *Provider) checkRef(ref sandbox.Ref) error {
-	if ref.Provider != "" && ref.Provider != p.cfg.Name {
-		return fmt.Errorf("sandbox ref of provider %q given to the %s provider: %w", ref.Provider, p.cfg.Name, sandbox.ErrForeignRef)
-	}
-	if !idPattern.MatchString(ref.ExternalID) {
-		return fmt.Errorf("%s sandbox id %q: %w", p.cfg.Name, ref.ExternalID, sandbox.ErrInvalidRef)
-	}
-	return nil
+	return remote.CheckRef(ref, p.cfg.Name, idPattern)
 }
 
 func (p *Provider) ref(id string) sandbox.Ref {

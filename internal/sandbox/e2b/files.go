@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/remote"
 )
 
 // MaxFileSize bounds what ReadFile loads and WriteFile sends, like the other providers.
@@ -67,24 +68,21 @@ func scriptRefusal(op, p string, stderr []byte) error {
 		if !ok {
 			continue
 		}
-		switch {
-		case reason == "outside":
-			return fmt.Errorf("%s %q: %w", op, p, sandbox.ErrOutsideWorkspace)
-		case reason == "missing":
-			return fmt.Errorf("%s %q: %w", op, p, sandbox.ErrNotExist)
-		case reason == "notdir":
-			return fmt.Errorf("%s %q: %w", op, p, syscall.ENOTDIR)
-		case reason == "special":
-			return fmt.Errorf("%s %q: not a regular file", op, p)
-		case reason == "isdir":
-			return fmt.Errorf("%s %q: %w", op, p, syscall.EISDIR)
-		case strings.HasPrefix(reason, "toolarge:"):
-			n, _ := strconv.ParseInt(strings.TrimPrefix(reason, "toolarge:"), 10, 64)
-			return fmt.Errorf("%s %q: file is too large (%d bytes, the limit is %d); read parts of it with bash", op, p, n, MaxFileSize)
+		words := strings.Split(reason, ":")
+		if w, known := refusals[words[0]]; known {
+			words[0] = w
+			return pathCheck.Error(words, op, p)
 		}
 	}
 	return nil
 }
+
+// refusals are the scripts' complaints in the words of remote.PathCheck.
+var refusals = map[string]string{"outside": "outside", "missing": "notexist", "notdir": "notdir",
+	"special": "notfile", "isdir": "isdir", "toolarge": "toolarge"}
+
+// pathCheck reads the scripts' refusals.
+var pathCheck = remote.PathCheck{MaxFileSize: MaxFileSize}
 
 // helper runs one of this package's scripts (not a login shell: nothing of the profile may
 // reach its output) with args, bounded like any command.

@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/remote"
 )
 
 // The search tools' calls are one command each (FileSearcher): envd's ListDir cannot prune
@@ -103,28 +102,7 @@ func (b *box) FindFiles(ctx context.Context, req sandbox.FindRequest) (sandbox.F
 	if err := b.searchStatus("find in", req.Dir, r); err != nil {
 		return sandbox.FindResult{}, err
 	}
-	out := string(r.stdout)
-	var res sandbox.FindResult
-	if r.truncated {
-		res.Cut = true
-		out = out[:max(strings.LastIndexByte(out, 0), 0)]
-	}
-	var names []string
-	for name := range strings.SplitSeq(out, "\x00") {
-		if name = strings.TrimPrefix(name, "./"); name != "" && name != "." {
-			names = append(names, name)
-		}
-	}
-	if req.MaxListed > 0 && len(names) > req.MaxListed {
-		names, res.Cut = names[:req.MaxListed], true
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		if ok, _ := doublestar.Match(req.Pattern, name); ok {
-			res.Paths = append(res.Paths, joinDir(req.Dir, name))
-		}
-	}
-	return res, nil
+	return remote.MatchListing(req, r.stdout, r.truncated), nil
 }
 
 // searchStatus turns a search script's refusal or failure into an error.
@@ -234,32 +212,13 @@ func grepStream(rd io.Reader, req sandbox.GrepRequest, re *regexp.Regexp, maxSiz
 			return res, fmt.Errorf("read the files: %w", err)
 		}
 		searched++
-		if sandbox.IsBinary(data) {
-			res.Skipped++
-			continue
-		}
 		name := req.Dir
 		if !single {
-			name = joinDir(req.Dir, strings.TrimPrefix(hdr.Name, "./"))
+			name = remote.JoinDir(req.Dir, strings.TrimPrefix(hdr.Name, "./"))
 		}
-		for i, line := range sandbox.SplitLines(string(data)) {
-			if !re.MatchString(line) {
-				continue
-			}
-			res.Total++
-			if req.MaxMatches <= 0 || len(res.Matches) < req.MaxMatches {
-				res.Matches = append(res.Matches, sandbox.GrepMatch{Path: name, Line: i + 1, Text: line})
-			}
-		}
+		remote.GrepFile(&res, re, req.MaxMatches, name, data)
 	}
 	// Files listed but not in the tar could not be read (or were too large, for one file).
 	res.Skipped += max(res.Files-searched, 0)
 	return res, nil
-}
-
-func joinDir(dir, name string) string {
-	if dir == "" || dir == "." {
-		return name
-	}
-	return path.Join(dir, name)
 }

@@ -1,7 +1,6 @@
 package opensandbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -102,33 +101,8 @@ func (a *api) do(ctx context.Context, method, path string, query url.Values, bod
 	u := *a.base
 	u.Path += path
 	u.RawQuery = query.Encode()
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	resp, err := remote.SendJSON(ctx, a.client, method, u.String(), body, a.header, op, envAPIKey)
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if a.key != "" {
-		req.Header.Set("OPEN-SANDBOX-API-KEY", a.key)
-	}
-	resp, err := a.client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w", op, ctx.Err())
-		}
-		return remote.Transport(op, err)
-	}
-	if err := remote.Check(resp, op, envAPIKey); err != nil {
 		return err
 	}
 	defer resp.Body.Close()
@@ -143,6 +117,14 @@ func (a *api) do(ctx context.Context, method, path string, query url.Values, bod
 		return remote.Transport(op, fmt.Errorf("decode the answer: %w", err))
 	}
 	return nil
+}
+
+// header puts the lifecycle API's headers and key on req.
+func (a *api) header(req *http.Request) {
+	req.Header.Set("Accept", "application/json")
+	if a.key != "" {
+		req.Header.Set("OPEN-SANDBOX-API-KEY", a.key)
+	}
 }
 
 // maxAPIBody bounds a lifecycle answer (a page of a list is the largest).

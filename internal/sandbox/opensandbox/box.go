@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -183,27 +181,9 @@ func (b *box) prepare(ctx context.Context) error {
 // rootExpr is the workspace directory as a shell word.
 func (b *box) rootExpr() string {
 	if rest, ok := strings.CutPrefix(b.p.cfg.Workspace, "~/"); ok {
-		return `"$HOME"/` + shellQuote(rest)
+		return `"$HOME"/` + remote.ShellQuote(rest)
 	}
-	return shellQuote(b.p.cfg.Workspace)
-}
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// cleanRel cleans a workspace-relative path; one that leaves the workspace lexically is
-// ErrOutsideWorkspace. "" is the root.
-func cleanRel(p string) (string, error) {
-	if strings.IndexByte(p, 0) >= 0 {
-		return "", fmt.Errorf("path %q contains a NUL byte", p)
-	}
-	c := path.Clean(p)
-	if path.IsAbs(p) || c == ".." || strings.HasPrefix(c, "../") {
-		return "", fmt.Errorf("path %q: %w", p, sandbox.ErrOutsideWorkspace)
-	}
-	if c == "." {
-		return "", nil
-	}
-	return c, nil
+	return remote.ShellQuote(b.p.cfg.Workspace)
 }
 
 // The resolve preamble: it sets ma_root to the real workspace directory and ma_p to the
@@ -211,65 +191,19 @@ func cleanRel(p string) (string, error) {
 // target outside the workspace. Its verdict is the first line of the output, after a nonce
 // the command's own output cannot know.
 func (b *box) resolve(nonce, rel string) string {
-	return `ma_say() { printf '%s %s\n' ` + nonce + ` "$*"; }
-ma_root=$(realpath -e -- ` + b.rootExpr() + ` 2>/dev/null) || { ma_say noroot; exit 0; }
-ma_p=$(realpath -m -- "$ma_root"/` + shellQuote(rel) + ` 2>/dev/null) || { ma_say invalid; exit 0; }
-case "$ma_p/" in "$ma_root"/*) ;; *) ma_say outside; exit 0 ;; esac
-`
+	return remote.PathPreamble(nonce, b.rootExpr(), rel, false)
 }
 
-func newNonce() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "ma-" + hex.EncodeToString(b[:])
-}
-
-// verdict splits the preamble's verdict off out: the words after the nonce, and the rest.
-func verdict(nonce string, out []byte) ([]string, []byte, error) {
-	line, rest, ok := bytes.Cut(out, []byte("\n"))
-	words := strings.Fields(string(line))
-	if !ok || len(words) < 2 || words[0] != nonce {
-		return nil, nil, fmt.Errorf("the path check gave no verdict: %q", cutText(out, 200))
-	}
-	return words[1:], rest, nil
-}
-
-func cutText(b []byte, n int) string {
-	if len(b) > n {
-		return string(b[:n]) + "…"
-	}
-	return string(b)
-}
-
-// verdictError turns a refusal verdict into the error the contract names.
-func verdictError(words []string, what, rel string) error {
-	switch words[0] {
-	case "outside":
-		return fmt.Errorf("%s %q: %w", what, rel, sandbox.ErrOutsideWorkspace)
-	case "notexist":
-		return fmt.Errorf("%s %q: %w", what, rel, sandbox.ErrNotExist)
-	case "notdir":
-		return fmt.Errorf("%s %q: not a directory", what, rel)
-	case "isdir":
-		return fmt.Errorf("%s %q: is a directory", what, rel)
-	case "notfile":
-		return fmt.Errorf("%s %q: not a regular file", what, rel)
-	case "toolarge":
-		return fmt.Errorf("%s %q: file is too large (%s bytes, the limit is %d); read parts of it with bash", what, rel, strings.Join(words[1:], " "), MaxFileSize)
-	case "noroot":
-		return fmt.Errorf("%s %q: the workspace directory is missing in the sandbox (%s)", what, rel, envWorkspace)
-	case "mkdir":
-		return fmt.Errorf("%s %q: cannot create its directory (a parent is a file?)", what, rel)
-	}
-	return fmt.Errorf("%s %q: the path check failed (%s)", what, rel, strings.Join(words, " "))
-}
+// pathCheck reads the refusals of resolve's scripts.
+var pathCheck = remote.PathCheck{MaxFileSize: MaxFileSize,
+	NoRoot: "the workspace directory is missing in the sandbox (" + envWorkspace + ")"}
 
 // Exec runs req.Command with bash in the workspace (or req.Dir under it): one POST /command.
 // stderr is joined onto stdout in the sandbox (exec 2>&1), so the output keeps the order it
 // was written in. The command runs in a child bash, so a command that kills its own shell
 // still has the shell's status (128+signal).
 func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	rel, err := cleanRel(req.Dir)
+	rel, err := remote.CleanRel(req.Dir)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -284,26 +218,23 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 	if maxOut <= 0 {
 		maxOut = DefaultMaxOutput
 	}
-	nonce := newNonce()
-	script := b.resolve(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
-[ -d "$ma_p" ] || { ma_say notdir; exit 0; }
-cd -- "$ma_p" || { ma_say notdir; exit 0; }
-export HOME="$ma_root"
+	nonce := remote.NewNonce()
+	script := b.resolve(nonce, rel) + remote.DirCheck + `export HOME="$ma_root"
 unset -f ma_say; unset ma_root ma_p
 exec 2>&1 </dev/null
 printf '%s ok\n' ` + nonce + `
-bash -c ` + shellQuote(req.Command) + `; exit $?`
+bash -c ` + remote.ShellQuote(req.Command) + `; exit $?`
 	// The verdict line is not the command's output: allow for it beyond the cap.
 	res, err := b.run(ctx, script, timeout, maxOut+len(nonce)+64)
 	if err != nil {
 		return res, err
 	}
-	words, rest, verr := verdict(nonce, res.Output)
+	words, rest, verr := remote.SplitVerdict(nonce, res.Output)
 	if verr != nil {
 		return sandbox.ExecResult{}, fmt.Errorf("exec in opensandbox sandbox %s: %w", b.id, verr)
 	}
 	if words[0] != "ok" {
-		return sandbox.ExecResult{}, verdictError(words, "working directory", req.Dir)
+		return sandbox.ExecResult{}, pathCheck.Error(words, "working directory", req.Dir)
 	}
 	res.Output = rest
 	if len(res.Output) > maxOut {
@@ -517,20 +448,15 @@ func (e *eventReader) line() ([]byte, error) {
 // ReadFile resolves the path in the sandbox (one command), then downloads the real file
 // (GET /files/download).
 func (b *box) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	rel, err := cleanRel(p)
+	rel, err := remote.CleanRel(p)
 	if err != nil {
 		return nil, err
 	}
 	if err := b.touch(ctx); err != nil {
 		return nil, err
 	}
-	nonce := newNonce()
-	script := b.resolve(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
-[ -d "$ma_p" ] && { ma_say isdir; exit 0; }
-[ -f "$ma_p" ] || { ma_say notfile; exit 0; }
-ma_n=$(wc -c < "$ma_p") || { ma_say notfile; exit 0; }
-[ "$ma_n" -le ` + strconv.Itoa(MaxFileSize) + ` ] || { ma_say toolarge "$ma_n"; exit 0; }
-printf '%s ok %s\n%s' ` + nonce + ` "$ma_n" "$ma_p"`
+	nonce := remote.NewNonce()
+	script := b.resolve(nonce, rel) + remote.ReadCheck(MaxFileSize) + `printf '%s ok %s\n%s' ` + nonce + ` "$ma_n" "$ma_p"`
 	real, size, err := b.resolvePath(ctx, nonce, script, "read", p)
 	if err != nil {
 		return nil, err
@@ -567,12 +493,12 @@ func (b *box) resolvePath(ctx context.Context, nonce, script, what, p string) (s
 	if err != nil {
 		return "", 0, err
 	}
-	words, rest, err := verdict(nonce, res.Output)
+	words, rest, err := remote.SplitVerdict(nonce, res.Output)
 	if err != nil {
 		return "", 0, fmt.Errorf("%s %q in opensandbox sandbox %s: %w", what, p, b.id, err)
 	}
 	if words[0] != "ok" {
-		return "", 0, verdictError(words, what, p)
+		return "", 0, pathCheck.Error(words, what, p)
 	}
 	var size int64
 	if len(words) > 1 {
@@ -588,7 +514,7 @@ func (b *box) resolvePath(ctx context.Context, nonce, script, what, p string) (s
 // WriteFile resolves the path in the sandbox and makes its directory (one command), then
 // uploads the content to the real path (POST /files/upload).
 func (b *box) WriteFile(ctx context.Context, p string, data []byte) error {
-	rel, err := cleanRel(p)
+	rel, err := remote.CleanRel(p)
 	if err != nil {
 		return err
 	}
@@ -598,13 +524,8 @@ func (b *box) WriteFile(ctx context.Context, p string, data []byte) error {
 	if err := b.touch(ctx); err != nil {
 		return err
 	}
-	nonce := newNonce()
-	script := b.resolve(nonce, rel) + `[ -d "$ma_p" ] && { ma_say isdir; exit 0; }
-if [ -e "$ma_p" ] || [ -L "$ma_p" ]; then [ -f "$ma_p" ] || { ma_say notfile; exit 0; }; fi
-mkdir -p -- "$(dirname -- "$ma_p")" 2>/dev/null || { ma_say mkdir; exit 0; }
-ma_d=$(realpath -e -- "$(dirname -- "$ma_p")") || { ma_say mkdir; exit 0; }
-case "$ma_d/" in "$ma_root"/*) ;; *) ma_say outside; exit 0 ;; esac
-printf '%s ok 0\n%s' ` + nonce + ` "$ma_p"`
+	nonce := remote.NewNonce()
+	script := b.resolve(nonce, rel) + remote.WriteCheck + `printf '%s ok 0\n%s' ` + nonce + ` "$ma_p"`
 	real, _, err := b.resolvePath(ctx, nonce, script, "write", p)
 	if err != nil {
 		return err

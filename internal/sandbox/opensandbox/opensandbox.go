@@ -242,15 +242,7 @@ func (p *Provider) Name() string { return Name }
 // Docker runtime, names in Kubernetes) are one path segment.
 var sandboxID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-func checkRef(ref sandbox.Ref) error {
-	if ref.Provider != "" && ref.Provider != Name {
-		return fmt.Errorf("sandbox ref of provider %q given to the %s provider: %w", ref.Provider, Name, sandbox.ErrForeignRef)
-	}
-	if !sandboxID.MatchString(ref.ExternalID) {
-		return fmt.Errorf("opensandbox sandbox id %q: %w", ref.ExternalID, sandbox.ErrInvalidRef)
-	}
-	return nil
-}
+func checkRef(ref sandbox.Ref) error { return remote.CheckRef(ref, Name, sandboxID) }
 
 // labelValue is a Kubernetes label value, what the server accepts as a metadata value.
 var labelValue = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`)

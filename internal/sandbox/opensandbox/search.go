@@ -8,16 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/bmatcuk/doublestar/v4"
-
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/remote"
 )
 
 // execd's GET /files/search is not used for FindFiles: it matches the pattern against each
@@ -39,14 +36,14 @@ func prunes(names []string) string {
 	}
 	var parts []string
 	for _, n := range names {
-		parts = append(parts, "-name "+shellQuote(n))
+		parts = append(parts, "-name "+remote.ShellQuote(n))
 	}
 	return `\( ` + strings.Join(parts, " -o ") + ` \) -prune -o `
 }
 
 // FindFiles lists the files under req.Dir with one command and matches them here.
 func (b *box) FindFiles(ctx context.Context, req sandbox.FindRequest) (sandbox.FindResult, error) {
-	rel, err := cleanRel(req.Dir)
+	rel, err := remote.CleanRel(req.Dir)
 	if err != nil {
 		return sandbox.FindResult{}, err
 	}
@@ -57,11 +54,8 @@ func (b *box) FindFiles(ctx context.Context, req sandbox.FindRequest) (sandbox.F
 	if req.MaxListed > 0 {
 		limit = " | head -z -n " + strconv.Itoa(req.MaxListed+1)
 	}
-	nonce := newNonce()
-	script := b.resolve(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
-[ -d "$ma_p" ] || { ma_say notdir; exit 0; }
-cd -- "$ma_p" || { ma_say notdir; exit 0; }
-printf '%s ok\n' ` + nonce + `
+	nonce := remote.NewNonce()
+	script := b.resolve(nonce, rel) + remote.DirCheck + `printf '%s ok\n' ` + nonce + `
 find . ` + prunes(req.Prune) + `! -type d -print0 2>/dev/null` + limit
 	res, err := b.run(ctx, script, searchTimeout, maxListing)
 	if err != nil {
@@ -70,44 +64,14 @@ find . ` + prunes(req.Prune) + `! -type d -print0 2>/dev/null` + limit
 	if res.TimedOut {
 		return sandbox.FindResult{}, fmt.Errorf("listing the files under %q took longer than %s", req.Dir, searchTimeout)
 	}
-	words, rest, err := verdict(nonce, res.Output)
+	words, rest, err := remote.SplitVerdict(nonce, res.Output)
 	if err != nil {
 		return sandbox.FindResult{}, fmt.Errorf("list %q in opensandbox sandbox %s: %w", req.Dir, b.id, err)
 	}
 	if words[0] != "ok" {
-		return sandbox.FindResult{}, verdictError(words, "list", req.Dir)
+		return sandbox.FindResult{}, pathCheck.Error(words, "list", req.Dir)
 	}
-	var out sandbox.FindResult
-	out.Cut = res.Truncated
-	if res.Truncated {
-		// The last name may be cut in the middle.
-		if i := bytes.LastIndexByte(rest, 0); i >= 0 {
-			rest = rest[:i]
-		}
-	}
-	var names []string
-	for name := range strings.SplitSeq(string(rest), "\x00") {
-		if name = strings.TrimPrefix(name, "./"); name != "" && name != "." {
-			names = append(names, name)
-		}
-	}
-	if req.MaxListed > 0 && len(names) > req.MaxListed {
-		names, out.Cut = names[:req.MaxListed], true
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		if ok, _ := doublestar.Match(req.Pattern, name); ok {
-			out.Paths = append(out.Paths, joinDir(req.Dir, name))
-		}
-	}
-	return out, nil
-}
-
-func joinDir(dir, name string) string {
-	if dir == "" || dir == "." {
-		return name
-	}
-	return path.Join(dir, name)
+	return remote.MatchListing(req, rest, res.Truncated), nil
 }
 
 // GrepFiles lists the files under req.Dir (or takes the one file it names) and streams their
@@ -118,7 +82,7 @@ func (b *box) GrepFiles(ctx context.Context, req sandbox.GrepRequest) (sandbox.G
 	if err != nil {
 		return sandbox.GrepResult{}, fmt.Errorf("grep pattern: %w", err)
 	}
-	rel, err := cleanRel(req.Dir)
+	rel, err := remote.CleanRel(req.Dir)
 	if err != nil {
 		return sandbox.GrepResult{}, err
 	}
@@ -132,7 +96,7 @@ func (b *box) GrepFiles(ctx context.Context, req sandbox.GrepRequest) (sandbox.G
 	if req.MaxFiles > 0 {
 		limit = " | head -z -n " + strconv.Itoa(req.MaxFiles+1)
 	}
-	nonce := newNonce()
+	nonce := remote.NewNonce()
 	script := b.resolve(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
 ma_rec() { printf '%s\0' "$1"; if [ -r "$1" ]; then base64 -w 0 < "$1" 2>/dev/null || printf '!'; else printf '!'; fi; printf '\n'; }
 if [ -d "$ma_p" ]; then
@@ -186,10 +150,10 @@ func scanRecords(r io.Reader, nonce string, re *regexp.Regexp, req sandbox.GrepR
 	}
 	words := strings.Fields(string(first))
 	if len(words) < 2 || words[0] != nonce {
-		return sandbox.GrepResult{}, fmt.Errorf("grep %q: the path check gave no verdict: %q", req.Dir, cutText(first, 200))
+		return sandbox.GrepResult{}, fmt.Errorf("grep %q: the path check gave no verdict: %q", req.Dir, remote.CutText(first, 200))
 	}
 	if words[1] != "ok" {
-		return sandbox.GrepResult{}, verdictError(words[1:], "grep", req.Dir)
+		return sandbox.GrepResult{}, pathCheck.Error(words[1:], "grep", req.Dir)
 	}
 	var res sandbox.GrepResult
 	maxEncoded := base64.StdEncoding.EncodedLen(int(min(req.MaxFileSize, MaxFileSize))) + 8
@@ -217,7 +181,7 @@ func scanRecords(r io.Reader, nonce string, re *regexp.Regexp, req sandbox.GrepR
 		if strings.HasPrefix(string(name), "/") {
 			*single = true
 		} else {
-			file = joinDir(req.Dir, file)
+			file = remote.JoinDir(req.Dir, file)
 		}
 		if bytes.Equal(encoded, []byte("!")) {
 			res.Skipped++
@@ -226,19 +190,11 @@ func scanRecords(r io.Reader, nonce string, re *regexp.Regexp, req sandbox.GrepR
 		data := make([]byte, base64.StdEncoding.DecodedLen(len(encoded)))
 		n, err := base64.StdEncoding.Decode(data, encoded)
 		data = data[:n]
-		if err != nil || (req.MaxFileSize > 0 && int64(len(data)) > req.MaxFileSize) || sandbox.IsBinary(data) {
+		if err != nil || (req.MaxFileSize > 0 && int64(len(data)) > req.MaxFileSize) {
 			res.Skipped++
 			continue
 		}
-		for i, line := range sandbox.SplitLines(string(data)) {
-			if !re.MatchString(line) {
-				continue
-			}
-			res.Total++
-			if req.MaxMatches <= 0 || len(res.Matches) < req.MaxMatches {
-				res.Matches = append(res.Matches, sandbox.GrepMatch{Path: file, Line: i + 1, Text: line})
-			}
-		}
+		remote.GrepFile(&res, re, req.MaxMatches, file, data)
 	}
 }
 
