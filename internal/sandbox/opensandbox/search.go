@@ -1,8 +1,8 @@
 package opensandbox
 
 import (
+	"archive/tar"
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -74,9 +74,10 @@ find . ` + prunes(req.Prune) + `! -type d -print0 2>/dev/null` + limit
 	return remote.MatchListing(req, rest, res.Truncated), nil
 }
 
-// GrepFiles lists the files under req.Dir (or takes the one file it names) and streams their
-// contents back base64-encoded in the same command, one record per file, searched here as
-// they arrive: memory holds one file at a time.
+// GrepFiles lists the files under req.Dir (or takes the one file it names) and streams them
+// back in the same command as one tar archive, base64-encoded in lines (the command's output
+// is text), searched here as they arrive: memory holds one file at a time, and the sandbox
+// starts three processes however many files there are.
 func (b *box) GrepFiles(ctx context.Context, req sandbox.GrepRequest) (sandbox.GrepResult, error) {
 	re, err := regexp.Compile(req.Pattern)
 	if err != nil {
@@ -98,14 +99,13 @@ func (b *box) GrepFiles(ctx context.Context, req sandbox.GrepRequest) (sandbox.G
 	}
 	nonce := remote.NewNonce()
 	script := b.resolve(nonce, rel) + `[ -e "$ma_p" ] || { ma_say notexist; exit 0; }
-ma_rec() { printf '%s\0' "$1"; if [ -r "$1" ]; then base64 -w 0 < "$1" 2>/dev/null || printf '!'; else printf '!'; fi; printf '\n'; }
 if [ -d "$ma_p" ]; then
 	cd -- "$ma_p" || { ma_say notdir; exit 0; }
-	printf '%s ok\n' ` + nonce + `
-	find . ` + prunes(req.Prune) + `-type f ` + size + `-print0 2>/dev/null | LC_ALL=C sort -z` + limit + ` | while IFS= read -r -d '' f; do ma_rec "$f"; done
+	printf '%s ok dir\n' ` + nonce + `
+	find . ` + prunes(req.Prune) + `-type f ` + size + `-print0 2>/dev/null | LC_ALL=C sort -z` + limit + ` | tar --null --no-recursion -T - -cf - 2>/dev/null | base64
 elif [ -f "$ma_p" ]; then
-	printf '%s ok\n' ` + nonce + `
-	ma_rec "$ma_p"
+	printf '%s ok file\n' ` + nonce + `
+	cd -- "$(dirname -- "$ma_p")" && tar --no-recursion -cf - -- "$(basename -- "$ma_p")" 2>/dev/null | base64
 else
 	ma_say notfile; exit 0
 fi`
@@ -117,7 +117,7 @@ fi`
 	done := make(chan outcome, 1)
 	single := false
 	go func() {
-		res, err := scanRecords(pr, nonce, re, req, &single)
+		res, err := scanArchive(pr, nonce, re, req, &single)
 		_, _ = io.Copy(io.Discard, pr) // let the command finish whatever was cut
 		done <- outcome{res, err}
 	}()
@@ -141,8 +141,8 @@ fi`
 	return got.res, nil
 }
 
-// scanRecords reads the verdict and the records (name NUL base64 newline) of a grep command.
-func scanRecords(r io.Reader, nonce string, re *regexp.Regexp, req sandbox.GrepRequest, single *bool) (sandbox.GrepResult, error) {
+// scanArchive reads the verdict line and then the base64 tar archive of a grep command.
+func scanArchive(r io.Reader, nonce string, re *regexp.Regexp, req sandbox.GrepRequest, single *bool) (sandbox.GrepResult, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	first, err := readBounded(br, '\n', 4<<10)
 	if err != nil {
@@ -155,44 +155,38 @@ func scanRecords(r io.Reader, nonce string, re *regexp.Regexp, req sandbox.GrepR
 	if words[1] != "ok" {
 		return sandbox.GrepResult{}, pathCheck.Error(words[1:], "grep", req.Dir)
 	}
-	var res sandbox.GrepResult
-	maxEncoded := base64.StdEncoding.EncodedLen(int(min(req.MaxFileSize, MaxFileSize))) + 8
-	if req.MaxFileSize <= 0 {
-		maxEncoded = base64.StdEncoding.EncodedLen(MaxFileSize) + 8
+	*single = len(words) > 2 && words[2] == "file"
+	limit := int64(MaxFileSize)
+	if req.MaxFileSize > 0 {
+		limit = min(req.MaxFileSize, limit)
 	}
+	var res sandbox.GrepResult
+	// The decoder skips the newlines base64 wraps its output with.
+	tr := tar.NewReader(base64.NewDecoder(base64.StdEncoding, br))
 	for {
-		name, err := readBounded(br, 0, 64<<10)
-		if errors.Is(err, io.EOF) && len(name) == 0 {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
 			return res, nil
 		}
 		if err != nil {
 			return res, fmt.Errorf("grep %q: the file stream broke off: %w", req.Dir, err)
 		}
-		encoded, err := readBounded(br, '\n', maxEncoded)
-		if err != nil {
-			return res, fmt.Errorf("grep %q: the file stream broke off: %w", req.Dir, err)
+		if h.Typeflag != tar.TypeReg {
+			continue
 		}
 		if req.MaxFiles > 0 && res.Files >= req.MaxFiles {
 			res.Cut = true
 			return res, nil
 		}
 		res.Files++
-		file := strings.TrimPrefix(string(name), "./")
-		if strings.HasPrefix(string(name), "/") {
-			*single = true
-		} else {
-			file = remote.JoinDir(req.Dir, file)
-		}
-		if bytes.Equal(encoded, []byte("!")) {
+		file := remote.JoinDir(req.Dir, strings.TrimPrefix(h.Name, "./"))
+		if h.Size > limit {
 			res.Skipped++
 			continue
 		}
-		data := make([]byte, base64.StdEncoding.DecodedLen(len(encoded)))
-		n, err := base64.StdEncoding.Decode(data, encoded)
-		data = data[:n]
-		if err != nil || (req.MaxFileSize > 0 && int64(len(data)) > req.MaxFileSize) {
-			res.Skipped++
-			continue
+		data, err := io.ReadAll(io.LimitReader(tr, h.Size))
+		if err != nil {
+			return res, fmt.Errorf("grep %q: the file stream broke off: %w", req.Dir, err)
 		}
 		remote.GrepFile(&res, re, req.MaxMatches, file, data)
 	}
