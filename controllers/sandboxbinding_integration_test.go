@@ -17,6 +17,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -94,6 +95,8 @@ func TestSessionsRunToolsInSandboxPods(t *testing.T) {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(b2), &b))
 		return b.Status.Phase == v1alpha1.SandboxFailed
 	}, wait, 50*time.Millisecond)
+	// Once its daemon is gone too (the container outlives the pod object for a moment).
+	require.Eventually(t, func() bool { return !kubelet.Serving(types.UID(b2.Status.ExternalID)) }, wait, 50*time.Millisecond)
 	// The live client learns it from its failed call: the model gets a tool error saying so
 	// (the session could still go on without tools)...
 	send(two.Status.SessionID, `/tool bash {"command":"echo again"}`)

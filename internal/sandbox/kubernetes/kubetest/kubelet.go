@@ -83,6 +83,16 @@ func Start(t testing.TB, c client.Client, namespace string) *Kubelet {
 // Port is the port every sandbox pod's endpoint must name (the bindings' spec.port).
 func (k *Kubelet) Port() int32 { return int32(k.ln.Addr().(*net.TCPAddr).Port) }
 
+// Serving says whether the daemon of the pod with that UID still runs: a deleted pod's
+// daemon stops at the kubelet's next sync, as a real container's does after its grace
+// period, not at the moment the controller sees the pod gone.
+func (k *Kubelet) Serving(uid types.UID) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.pods[uid]
+	return ok
+}
+
 // ClaimDir is the directory of the claim of that name, "" before a pod mounted it or once
 // the claim is deleted.
 func (k *Kubelet) ClaimDir(name string) string {
