@@ -256,7 +256,11 @@ type SandboxBindingList struct {
 const ProviderPod = "pod"
 
 // IsRemote says whether the binding's sandbox lives at a remote provider, not in a pod.
-func (s *SandboxBindingSpec) IsRemote() bool { return s.Provider != "" && s.Provider != ProviderPod }
+func (s *SandboxBindingSpec) IsRemote() bool { return IsRemoteProvider(s.Provider) }
+
+// IsRemoteProvider says whether a binding's provider name ("" is the default, pod) names a
+// remote provider.
+func IsRemoteProvider(name string) bool { return name != "" && name != ProviderPod }
 
 // Labels and keys the SandboxBinding controller and the kubernetes provider share.
 const (

@@ -56,7 +56,7 @@ func (c Config) kubernetesConfig() (kubernetes.Config, error) {
 			errs = append(errs, fmt.Errorf("MANAGED_AGENT_KUBERNETES_SERVICE_ACCOUNT=%q: must be a ServiceAccount name (%s)", c.KubernetesServiceAccount, msgs[0]))
 		}
 	}
-	if prov := c.KubernetesProvider; prov != "" && prov != v1alpha1.ProviderPod {
+	if prov := c.KubernetesProvider; v1alpha1.IsRemoteProvider(prov) {
 		if _, err := c.remoteProviders("MANAGED_AGENT_KUBERNETES_PROVIDER", prov, false); err != nil {
 			errs = append(errs, err)
 		}
@@ -117,7 +117,7 @@ func newKubernetesProvider(c Config) (sandbox.Provider, error) {
 		return nil, fmt.Errorf("MANAGED_AGENT_SANDBOX=kubernetes: a client of %s: %w", rest.Host, err)
 	}
 	cfg.Client = cl
-	if prov := c.KubernetesProvider; prov != "" && prov != v1alpha1.ProviderPod {
+	if prov := c.KubernetesProvider; v1alpha1.IsRemoteProvider(prov) {
 		remote, err := c.remoteProviders("MANAGED_AGENT_KUBERNETES_PROVIDER", prov, true)
 		if err != nil {
 			return nil, err

@@ -149,6 +149,7 @@ func New(c Config) (*Provider, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	c.Provider = cmp.Or(c.Provider, v1alpha1.ProviderPod)
 	c.ReadyTimeout = cmp.Or(c.ReadyTimeout, DefaultReadyTimeout)
 	c.AttachTimeout = cmp.Or(c.AttachTimeout, DefaultAttachTimeout)
 	c.PollInterval = cmp.Or(c.PollInterval, 200*time.Millisecond)
@@ -180,7 +181,7 @@ func (p *Provider) binding(spec sandbox.Spec) *v1alpha1.SandboxBinding {
 			Image:              cmp.Or(spec.Image, p.cfg.Image),
 			Port:               p.cfg.Port,
 			ServiceAccountName: p.cfg.ServiceAccountName,
-			Provider:           cmp.Or(p.cfg.Provider, v1alpha1.ProviderPod),
+			Provider:           p.cfg.Provider,
 		},
 	}
 	if len(validation.IsValidLabelValue(spec.SessionID)) == 0 {
@@ -249,7 +250,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 		return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox name %q: not a name sandbox.NameFor makes", spec.Name)
 	}
 	// What could never work is refused before anything is made.
-	if provider := cmp.Or(p.cfg.Provider, v1alpha1.ProviderPod); len(spec.Packages) > 0 && provider != v1alpha1.ProviderPod {
+	if provider := p.cfg.Provider; len(spec.Packages) > 0 && v1alpha1.IsRemoteProvider(provider) {
 		return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w: packages are installed only in sandbox pods, not at the remote provider %s; build them into its template", spec.Name, ErrPackages, provider)
 	}
 	if err := packages.Check(spec.Packages, packages.User); err != nil {
@@ -278,7 +279,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 			// the binding for the retried acquisition to adopt.
 			return sandbox.Ref{}, fmt.Errorf("kubernetes sandbox %s: %w", spec.Name, err)
 		}
-		if remote := p.cfg.Provider != "" && p.cfg.Provider != v1alpha1.ProviderPod; remote && !errors.Is(err, errFailed) {
+		if v1alpha1.IsRemoteProvider(p.cfg.Provider) && !errors.Is(err, errFailed) {
 			// The controller is still creating it at the provider (a slow start, an outage it
 			// retries through): not a setup failure. The binding stays for the retried
 			// acquisition to adopt.
