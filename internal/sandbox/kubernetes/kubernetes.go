@@ -386,8 +386,11 @@ func (p *Provider) waitReady(ctx context.Context, name string, uid types.UID, mi
 		switch {
 		case apierrors.IsNotFound(err):
 			return nil, fmt.Errorf("sandbox binding %s does not exist: %w", name, sandbox.ErrGone)
-		case err != nil && ctx.Err() == nil:
-			return nil, fmt.Errorf("read sandbox binding %s: %w", name, err)
+		case err != nil:
+			// A read that failed (the apiserver busy, or the client's rate limiter refusing a
+			// wait that would pass the deadline) is tried again until the wait's own deadline,
+			// whose error then says why it ended.
+			last = "reading it failed: " + err.Error()
 		case err == nil:
 			if why := goneReason(&b, uid); why != "" {
 				return nil, fmt.Errorf("sandbox binding %s: %s: %w", name, why, errFailed)
