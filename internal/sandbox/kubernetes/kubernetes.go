@@ -390,7 +390,9 @@ func (p *Provider) waitReady(ctx context.Context, name string, uid types.UID, mi
 			// A read that failed (the apiserver busy, or the client's rate limiter refusing a
 			// wait that would pass the deadline) is tried again until the wait's own deadline,
 			// whose error then says why it ended.
-			last = "reading it failed: " + err.Error()
+			if last == "no status yet" { // else keep the controller's last word, which says more
+				last = "reading it failed: " + err.Error()
+			}
 		case err == nil:
 			if why := goneReason(&b, uid); why != "" {
 				return nil, fmt.Errorf("sandbox binding %s: %s: %w", name, why, errFailed)
