@@ -8,6 +8,7 @@ package mcptest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,6 +31,7 @@ type Server struct {
 	mcp       *mcp.Server
 	opts      options
 	closeOnce sync.Once
+	closing   chan struct{} // closed by Close: slow calls still running end
 
 	mu        sync.Mutex
 	calls     map[string]int
@@ -79,7 +81,7 @@ func WithTool(t *mcp.Tool, h mcp.ToolHandler) Option {
 const (
 	EchoDescription = "Returns its text argument unchanged."
 	AddDescription  = "Adds two numbers and returns the sum as text."
-	SlowDescription = "Sleeps for ms milliseconds (honours cancellation), then returns \"slept <ms>ms\"."
+	SlowDescription = "Sleeps for ms milliseconds (honours cancellation and the server closing), then returns \"slept <ms>ms\"."
 	FailDescription = "Always fails: returns a tool error (isError) with the message \"tool failed: <message>\"."
 	BigDescription  = "Returns n bytes of text (the letter x)."
 )
@@ -104,7 +106,7 @@ type bigIn struct {
 // Start starts a server on 127.0.0.1, closed when the test ends.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s := &Server{calls: map[string]int{}, started: map[string]chan struct{}{}, cancelled: map[string]int{}}
+	s := &Server{closing: make(chan struct{}), calls: map[string]int{}, started: map[string]chan struct{}{}, cancelled: map[string]int{}}
 	for _, o := range opts {
 		o(&s.opts)
 	}
@@ -128,6 +130,8 @@ func Start(t testing.TB, opts ...Option) *Server {
 			select {
 			case <-time.After(time.Duration(in.MS) * time.Millisecond):
 				return text(fmt.Sprintf("slept %dms", in.MS)), nil, nil
+			case <-s.closing:
+				return nil, nil, errors.New("the server is closing")
 			case <-ctx.Done():
 				s.mu.Lock()
 				s.cancelled["slow"]++
@@ -251,13 +255,14 @@ func (s *Server) Tokens() []string {
 // Close stops the server, ending open streams. It is safe to call more than once.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
-		s.http.CloseClientConnections()
-		s.http.Close()
+		close(s.closing)
 		// Sessions a client never deleted (it was cut off, or its DELETE was refused)
-		// and calls still running end with the server.
+		// and calls still running end with the server; http.Close waits for them.
+		s.http.CloseClientConnections()
 		for ss := range s.mcp.Sessions() {
 			_ = ss.Close()
 		}
+		s.http.Close()
 	})
 }
 
