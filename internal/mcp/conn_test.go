@@ -1,0 +1,93 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/mcp"
+	"github.com/managed-agents/managed-agents/internal/mcp/mcptest"
+)
+
+// The session outlives the connect timeout: the SSE transport's stream is not tied to it.
+func TestSessionOutlivesTheConnectTimeout(t *testing.T) {
+	t.Parallel()
+	for _, sseOnly := range []bool{false, true} {
+		t.Run(fmt.Sprint("sse only ", sseOnly), func(t *testing.T) {
+			t.Parallel()
+			var opts []mcptest.Option
+			if sseOnly {
+				opts = append(opts, mcptest.WithSSEOnly())
+			}
+			srv := mcptest.Start(t, opts...)
+			ctx, cancel := context.WithCancel(t.Context())
+			c, err := mcp.Dial(ctx, mcp.Server{Name: "s", URL: srv.URL}, mcp.Options{ConnectTimeout: 200 * time.Millisecond})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, c.Close()); require.NoError(t, c.Close()) })
+			cancel() // nor to Dial's context
+			time.Sleep(400 * time.Millisecond)
+			res, err := c.CallTool(t.Context(), "echo", json.RawMessage(`{"text":"still here"}`), mcp.CallLimits{})
+			require.NoError(t, err)
+			require.Equal(t, []string{"still here"}, texts(res))
+		})
+	}
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	t.Parallel()
+	srv := mcptest.Start(t)
+	c := dial(t, srv.URL, mcp.Options{})
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			res, err := c.CallTool(t.Context(), "add", json.RawMessage(fmt.Sprintf(`{"a":%d,"b":1}`, i)), mcp.CallLimits{})
+			require.NoError(t, err)
+			require.Equal(t, []string{fmt.Sprint(i + 1)}, texts(res))
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 20, srv.Calls("add"))
+}
+
+type countingTransport struct {
+	n    atomic.Int64
+	base http.RoundTripper
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.base.RoundTrip(r)
+}
+
+// A caller's client carries every request (the lead may route through a proxy); its
+// Timeout does not cut the session's long-lived streams.
+func TestCallersHTTPClient(t *testing.T) {
+	t.Parallel()
+	srv := mcptest.Start(t, mcptest.WithSSEOnly(), mcptest.WithBearer(func(tok string) bool { return tok == "v" }))
+	base := &http.Transport{}
+	t.Cleanup(base.CloseIdleConnections)
+	rt := &countingTransport{base: base}
+	c := dial(t, srv.URL, mcp.Options{HTTPClient: &http.Client{Transport: rt, Timeout: 100 * time.Millisecond}, Token: "v"})
+	res, err := c.CallTool(t.Context(), "slow", json.RawMessage(`{"ms":300}`), mcp.CallLimits{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"slept 300ms"}, texts(res))
+	require.NotZero(t, rt.n.Load())
+	require.Contains(t, srv.Tokens(), "v")
+}
+
+func TestDialWithAContextAlreadyDone(t *testing.T) {
+	t.Parallel()
+	srv := mcptest.Start(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := mcp.Dial(ctx, mcp.Server{Name: "s", URL: srv.URL}, mcp.Options{})
+	require.ErrorIs(t, err, mcp.ErrConnect)
+	require.ErrorIs(t, err, context.Canceled)
+}
