@@ -212,6 +212,9 @@ func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
 	seen := map[string]bool{}
 	for t, err := range c.session.Tools(ctx, nil) {
 		if err != nil {
+			if we := serverError(err); we != nil && we.Code == jsonrpc.CodeMethodNotFound && len(out) == 0 {
+				return nil, nil // a server without tools
+			}
 			return nil, c.callError(ctx, before, err, "list tools")
 		}
 		if t == nil || t.Name == "" || seen[t.Name] {

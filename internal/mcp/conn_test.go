@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/managed-agents/managed-agents/internal/mcp"
@@ -90,4 +92,25 @@ func TestDialWithAContextAlreadyDone(t *testing.T) {
 	_, err := mcp.Dial(ctx, mcp.Server{Name: "s", URL: srv.URL}, mcp.Options{})
 	require.ErrorIs(t, err, mcp.ErrConnect)
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// A server that offers no tools: an empty list, whether it answers tools/list or not.
+func TestServerWithoutTools(t *testing.T) {
+	t.Parallel()
+	srv := sdk.NewServer(&sdk.Implementation{Name: "empty", Version: "v1"}, nil)
+	for _, s := range []*httptest.Server{
+		httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)),
+	} {
+		t.Cleanup(func() {
+			s.CloseClientConnections()
+			for ss := range srv.Sessions() {
+				_ = ss.Close()
+			}
+			s.Close()
+		})
+		c := dial(t, s.URL, mcp.Options{})
+		tools, err := c.ListTools(t.Context())
+		require.NoError(t, err)
+		require.Empty(t, tools)
+	}
 }

@@ -3,6 +3,7 @@ package mcp
 import (
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,7 @@ type recorder struct {
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	if r.token != "" && req.URL.Host == r.host {
+	if r.token != "" && strings.EqualFold(req.URL.Host, r.host) {
 		req = req.Clone(req.Context())
 		req.Header.Set("Authorization", "Bearer "+r.token)
 	}
