@@ -106,6 +106,9 @@ type Conn struct {
 	closeErr  error
 }
 
+// closeGrace bounds Close.
+const closeGrace = 2 * time.Second
+
 const (
 	transportStreamable = "streamable-http"
 	transportSSE        = "sse"
@@ -138,19 +141,21 @@ func Dial(ctx context.Context, s Server, o Options) (*Conn, error) {
 		base = c.owned
 	}
 	c.rec = &recorder{base: base, token: o.Token, host: u.Host}
-	hc.Transport = c.rec
 
 	connectCtx, cancelConnect := context.WithTimeout(ctx, timeout)
 	defer cancelConnect()
 
-	streamable := &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxRetries: 2, DisableStandaloneSSE: true}
-	err = c.connect(ctx, connectCtx, transportStreamable, streamable)
+	err = c.connect(ctx, connectCtx, transportStreamable, func(hc *http.Client) sdk.Transport {
+		return &sdk.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxRetries: 2, DisableStandaloneSSE: true}
+	}, hc)
 	if err == nil {
 		return c, nil
 	}
 	if st := c.rec.lastPostStatus(); c.rec.lastAuthStatus() == 0 && st >= 400 && st < 500 && connectCtx.Err() == nil {
-		sse := &sdk.SSEClientTransport{Endpoint: s.URL, HTTPClient: hc}
-		if err = c.connect(ctx, connectCtx, transportSSE, sse); err == nil {
+		err = c.connect(ctx, connectCtx, transportSSE, func(hc *http.Client) sdk.Transport {
+			return &sdk.SSEClientTransport{Endpoint: s.URL, HTTPClient: hc}
+		}, hc)
+		if err == nil {
 			return c, nil
 		}
 	}
@@ -163,10 +168,14 @@ func Dial(ctx context.Context, s Server, o Options) (*Conn, error) {
 
 // connect makes one attempt over one transport. The session lives on a context of its own
 // (the SSE transport ties its stream to the context it is connected with), cancelled by
-// Close, or by the end of connectCtx while the handshake is not done.
-func (c *Conn) connect(ctx, connectCtx context.Context, name string, t sdk.Transport) error {
+// Close, or by the end of connectCtx while the handshake is not done; every HTTP request of
+// the session ends with it.
+func (c *Conn) connect(ctx, connectCtx context.Context, name string, transport func(*http.Client) sdk.Transport, hc *http.Client) error {
 	lifeCtx, cancelLife := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(connectCtx, cancelLife)
+	bound := *hc
+	bound.Transport = boundTransport{base: c.rec, life: lifeCtx}
+	t := transport(&bound)
 	client := sdk.NewClient(&sdk.Implementation{Name: "managed-agents", Version: "v1"}, &sdk.ClientOptions{
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Capabilities: &sdk.ClientCapabilities{},
@@ -296,7 +305,11 @@ func (c *Conn) callError(ctx context.Context, authBefore int64, err error, what 
 // It is safe to call more than once.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
+		// Deleting the session on the server is best effort: a server that does not
+		// answer holds Close for closeGrace at most.
+		cut := time.AfterFunc(closeGrace, c.cancel)
 		c.closeErr = c.session.Close()
+		cut.Stop()
 		c.cancel()
 		c.closeIdle()
 	})

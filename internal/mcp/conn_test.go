@@ -114,3 +114,34 @@ func TestServerWithoutTools(t *testing.T) {
 		require.Empty(t, tools)
 	}
 }
+
+// Close does not wait long for a server that never answers the session's DELETE.
+func TestCloseIsBounded(t *testing.T) {
+	t.Parallel()
+	srv := sdk.NewServer(&sdk.Implementation{Name: "hangs", Version: "v1"}, nil)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	release := make(chan struct{})
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		close(release)
+		s.CloseClientConnections()
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+		s.Close()
+	})
+	c, err := mcp.Dial(t.Context(), mcp.Server{Name: "s", URL: s.URL}, mcp.Options{})
+	require.NoError(t, err)
+	start := time.Now()
+	_ = c.Close()
+	require.Less(t, time.Since(start), 4*time.Second)
+}

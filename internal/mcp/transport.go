@@ -1,6 +1,8 @@
 package mcp
 
 import (
+	"context"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -70,4 +72,41 @@ func defaultTransport() *http.Transport {
 		MaxIdleConnsPerHost:   4,
 		ForceAttemptHTTP2:     true,
 	}
+}
+
+// boundTransport ends every request of one session (its body included) when the session's
+// context ends: when Close is called, or when connecting runs out of time. Without it, a
+// request the SDK sends on a context of its own (the best-effort notifications/cancelled,
+// the DELETE of Close) could hold Dial or Close for seconds on a server that never answers.
+type boundTransport struct {
+	base http.RoundTripper
+	life context.Context
+}
+
+func (t boundTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.life.Err(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	stop := context.AfterFunc(t.life, cancel)
+	end := func() { stop(); cancel() }
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		end()
+		return nil, err
+	}
+	resp.Body = &endingBody{ReadCloser: resp.Body, end: end}
+	return resp, nil
+}
+
+// endingBody releases its request's context when the body is closed.
+type endingBody struct {
+	io.ReadCloser
+	end func()
+}
+
+func (b *endingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.end()
+	return err
 }

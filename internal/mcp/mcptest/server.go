@@ -255,10 +255,11 @@ func (s *Server) Tokens() []string {
 // Close stops the server, ending open streams. It is safe to call more than once.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
-		close(s.closing)
+		// Clients are cut off first, so that no answer of a call ended below reaches them.
+		s.http.CloseClientConnections()
 		// Sessions a client never deleted (it was cut off, or its DELETE was refused)
 		// and calls still running end with the server; http.Close waits for them.
-		s.http.CloseClientConnections()
+		close(s.closing)
 		for ss := range s.mcp.Sessions() {
 			_ = ss.Close()
 		}
