@@ -291,3 +291,38 @@ func LogUsage(history []wire.Event) (model.Usage, error) {
 	}
 	return u, nil
 }
+
+// WebToolUse counts the web_fetch and web_search calls in history that ran (allowed, or
+// confirmed, and answered by a result), for session.usage.server_tool_use. Rejected and
+// abandoned calls did not reach the web and do not count.
+func WebToolUse(history []wire.Event) (fetches, searches int64, err error) {
+	a, err := indexAnswers(history)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, ev := range history {
+		if ev.Type != wire.EventAgentToolUse || !delivered(ev) {
+			continue
+		}
+		c, err := readCall(ev)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !tools.IsWebTool(c.name) {
+			continue
+		}
+		if _, answered := a.results[c.id()]; !answered {
+			continue
+		}
+		ran := c.permission == wire.PermissionResultAllow ||
+			(c.permission == wire.PermissionResultAsk && a.confirmations[c.id()].Result == wire.PermissionResultAllow)
+		switch {
+		case !ran:
+		case c.name == wire.ToolNameWebFetch:
+			fetches++
+		default:
+			searches++
+		}
+	}
+	return fetches, searches, nil
+}

@@ -134,6 +134,9 @@ type Config struct {
 	// durable.DefaultStopTimeout).
 	WorkerStopTimeout time.Duration
 
+	// MCP bounds the worker's connections to MCP servers (mcp.go).
+	MCP MCPConfig
+
 	// Kubeconfig is the kubeconfig the controller uses (KUBECONFIG, a list of files as kubectl
 	// reads it, or --kubeconfig); empty means in-cluster for `controller`, and no controller at
 	// all for `dev`.
@@ -207,6 +210,7 @@ func (c Config) Validate() error {
 		check(fmt.Errorf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%s: must not be negative", c.FakeWordDelay))
 	}
 	check(c.validateIdle())
+	check(c.validateMCP())
 	check(c.Network.validate())
 	check(c.parsed("MANAGED_AGENT_WORKER_STOP_TIMEOUT"))
 	if c.WorkerStopTimeout < 0 {
@@ -523,6 +527,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	c.envBool(&c.TemporalTLS, "MANAGED_AGENT_TEMPORAL_TLS", get("MANAGED_AGENT_TEMPORAL_TLS"))
 	c.envBool(&c.AllowUnsafeLocalSandbox, "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX", get("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"))
 	c.envBool(&c.KubernetesPersistentWorkspace, "MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE", get("MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE"))
+	c.mcpFromEnv(get)
 	return c
 }
 
