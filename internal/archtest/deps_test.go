@@ -254,6 +254,17 @@ func rules() []rule {
 			only:    []string{"github.com/modelcontextprotocol/go-sdk/mcp"},
 		},
 		{
+			name:    "mcpsession imports only agent, mcp and wire: credentials and call claims come through its own interfaces",
+			subject: is("internal/mcpsession"),
+			only:    []string{internal("internal/agent"), internal("internal/mcp"), internal("internal/wire")},
+		},
+		{
+			name:      "mcpsession never reaches store, sessions, turns, durable, httpapi or Temporal",
+			subject:   is("internal/mcpsession"),
+			reach:     true,
+			forbidden: prefixes([]string{internal("internal/store"), internal("internal/sessions"), internal("internal/turns"), internal("internal/durable"), internal("internal/httpapi")}, temporal, kubernetes),
+		},
+		{
 			name:      "wire imports nothing internal",
 			subject:   is("internal/wire"),
 			forbidden: []string{module},
