@@ -360,4 +360,3 @@ func firstRunes(s string, n int) string {
 }
 
 func ptr[T any](v T) *T { return &v }
-

@@ -105,7 +105,7 @@ type guard struct {
 }
 
 func (g guard) refusal(a netip.Addr) string {
-	if g.allowPrivate || (g.publicForTest.IsValid() && a.Unmap() == g.publicForTest) {
+	if g.allowPrivate || (g.publicForTest.IsValid() && a == g.publicForTest) {
 		return ""
 	}
 	return addrRefusal(a)
