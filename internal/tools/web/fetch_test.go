@@ -551,3 +551,51 @@ func TestRunUsesWireTypes(t *testing.T) {
 	require.True(t, isError)
 	require.Contains(t, *content[0].Text, "url_not_allowed")
 }
+
+// A host written in Unicode is compared in the form it is dialled in: a blocked domain cannot
+// be reached by spelling it differently.
+func TestFetchDomainRulesSeeTheDialledName(t *testing.T) {
+	t.Parallel()
+	f, log := newTestFetcher(t, FetchConfig{})
+	for _, tt := range []struct {
+		url     string
+		opts    Options
+		wantErr string
+	}{
+		{"http://bücher.example/", Options{BlockedDomains: []string{"xn--bcher-kva.example"}}, "bücher.example is in blocked_domains (xn--bcher-kva.example)"},
+		{"http://ADS.example.test./x", Options{BlockedDomains: []string{"ads.example.test"}}, "is in blocked_domains"},
+		{"http://ads\u3002example.test/x", Options{BlockedDomains: []string{"ads.example.test"}}, "is in blocked_domains"},
+		{"http://x.ads%2Eexample.test/x", Options{BlockedDomains: []string{"ads.example.test"}}, "(invalid_input)"},
+		{"http://bücher.example/", Options{AllowedDomains: []string{"example"}}, ""},
+		{"http://a_b.example/", Options{AllowedDomains: []string{"example"}}, "is not a valid host name"},
+	} {
+		r := f.Fetch(t.Context(), input(tt.url), tt.opts)
+		require.True(t, r.IsError, tt.url)
+		if tt.wantErr == "" {
+			require.Contains(t, r.Text(), "could not resolve xn--bcher-kva.example", "allowed, then not found: %s", tt.url)
+			continue
+		}
+		if !strings.Contains(tt.wantErr, "(") {
+			require.Contains(t, r.Text(), "(url_not_allowed)", tt.url)
+		}
+		require.Contains(t, r.Text(), tt.wantErr, tt.url)
+	}
+	require.Empty(t, log.dialled())
+}
+
+// One Fetcher serves concurrent calls (the worker runs many sessions).
+func TestFetchConcurrent(t *testing.T) {
+	t.Parallel()
+	_, port := testSite(t)
+	f, _ := newTestFetcher(t, FetchConfig{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			r := f.Fetch(t.Context(), input("http://docs.example.test:"+port+"/page"), Options{})
+			if r.IsError || !strings.Contains(string(r.Content[0].Source), "Main Heading") {
+				t.Errorf("concurrent fetch: %+v", r)
+			}
+		})
+	}
+	wg.Wait()
+}

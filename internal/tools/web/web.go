@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/net/idna"
+
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -97,11 +99,10 @@ func parseRules(domains []string) []domainRule {
 	return rules
 }
 
-// match reports whether u is on the rule's domain (the host itself or a subdomain of it)
-// and, for a rule with a path, under that path (a whole segment: /api matches /api and
-// /api/x, not /apix).
-func (r domainRule) match(u *url.URL) bool {
-	host := normalizeHost(u.Hostname())
+// match reports whether host (asciiHost of the URL's) is on the rule's domain (the host
+// itself or a subdomain of it) and, for a rule with a path, u is under that path (a whole
+// segment: /api matches /api and /api/x, not /apix).
+func (r domainRule) match(host string, u *url.URL) bool {
 	if host != r.host && !strings.HasSuffix(host, "."+r.host) {
 		return false
 	}
@@ -119,6 +120,18 @@ func normalizeHost(h string) string {
 	return strings.TrimRight(strings.ToLower(strings.TrimSpace(h)), ".")
 }
 
+// asciiHost is the form a host is dialled in, which the rules (plain LDH names) are compared
+// with: IDNA's lookup mapping makes "bücher.example" xn--bcher-kva.example and an ideographic
+// full stop a dot, as net/http does before it resolves the name. Without it a blocked domain
+// written in Unicode would slip past the rules.
+func asciiHost(h string) (string, error) {
+	a, err := idna.Lookup.ToASCII(strings.TrimRight(strings.TrimSpace(h), "."))
+	if err != nil {
+		return "", err
+	}
+	return normalizeHost(a), nil
+}
+
 // domainPolicy holds an agent's domain rules for one call.
 type domainPolicy struct {
 	allowed, blocked []domainRule
@@ -131,8 +144,15 @@ func newDomainPolicy(o Options) domainPolicy {
 
 // refusal says why u is not allowed, or "" when it is.
 func (p domainPolicy) refusal(u *url.URL) string {
+	if len(p.blocked) == 0 && !p.hasAllowed {
+		return ""
+	}
+	host, err := asciiHost(u.Hostname())
+	if err != nil {
+		return fmt.Sprintf("%q is not a valid host name, so the domain rules cannot be checked", u.Hostname())
+	}
 	for _, r := range p.blocked {
-		if r.match(u) {
+		if r.match(host, u) {
 			return fmt.Sprintf("%s is in blocked_domains (%s)", u.Hostname(), r.host+r.path)
 		}
 	}
@@ -140,7 +160,7 @@ func (p domainPolicy) refusal(u *url.URL) string {
 		return ""
 	}
 	for _, r := range p.allowed {
-		if r.match(u) {
+		if r.match(host, u) {
 			return ""
 		}
 	}
