@@ -334,7 +334,7 @@ func documentResult(title, finalURL, text string, bodyCut bool, maxBody, maxToke
 		MediaType string `json:"media_type"`
 		Data      string `json:"data"`
 	}{"text", "text/plain", text})
-	title = logSafe(title)
+	title = shortTitle(logSafe(title))
 	return Result{Content: []wire.ContentBlock{{
 		Type:    wire.ContentTypeDocument,
 		Source:  source,
@@ -346,6 +346,16 @@ func documentResult(title, finalURL, text string, bodyCut bool, maxBody, maxToke
 // logSafe makes text storable in the event log: valid UTF-8 without NUL (wire.LogSafeJSON).
 func logSafe(s string) string {
 	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", wire.Replacement), wire.Replacement)
+}
+
+// maxTitleRunes keeps a block's title a title: some pages stuff their <title>.
+const maxTitleRunes = 300
+
+func shortTitle(s string) string {
+	if utf8.RuneCountInString(s) <= maxTitleRunes {
+		return s
+	}
+	return firstRunes(s, maxTitleRunes-1) + "…"
 }
 
 func firstRunes(s string, n int) string {

@@ -159,7 +159,7 @@ func searchBlocks(hits []Hit, policy domainPolicy, max int) []wire.ContentBlock 
 // {enabled: true}} (API.md §5.1). The text is never empty (the Messages API refuses empty
 // text blocks): the snippet, else the title, else the URL.
 func searchResultBlock(link string, h Hit) wire.ContentBlock {
-	title := logSafe(strings.Join(strings.Fields(h.Title), " "))
+	title := shortTitle(logSafe(strings.Join(strings.Fields(h.Title), " ")))
 	if title == "" {
 		title = link
 	}

@@ -124,6 +124,7 @@ func TestSearchSearXNG(t *testing.T) {
 		searxngResult("https://go.dev/doc/", "duplicate", "dup", nil),
 		searxngResult("javascript:alert(1)", "not a page", "x", nil),
 		searxngResult("https://blog.example.com/go", "", "A blog post", 12345),
+		searxngResult("https://long.example.com/", strings.Repeat("t", 400), "long", nil),
 	}}
 	s := newSearXNGSearcher(t, fake, "secret-key", SearchConfig{})
 	got := hitsOf(t, s.Search(t.Context(), query("golang docs"), Options{}))
@@ -131,6 +132,7 @@ func TestSearchSearXNG(t *testing.T) {
 		{"https://go.dev/doc/", "Documentation - The Go Programming Language", "The Go programming language is an open source project.\n(published 2024-05-01T00:00:00)"},
 		{"https://pkg.go.dev/net/http", "http package", "http package"},
 		{"https://blog.example.com/go", "https://blog.example.com/go", "A blog post"},
+		{"https://long.example.com/", strings.Repeat("t", maxTitleRunes-1) + "…", "long"},
 	}, got, "duplicates and non-http URLs dropped; empty snippets and titles filled")
 	require.Equal(t, "golang docs", fake.lastQuery())
 	require.Equal(t, "Bearer secret-key", fake.first().Header.Get("Authorization"))
