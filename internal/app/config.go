@@ -136,6 +136,9 @@ type Config struct {
 	// durable.DefaultStopTimeout).
 	WorkerStopTimeout time.Duration
 
+	// MCP bounds the worker's connections to MCP servers (mcp.go).
+	MCP MCPConfig
+
 	// Kubeconfig is the kubeconfig the controller uses (KUBECONFIG, a list of files as kubectl
 	// reads it, or --kubeconfig); empty means in-cluster for `controller`, and no controller at
 	// all for `dev`.
@@ -209,6 +212,7 @@ func (c Config) Validate() error {
 		check(fmt.Errorf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%s: must not be negative", c.FakeWordDelay))
 	}
 	check(c.validateIdle())
+	check(c.validateMCP())
 	check(c.Network.validate())
 	check(c.validateWeb())
 	check(c.parsed("MANAGED_AGENT_WORKER_STOP_TIMEOUT"))
@@ -530,6 +534,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	c.envBool(&c.Web.FetchAllowPrivateNetworks, "MANAGED_AGENT_WEB_FETCH_ALLOW_PRIVATE_NETWORKS", get("MANAGED_AGENT_WEB_FETCH_ALLOW_PRIVATE_NETWORKS"))
 	c.envDuration(&c.Web.FetchTimeout, "MANAGED_AGENT_WEB_FETCH_TIMEOUT", get("MANAGED_AGENT_WEB_FETCH_TIMEOUT"), "30s")
 	c.envDuration(&c.Web.SearchTimeout, "MANAGED_AGENT_WEB_SEARCH_TIMEOUT", get("MANAGED_AGENT_WEB_SEARCH_TIMEOUT"), "15s")
+	c.mcpFromEnv(get)
 	return c
 }
 

@@ -254,6 +254,7 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 		Sandboxes: sandbox.NewManager(registry, engine.Sandboxes(), engine.Sandboxes(), sandbox.WithLogger(logger),
 			sandbox.WithTouchInterval(c.touchInterval()), sandbox.WithCeiling(ceiling)),
 		Previews: previews,
+		MCP:      c.mcpConnector(nil, engine, logger),
 		Logger:   logger,
 	}
 	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger}

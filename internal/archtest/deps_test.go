@@ -252,6 +252,23 @@ func rules() []rule {
 				internal("internal/sandbox"), internal("internal/durable")}, temporal, kubernetes),
 		},
 		{
+			name:    "mcp imports only wire and the MCP Go SDK besides the standard library",
+			subject: is("internal/mcp"),
+			only:    []string{internal("internal/wire"), "github.com/modelcontextprotocol/go-sdk/mcp", "github.com/modelcontextprotocol/go-sdk/jsonrpc"},
+		},
+		{
+			name:    "mcp never reaches store, sessions, turns, agent, sandbox, durable, httpapi, Temporal or Kubernetes: the agent's toolset drives it",
+			subject: func(p string) bool { return under(p, internal("internal/mcp")) },
+			reach:   true,
+			forbidden: prefixes([]string{internal("internal/store"), internal("internal/sessions"), internal("internal/turns"), internal("internal/agent"),
+				internal("internal/sandbox"), internal("internal/durable"), internal("internal/httpapi")}, temporal, kubernetes),
+		},
+		{
+			name:    "mcptest imports only the MCP Go SDK besides the standard library: it speaks the protocol, not the client's types",
+			subject: is("internal/mcp/mcptest"),
+			only:    []string{"github.com/modelcontextprotocol/go-sdk/mcp"},
+		},
+		{
 			name:      "wire imports nothing internal",
 			subject:   is("internal/wire"),
 			forbidden: []string{module},
