@@ -1,6 +1,8 @@
 package app
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -9,7 +11,9 @@ import (
 
 	units "github.com/docker/go-units"
 
+	"github.com/managed-agents/managed-agents/internal/agent"
 	"github.com/managed-agents/managed-agents/internal/tools/web"
+	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
 // WebConfig configures the server-side web tools web_fetch and web_search
@@ -133,4 +137,34 @@ func (c Config) WebTools() (*web.Fetcher, *web.Searcher, error) {
 		AllowPrivateNetworks: c.Web.FetchAllowPrivateNetworks,
 	})
 	return fetcher, web.NewSearcher(backend, web.SearchConfig{Timeout: c.Web.SearchTimeout}), nil
+}
+
+// agentWebTools runs web_fetch and web_search for the agent loop (agent.WebTools).
+type agentWebTools struct {
+	fetch  *web.Fetcher
+	search *web.Searcher
+}
+
+func (w agentWebTools) RunWeb(ctx context.Context, name string, input json.RawMessage, cfg wire.ToolConfig) agent.ToolResult {
+	var r web.Result
+	switch name {
+	case wire.ToolNameWebFetch:
+		r = w.fetch.Fetch(ctx, input, web.OptionsFor(cfg))
+	case wire.ToolNameWebSearch:
+		r = w.search.Search(ctx, input, web.OptionsFor(cfg))
+	default:
+		return agent.ToolResult{Text: fmt.Sprintf("%q is not a web tool (web_fetch, web_search)", name), IsError: true}
+	}
+	return agent.ToolResult{Text: r.Text(), Content: r.Content, IsError: r.IsError}
+}
+
+// AgentWebTools builds the web tools as the agent loop takes them
+// (agent.NewCore(m, agent.WithWebTools(tools))); stop drops the fetcher's idle connections
+// when the worker stops.
+func (c Config) AgentWebTools() (tools agent.WebTools, stop func(), err error) {
+	fetcher, searcher, err := c.WebTools()
+	if err != nil {
+		return nil, nil, err
+	}
+	return agentWebTools{fetch: fetcher, search: searcher}, fetcher.Close, nil
 }

@@ -123,3 +123,22 @@ func TestWebToolsAllowPrivateNetworks(t *testing.T) {
 }
 
 func toolConfig() wire.ToolConfig { return wire.ToolConfig{Name: wire.ToolNameWebFetch, Enabled: true} }
+
+func TestAgentWebTools(t *testing.T) {
+	t.Parallel()
+	tools, stop, err := Config{}.AgentWebTools()
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	res := tools.RunWeb(t.Context(), wire.ToolNameWebFetch, json.RawMessage(`{"url":"http://169.254.169.254/"}`), toolConfig())
+	require.True(t, res.IsError)
+	require.Len(t, res.Content, 1)
+	require.Contains(t, res.Text, "web_fetch error (url_not_allowed): http://169.254.169.254/: 169.254.169.254 is the cloud metadata address")
+	res = tools.RunWeb(t.Context(), wire.ToolNameWebSearch, json.RawMessage(`{"query":"q"}`), wire.ToolConfig{Name: wire.ToolNameWebSearch})
+	require.True(t, res.IsError)
+	require.Contains(t, res.Text, "web_search is not configured on this server")
+	res = tools.RunWeb(t.Context(), wire.ToolNameBash, nil, wire.ToolConfig{})
+	require.True(t, res.IsError)
+	require.Equal(t, `"bash" is not a web tool (web_fetch, web_search)`, res.Text)
+	_, _, err = Config{Web: WebConfig{SearchBackend: "bing"}}.AgentWebTools()
+	require.ErrorContains(t, err, "MANAGED_AGENT_WEB_SEARCH_BACKEND")
+}
