@@ -237,6 +237,21 @@ func rules() []rule {
 			only:    []string{internal("internal/sandbox/workspace")},
 		},
 		{
+			name:    "tools/web imports only wire, html-to-markdown, golang.org/x/net/html and idna besides the standard library",
+			subject: is("internal/tools/web"),
+			only: []string{internal("internal/wire"),
+				"github.com/JohannesKaufmann/html-to-markdown/v2/converter", "github.com/JohannesKaufmann/html-to-markdown/v2/plugin/base",
+				"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/commonmark", "github.com/JohannesKaufmann/html-to-markdown/v2/plugin/table",
+				"golang.org/x/net/html", "golang.org/x/net/html/atom", "golang.org/x/net/html/charset", "golang.org/x/net/idna"},
+		},
+		{
+			name:    "tools/web never reaches store, sessions, turns, agent, sandbox, durable, Temporal or Kubernetes: the worker hands it to the agent loop",
+			subject: is("internal/tools/web"),
+			reach:   true,
+			forbidden: prefixes([]string{internal("internal/store"), internal("internal/sessions"), internal("internal/turns"), internal("internal/agent"),
+				internal("internal/sandbox"), internal("internal/durable")}, temporal, kubernetes),
+		},
+		{
 			name:    "mcp imports only wire and the MCP Go SDK besides the standard library",
 			subject: is("internal/mcp"),
 			only:    []string{internal("internal/wire"), "github.com/modelcontextprotocol/go-sdk/mcp", "github.com/modelcontextprotocol/go-sdk/jsonrpc"},
