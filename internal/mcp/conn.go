@@ -215,6 +215,8 @@ func (c *Conn) Transport() string { return c.transport }
 // ListTools lists every tool the server offers, over every page. Tools without a name and
 // repeated names (after the first) are left out; a missing description is "", a missing
 // or invalid input schema becomes {"type":"object"}.
+//
+// At most MaxTools tools are read; the rest of a longer listing is ignored.
 func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
 	before := c.rec.authFailures.Load()
 	var out []Tool
@@ -229,11 +231,18 @@ func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
 		if t == nil || t.Name == "" || seen[t.Name] {
 			continue
 		}
+		if len(out) == MaxTools {
+			break // a server that lists without end must not fill the worker's memory
+		}
 		seen[t.Name] = true
 		out = append(out, Tool{Name: t.Name, Description: t.Description, InputSchema: objectSchema(t.InputSchema)})
 	}
 	return out, nil
 }
+
+// MaxTools bounds the tools read from one server's listing: far more than a model can use
+// (an agent offers at most a few hundred), little enough to keep in memory.
+const MaxTools = 1000
 
 // CallTool calls one tool. args null or empty means {}; anything but a JSON object is
 // refused with ErrInvalidArguments before anything is sent.

@@ -19,6 +19,9 @@ import (
 var (
 	imageMediaTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
 	maxBinaryBytes  = 5 << 20
+	// maxResultBinaryBytes bounds the images and PDFs of one result together: each is
+	// stored in the event log and sent to the model.
+	maxResultBinaryBytes = 10 << 20
 )
 
 // convertResult turns an MCP tool result into wire content blocks allowed in
@@ -30,6 +33,18 @@ var (
 func convertResult(res *sdk.CallToolResult, maxChars int) Result {
 	out := Result{IsError: res.IsError, Content: []wire.ContentBlock{}}
 	budget := maxChars
+	binaryBudget := maxResultBinaryBytes
+	addBinary := func(kind, mediaType string, data []byte) bool {
+		if len(data) > binaryBudget {
+			return false
+		}
+		b, ok := binaryBlock(kind, mediaType, data)
+		if ok {
+			out.Content = append(out.Content, b)
+			binaryBudget -= len(data)
+		}
+		return ok
+	}
 	total := 0 // characters of text the tool produced, for the note
 	addText := func(s string) {
 		n := utf8.RuneCountInString(s)
@@ -59,9 +74,7 @@ func convertResult(res *sdk.CallToolResult, maxChars int) Result {
 		case *sdk.TextContent:
 			addText(c.Text)
 		case *sdk.ImageContent:
-			if b, ok := binaryBlock(wire.ContentTypeImage, c.MIMEType, c.Data); ok {
-				out.Content = append(out.Content, b)
-			} else {
+			if !addBinary(wire.ContentTypeImage, c.MIMEType, c.Data) {
 				addText(fmt.Sprintf("[image (%s, %d bytes) not shown: unsupported type or too large]", orUnknown(c.MIMEType), len(c.Data)))
 			}
 		case *sdk.AudioContent:
@@ -80,9 +93,7 @@ func convertResult(res *sdk.CallToolResult, maxChars int) Result {
 				if strings.HasPrefix(r.MIMEType, "image/") {
 					kind = wire.ContentTypeImage
 				}
-				if b, ok := binaryBlock(kind, r.MIMEType, r.Blob); ok {
-					out.Content = append(out.Content, b)
-				} else {
+				if !addBinary(kind, r.MIMEType, r.Blob) {
 					addText(fmt.Sprintf("[binary resource %s (%s, %d bytes) not shown]", r.URI, orUnknown(r.MIMEType), len(r.Blob)))
 				}
 			}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/managed-agents/managed-agents/internal/agent"
 	"github.com/managed-agents/managed-agents/internal/mcp"
@@ -142,9 +143,32 @@ func (c *Connector) list(ctx context.Context, sessionID string, s wire.MCPServer
 	}
 	tools := make([]agent.MCPTool, len(listed))
 	for i, t := range listed {
-		tools[i] = agent.MCPTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
+		tools[i] = agent.MCPTool{Name: t.Name, Description: capDescription(t.Description), InputSchema: capSchema(t.InputSchema)}
 	}
 	return tools, nil
+}
+
+// Bounds on what one listed tool may put into every model request of a turn (and into the
+// stored listing): a server is third-party input.
+const (
+	maxDescriptionChars = 10_000
+	maxSchemaBytes      = 64 << 10
+)
+
+func capDescription(d string) string {
+	if utf8.RuneCountInString(d) <= maxDescriptionChars {
+		return d
+	}
+	return string([]rune(d)[:maxDescriptionChars]) + " […]"
+}
+
+// capSchema replaces a schema too large to offer with the empty object schema: the model can
+// still call the tool, and the server validates what it gets.
+func capSchema(s json.RawMessage) json.RawMessage {
+	if len(s) > maxSchemaBytes {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	return s
 }
 
 // dial connects to s with the session's credential for it; a server that refuses the token
