@@ -1,4 +1,4 @@
-package mcp_test
+package mcpsession_test
 
 import (
 	"testing"
