@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/managed-agents/managed-agents/internal/mcp"
 	"github.com/managed-agents/managed-agents/internal/mcp/mcptest"
 	"github.com/managed-agents/managed-agents/internal/mcpsession"
 	"github.com/managed-agents/managed-agents/internal/wire"
@@ -180,4 +182,38 @@ func TestCallIsSentAtMostOnce(t *testing.T) {
 	}()
 	_, err = caller.CallMCP(ctx, "sevt_5", "s", "slow", json.RawMessage(`{"ms":10000}`))
 	require.ErrorIs(t, err, context.Canceled, "an interrupt is not a result")
+}
+
+// BenchmarkCall measures one MCP tool call as the worker makes it (claim, connect,
+// initialize, call, close) against a local server, beside a call on a connection kept open:
+// the difference is what caching connections per session would save.
+func BenchmarkCall(b *testing.B) {
+	srv := mcptest.Start(b)
+	c := mcpsession.New(mcpsession.Config{}, nil, &memClaims{}, nil)
+	b.Run("connect-per-call", func(b *testing.B) {
+		caller := c.Caller("sesn_1", []wire.MCPServer{{Type: "url", Name: "s", URL: srv.URL}})
+		for i := 0; b.Loop(); i++ {
+			res, err := caller.CallMCP(b.Context(), "sevt_"+strconv.Itoa(i), "s", "echo", json.RawMessage(`{"text":"hi"}`))
+			if err != nil || res.IsError {
+				b.Fatal(err, res)
+			}
+		}
+	})
+	b.Run("kept-connection", func(b *testing.B) {
+		conn, err := mcp.Dial(b.Context(), mcp.Server{Name: "s", URL: srv.URL}, mcp.Options{})
+		require.NoError(b, err)
+		defer conn.Close()
+		for b.Loop() {
+			if _, err := conn.CallTool(b.Context(), "echo", json.RawMessage(`{"text":"hi"}`), mcp.CallLimits{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("list", func(b *testing.B) {
+		for b.Loop() {
+			if _, f := c.List(b.Context(), "sesn_1", []wire.MCPServer{{Type: "url", Name: "s", URL: srv.URL}}, ""); len(f) > 0 {
+				b.Fatal(f)
+			}
+		}
+	})
 }
