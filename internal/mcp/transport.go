@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -95,8 +96,34 @@ func (t boundTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		end()
 		return nil, err
 	}
-	resp.Body = &endingBody{ReadCloser: resp.Body, end: end}
+	resp.Body = &endingBody{ReadCloser: &cappedBody{ReadCloser: resp.Body, left: maxResponseBytes}, end: end}
 	return resp, nil
+}
+
+// maxResponseBytes bounds one response body (the SDK reads a JSON answer whole, and the SSE
+// transport's stream carries every answer of a session, which here is one listing or one
+// call): a server that answers without end fails the request instead of the worker's memory.
+// A result that big would be cut to MaxOutputChars anyway.
+const maxResponseBytes = 32 << 20
+
+// errResponseTooLarge ends a response longer than maxResponseBytes.
+var errResponseTooLarge = errors.New("the MCP server's response is larger than 32 MiB")
+
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errResponseTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // endingBody releases its request's context when the body is closed.
