@@ -63,6 +63,11 @@ type toolset struct {
 	offered []model.Tool
 }
 
+// maxOfferedTools bounds one request's tools: the configuration allows 256 tools across all
+// toolsets, and servers may list more than their configs name. Built-ins and custom tools come
+// first, then MCP tools in listing order until the bound.
+const maxOfferedTools = 256
+
 // newToolset builds the tools of one model request: the enabled built-ins, the custom tools,
 // then the enabled tools of each MCP server in listing order (listing holds what the servers
 // listed for the turn; a server that was unreachable is absent).
@@ -80,6 +85,9 @@ func newToolset(resolved []wire.Tool, listing []MCPServerTools) toolset {
 	}
 	for _, s := range listing {
 		for _, tool := range s.Tools {
+			if len(ts.offered) >= maxOfferedTools {
+				return ts
+			}
 			if !ts.effective.MCP(s.Server, tool.Name).Enabled {
 				continue
 			}

@@ -146,7 +146,11 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (Plan, er
 		return Plan{}, activityError(err)
 	}
 	if turn.Step.Kind == agent.StepModel && len(turn.Agent.MCPServers) > 0 && !turn.MCPListed {
-		if turn.MCPTools, err = a.listMCP(ctx, in.SessionID, turn); err != nil {
+		turn.MCPTools, err = a.listMCP(ctx, in.SessionID, turn)
+		if errors.Is(err, turns.ErrTurnMoved) {
+			return a.next(ctx, in.SessionID) // nothing of this attempt's history is current
+		}
+		if err != nil {
 			return Plan{}, activityError(err)
 		}
 	}

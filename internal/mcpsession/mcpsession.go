@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/managed-agents/managed-agents/internal/agent"
@@ -141,21 +143,49 @@ func (c *Connector) list(ctx context.Context, sessionID string, s wire.MCPServer
 	if err != nil {
 		return nil, err
 	}
-	tools := make([]agent.MCPTool, len(listed))
-	for i, t := range listed {
-		tools[i] = agent.MCPTool{Name: t.Name, Description: capDescription(t.Description), InputSchema: capSchema(t.InputSchema)}
+	tools := make([]agent.MCPTool, 0, min(len(listed), maxToolsPerServer))
+	budget := maxListingBytes
+	for _, t := range listed {
+		if !usableName(t.Name) {
+			c.log.WarnContext(ctx, "MCP tool left out: its name is not 1–128 printable characters", "session_id", sessionID, "mcp_server", s.Name)
+			continue
+		}
+		tool := agent.MCPTool{Name: t.Name, Description: capDescription(t.Description), InputSchema: capSchema(t.InputSchema)}
+		budget -= len(tool.Name) + len(tool.Description) + len(tool.InputSchema)
+		if budget < 0 || len(tools) == maxToolsPerServer {
+			c.log.WarnContext(ctx, "MCP listing cut: the server offers more than a model request can carry", "session_id", sessionID, "mcp_server", s.Name,
+				"offered", len(listed), "kept", len(tools))
+			break
+		}
+		tools = append(tools, tool)
 	}
 	return tools, nil
 }
 
-// Bounds on what one listed tool may put into every model request of a turn (and into the
-// stored listing): a server is third-party input.
+// Bounds on what one server may put into every model request of a turn (and into the stored
+// listing): a server is third-party input. An agent offers at most 256 tools in all (the
+// configuration's limit), so more from one server could not be offered anyway.
 const (
+	maxToolsPerServer   = 256
+	maxListingBytes     = 1 << 20
 	maxDescriptionChars = 10_000
 	maxSchemaBytes      = 64 << 10
+	maxToolNameChars    = 128
 )
 
+// usableName: a name the configuration could name (1–128 characters) and the log can store
+// unchanged: valid UTF-8 without control characters (a NUL could not be stored in jsonb, and
+// a rewritten name would call a different tool).
+func usableName(name string) bool {
+	if name == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > maxToolNameChars {
+		return false
+	}
+	return !strings.ContainsFunc(name, unicode.IsControl)
+}
+
+// capDescription keeps at most maxDescriptionChars of valid UTF-8 without NULs.
 func capDescription(d string) string {
+	d = strings.ReplaceAll(strings.ToValidUTF8(d, "\uFFFD"), "\x00", "")
 	if utf8.RuneCountInString(d) <= maxDescriptionChars {
 		return d
 	}

@@ -39,12 +39,17 @@ func turnListing(ctx context.Context, q *store.Queries, sessionID string, startS
 	return servers, true, nil
 }
 
+// ErrTurnMoved: the session's turn is no longer the one a step was working on (an attempt
+// that outlived its heartbeat, while a retry finished the turn and a new one began). The step
+// must not act on its stale history.
+var ErrTurnMoved = errors.New("the session's turn has moved on")
+
 // RecordMCPListing stores what the session's MCP servers listed for the turn that starts at
 // turnStartSeq, and a session.error for each failure, in one transaction, and returns the
 // listing the turn uses. If an earlier attempt already recorded one for this turn, that one is
 // returned and nothing is written: every step of a turn offers the same tools, and a retried
-// listing does not report its failures twice. If the session has moved on to a later turn, the
-// stored listing is returned unchanged.
+// listing does not report its failures twice. If the session has moved on to a later turn, it
+// writes nothing and returns ErrTurnMoved.
 func (s *Service) RecordMCPListing(ctx context.Context, sessionID string, turnStartSeq int64, servers []agent.MCPServerTools, failures []MCPFailure) ([]agent.MCPServerTools, error) {
 	if servers == nil {
 		servers = []agent.MCPServerTools{}
@@ -53,6 +58,9 @@ func (s *Service) RecordMCPListing(ctx context.Context, sessionID string, turnSt
 	if err != nil {
 		return nil, fmt.Errorf("encode MCP listing: %w", err)
 	}
+	// A server's schemas may hold what jsonb cannot store (\u0000): stored as the log stores
+	// event bodies, or every turn of the session would fail on it.
+	raw = wire.LogSafeJSON(raw)
 	var out []agent.MCPServerTools
 	err = s.store.InTx(ctx, func(q *store.Queries) error {
 		if _, err := lockLive(ctx, q, sessionID); err != nil {
@@ -63,8 +71,7 @@ func (s *Service) RecordMCPListing(ctx context.Context, sessionID string, turnSt
 			return err
 		}
 		if w.StartSeq != turnStartSeq {
-			out, _, err = turnListing(ctx, q, sessionID, w.StartSeq)
-			return err
+			return ErrTurnMoved
 		}
 		stored, err := q.PutMCPListing(ctx, sessionID, store.MCPListing{TurnStartSeq: turnStartSeq, Servers: raw}, s.now())
 		if err != nil {
@@ -74,7 +81,9 @@ func (s *Service) RecordMCPListing(ctx context.Context, sessionID string, turnSt
 			out, _, err = turnListing(ctx, q, sessionID, turnStartSeq)
 			return err
 		}
-		out = servers
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return fmt.Errorf("decode MCP listing: %w", err)
+		}
 		if len(failures) == 0 {
 			return nil
 		}
