@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/managed-agents/managed-agents/internal/ids"
 	"github.com/managed-agents/managed-agents/internal/mcpurl"
@@ -131,9 +132,8 @@ func resolveNewAuth(p wire.CredentialAuthParam) (wire.CredentialAuth, store.Cred
 			return wire.CredentialAuth{}, sec, nil, err
 		}
 		auth := wire.CredentialAuth{Type: p.Type, MCPServerURL: u}
-		if p.ExpiresAt != nil {
-			t := wire.Time(p.ExpiresAt.UTC())
-			auth.ExpiresAt = &t
+		if auth.ExpiresAt, err = expiresAt(p.ExpiresAt); err != nil {
+			return wire.CredentialAuth{}, sec, nil, err
 		}
 		if p.Refresh != nil {
 			if auth.Refresh, err = resolveNewRefresh(*p.Refresh, &sec); err != nil {
@@ -205,6 +205,18 @@ func onlyFields(p wire.CredentialAuthParam, prefix string, allowed ...string) er
 		}
 	}
 	return nil
+}
+
+func expiresAt(p *string) (*wire.Time, error) {
+	if p == nil {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, *p)
+	if err != nil {
+		return nil, invalidf("auth.expires_at: must be an RFC 3339 timestamp")
+	}
+	w := wire.Time(t.UTC().Truncate(time.Microsecond))
+	return &w, nil
 }
 
 func serverURL(p *string) (raw, normalized string, err error) {
@@ -431,8 +443,11 @@ func (s *Service) patchAuth(rec *store.CredentialRecord, p wire.CredentialAuthPa
 			return err
 		}
 		if p.ExpiresAt != nil {
-			t := wire.Time(p.ExpiresAt.UTC())
-			auth.ExpiresAt = &t
+			t, err := expiresAt(p.ExpiresAt)
+			if err != nil {
+				return err
+			}
+			auth.ExpiresAt = t
 		}
 		if p.Refresh != nil {
 			if err := s.patchRefresh(&auth, *p.Refresh, secrets); err != nil {

@@ -1,9 +1,6 @@
 package wire
 
-import (
-	"encoding/json"
-	"time"
-)
+import "encoding/json"
 
 // VaultCreateParams is the body of POST /v1/vaults.
 type VaultCreateParams struct {
@@ -59,8 +56,8 @@ type CredentialAuthParam struct {
 	MCPServerURL *string `json:"mcp_server_url"`
 	Token        *string `json:"token"`
 	AccessToken  *string `json:"access_token"`
-	// ExpiresAt is mcp_oauth's access token expiry.
-	ExpiresAt *time.Time    `json:"expires_at"`
+	// ExpiresAt is mcp_oauth's access token expiry, RFC 3339 (the service parses it).
+	ExpiresAt *string       `json:"expires_at"`
 	Refresh   *RefreshParam `json:"refresh"`
 	// environment_variable
 	SecretName        *string                    `json:"secret_name"`
