@@ -402,3 +402,51 @@ func TestRefreshNeedsTheSessionsVault(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.True(t, strings.Contains(err.Error(), "sesn_missing"))
 }
+
+func TestRekeyResealsWithThePrimaryKey(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, keyA)
+	ctx := context.Background()
+	v := f.vault("v")
+	var made []string
+	for i := range 3 {
+		c := f.credential(v, `{"type":"static_bearer","mcp_server_url":"https://m`+string(rune('0'+i))+`.example.com","token":"tok-`+string(rune('0'+i))+`"}`)
+		made = append(made, c.ID)
+	}
+	sess := f.session(v)
+	keyOf := func(id string) string {
+		var sealed []byte
+		require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT sealed FROM vault_credentials WHERE id = $1`, id).Scan(&sealed))
+		k, _, err := secretbox.KeyID(sealed)
+		require.NoError(t, err)
+		return k
+	}
+	before, err := f.svc.GetCredential(ctx, f.ws, v, made[0])
+	require.NoError(t, err)
+
+	// The keyring must still hold the old key.
+	_, err = Rekey(ctx, f.st, testKeys(t, keyB), slog.New(slog.DiscardHandler))
+	require.ErrorIs(t, err, secretbox.ErrOpen)
+
+	rotated := testKeys(t, keyB+","+keyA)
+	n, err := Rekey(ctx, f.st, rotated, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	for _, id := range made {
+		require.Equal(t, "b", keyOf(id))
+	}
+	n, err = Rekey(ctx, f.st, rotated, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.Zero(t, n, "a second run has nothing to do")
+
+	// Key a can go: every credential resolves with b alone, and the API object is unchanged.
+	r := New(f.st, testKeys(t, keyB), Options{})
+	for i := range 3 {
+		tok, err := r.MCPToken(ctx, sess, "https://m"+string(rune('0'+i))+".example.com")
+		require.NoError(t, err)
+		require.Equal(t, "tok-"+string(rune('0'+i)), tok.Value)
+	}
+	after, err := f.svc.GetCredential(ctx, f.ws, v, made[0])
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+}

@@ -283,3 +283,41 @@ func OpenSecrets(kr *secretbox.Keyring, credentialID string, sealed []byte) (Cre
 	}
 	return s, nil
 }
+
+// SealedCredential is a credential's id and ciphertext.
+type SealedCredential struct {
+	ID     string
+	Sealed []byte
+}
+
+// SealedCredentialsAfter returns up to limit credentials (of every workspace) with ids after
+// afterID, in id order, for a walk over all of them (key rotation).
+func (q *Queries) SealedCredentialsAfter(ctx context.Context, afterID string, limit int) ([]SealedCredential, error) {
+	rows, err := q.db.Query(ctx, `SELECT id, sealed FROM vault_credentials WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list sealed credentials: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[SealedCredential])
+	if err != nil {
+		return nil, fmt.Errorf("list sealed credentials: %w", err)
+	}
+	return out, nil
+}
+
+// LockSealedCredential reads a credential's ciphertext under its row lock; ErrNotFound if it
+// is gone.
+func (q *Queries) LockSealedCredential(ctx context.Context, id string) ([]byte, error) {
+	var sealed []byte
+	if err := q.db.QueryRow(ctx, `SELECT sealed FROM vault_credentials WHERE id = $1 FOR UPDATE`, id).Scan(&sealed); err != nil {
+		return nil, fmt.Errorf("lock credential %s: %w", id, classify(err))
+	}
+	return sealed, nil
+}
+
+// Reseal replaces a credential's ciphertext only (its updated_at is not an API change).
+func (q *Queries) Reseal(ctx context.Context, id string, sealed []byte) error {
+	if _, err := q.db.Exec(ctx, `UPDATE vault_credentials SET sealed = $2 WHERE id = $1`, id, sealed); err != nil {
+		return fmt.Errorf("reseal credential %s: %w", id, err)
+	}
+	return nil
+}
