@@ -1,6 +1,7 @@
 // Package sessions is the client-facing service: the business rules of agents, environments,
 // vaults and their credentials, sessions, sends, streams and auth, the one door for the HTTP
-// API and (next) the controllers. The worker's side (turn lifecycle, emitter, sandbox bindings) is package turns.
+// API and (next) the controllers. The worker's side (turn lifecycle, emitter, sandbox
+// bindings) is package turns.
 //
 // It imports store, wire, tools/config, and secretbox and mcpurl for vault credentials (whose
 // secrets it seals and never returns); never the agent loop, turns, sandbox, durable,
