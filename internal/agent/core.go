@@ -13,6 +13,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/model"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/tools"
+	toolconfig "github.com/managed-agents/managed-agents/internal/tools/config"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -39,9 +40,25 @@ var builtinTools = ToolRunnerFunc(func(ctx context.Context, sb sandbox.Sandbox, 
 })
 
 // ToolResult is what a tool returns; a failing tool is a result with IsError, not an error.
+// Content, when set, is the result's content blocks (documents, search results, images);
+// otherwise the result is Text as one text block.
 type ToolResult struct {
 	Text    string
+	Content []wire.ContentBlock
 	IsError bool
+}
+
+func (r ToolResult) content() []wire.ContentBlock {
+	if r.Content != nil {
+		return r.Content
+	}
+	return wire.NewTextContent(r.Text)
+}
+
+// WebTools runs the server-side web tools (web_fetch, web_search) with the tool's resolved
+// configuration (allowed and blocked domains, max_content_tokens). They need no sandbox.
+type WebTools interface {
+	RunWeb(ctx context.Context, name string, input json.RawMessage, cfg wire.ToolConfig) ToolResult
 }
 
 // SandboxSource provides the session's sandbox. It is asked only when a built-in that needs
@@ -69,6 +86,11 @@ type Input struct {
 	Previews PreviewSink
 	// Sandbox provides the sandbox for built-in tools; nil when the agent has none enabled.
 	Sandbox SandboxSource
+	// MCPTools is what the agent's MCP servers listed for the current turn; servers that
+	// could not be reached are absent, and their tools are not offered.
+	MCPTools []MCPServerTools
+	// MCP calls MCP tools; nil answers every MCP call with an error result.
+	MCP MCPCaller
 }
 
 // ErrNotRunnable is returned by ExecuteTool for a call the log does not allow to run: it waits
@@ -86,6 +108,7 @@ const spanEndTimeout = 10 * time.Second
 type Core struct {
 	model     model.Client
 	tools     ToolRunner
+	web       WebTools
 	maxTokens int
 	log       *slog.Logger
 }
@@ -98,6 +121,10 @@ func WithMaxTokens(n int) CoreOption { return func(c *Core) { c.maxTokens = n } 
 
 // WithToolRunner replaces how built-in tools run (default: tools.RunBuiltinOnce).
 func WithToolRunner(t ToolRunner) CoreOption { return func(c *Core) { c.tools = t } }
+
+// WithWebTools runs web_fetch and web_search with w (default: an error result saying the
+// server has no web tools).
+func WithWebTools(w WebTools) CoreOption { return func(c *Core) { c.web = w } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) CoreOption { return func(c *Core) { c.log = l } }
@@ -145,7 +172,7 @@ func (c *Core) ModelTurn(ctx context.Context, in Input) (ModelTurnResult, error)
 	if err != nil {
 		return ModelTurnResult{}, err
 	}
-	ts := newToolset(in.Agent.Tools)
+	ts := newToolset(in.Agent.Tools, in.MCPTools)
 	req := model.Request{Model: in.Agent.Model.ID, System: deref(in.Agent.System), Messages: msgs, Tools: ts.offered, MaxTokens: c.maxTokens}
 
 	startID := step.RequestStartID
@@ -216,20 +243,14 @@ func (c *Core) ExecuteTool(ctx context.Context, in Input, toolUse wire.Event) er
 		return nil
 	}
 	call := d.run[i]
-	var sb sandbox.Sandbox
-	if tools.NeedsSandbox(call.Name) {
-		if in.Sandbox == nil {
-			return fmt.Errorf("execute %s %s: no sandbox source for built-in tools", call.Name, call.Event.ID)
-		}
-		if sb, err = in.Sandbox.Sandbox(ctx); err != nil {
-			return fmt.Errorf("acquire sandbox for %s %s: %w", call.Name, call.Event.ID, err)
-		}
+	res, err := c.run(ctx, in, call)
+	if err != nil {
+		return err
 	}
-	res := c.tools.RunBuiltin(ctx, sb, call.Event.ID, call.Name, call.Input)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("execute %s %s: %w", call.Name, call.Event.ID, err)
 	}
-	ev, err := toolResultEvent(ids.New(ids.Event), call.Event.ID, res.Text, res.IsError)
+	ev, err := resultEvent(ids.New(ids.Event), call, res.content(), res.IsError)
 	if err != nil {
 		return err
 	}
@@ -237,6 +258,35 @@ func (c *Core) ExecuteTool(ctx context.Context, in Input, toolUse wire.Event) er
 		return fmt.Errorf("emit tool result of %s: %w", call.Event.ID, err)
 	}
 	return nil
+}
+
+// run executes one runnable call where it runs: an MCP server, the web tools, or the sandbox.
+func (c *Core) run(ctx context.Context, in Input, call ToolCall) (ToolResult, error) {
+	switch {
+	case call.MCPServer != "":
+		if in.MCP == nil {
+			return ToolResult{Text: fmt.Sprintf("The MCP server %q is not available to this session.", call.MCPServer), IsError: true}, nil
+		}
+		res, err := in.MCP.CallMCP(ctx, call.Event.ID, call.MCPServer, call.Name, call.Input)
+		if err != nil {
+			return ToolResult{}, fmt.Errorf("call MCP tool %s of %s (%s): %w", call.Name, call.MCPServer, call.Event.ID, err)
+		}
+		return res, nil
+	case tools.IsWebTool(call.Name) && c.web != nil:
+		cfg, _ := toolconfig.NewEffective(in.Agent.Tools).BuiltInConfig(call.Name)
+		return c.web.RunWeb(ctx, call.Name, call.Input, cfg), nil
+	}
+	var sb sandbox.Sandbox
+	if tools.NeedsSandbox(call.Name) {
+		if in.Sandbox == nil {
+			return ToolResult{}, fmt.Errorf("execute %s %s: no sandbox source for built-in tools", call.Name, call.Event.ID)
+		}
+		var err error
+		if sb, err = in.Sandbox.Sandbox(ctx); err != nil {
+			return ToolResult{}, fmt.Errorf("acquire sandbox for %s %s: %w", call.Name, call.Event.ID, err)
+		}
+	}
+	return c.tools.RunBuiltin(ctx, sb, call.Event.ID, call.Name, call.Input), nil
 }
 
 // RejectTools emits an error agent.tool_result for every call the log says is denied (denied
@@ -248,7 +298,7 @@ func (c *Core) RejectTools(ctx context.Context, in Input) error {
 	}
 	evs := make([]NewEvent, 0, len(d.reject))
 	for _, tc := range d.reject {
-		ev, err := toolResultEvent(ids.New(ids.Event), tc.Event.ID, tc.RejectText, true)
+		ev, err := resultEvent(ids.New(ids.Event), tc, wire.NewTextContent(tc.RejectText), true)
 		if err != nil {
 			return err
 		}

@@ -19,10 +19,19 @@ func newEvent(id, typ string, body any) (NewEvent, error) {
 	return NewEvent{ID: id, Type: typ, Body: raw}, nil
 }
 
-func toolResultEvent(id, toolUseID, text string, isError bool) (NewEvent, error) {
+// resultEvent answers a call: agent.mcp_tool_result for an MCP call, agent.tool_result for
+// a built-in.
+func resultEvent(id string, call ToolCall, content []wire.ContentBlock, isError bool) (NewEvent, error) {
+	if call.MCPServer != "" {
+		return newEvent(id, wire.EventAgentMCPToolResult, wire.MCPToolResultBody{
+			MCPToolUseID: call.Event.ID,
+			Content:      content,
+			IsError:      isError,
+		})
+	}
 	return newEvent(id, wire.EventAgentToolResult, wire.ToolResultBody{
-		ToolUseID: toolUseID,
-		Content:   wire.NewTextBlocks(text),
+		ToolUseID: call.Event.ID,
+		Content:   content,
 		IsError:   isError,
 	})
 }

@@ -10,8 +10,10 @@ import (
 // call is a tool call read from the log: an agent.tool_use, agent.mcp_tool_use or
 // agent.custom_tool_use event. Its event id is also the tool_use block id the model sees.
 type call struct {
-	event      wire.Event
-	name       string
+	event wire.Event
+	name  string
+	// server is the MCP server of an agent.mcp_tool_use.
+	server     string
 	input      json.RawMessage
 	permission string
 }
@@ -19,6 +21,16 @@ type call struct {
 func (c call) id() string { return c.event.ID }
 
 func (c call) custom() bool { return c.event.Type == wire.EventAgentCustomToolUse }
+
+func (c call) mcp() bool { return c.event.Type == wire.EventAgentMCPToolUse }
+
+// modelName is the tool's name as the model was offered it.
+func (c call) modelName() string {
+	if c.mcp() {
+		return MCPToolName(c.server, c.name)
+	}
+	return c.name
+}
 
 func readCall(ev wire.Event) (call, error) {
 	b, err := wire.DecodeBody[wire.ToolUseBody](ev)
@@ -29,7 +41,7 @@ func readCall(ev wire.Event) (call, error) {
 	if len(input) == 0 || string(input) == "null" {
 		input = json.RawMessage(defaultToolInputJSON)
 	}
-	return call{event: ev, name: b.Name, input: input, permission: b.EvaluatedPermission}, nil
+	return call{event: ev, name: b.Name, server: b.MCPServerName, input: input, permission: b.EvaluatedPermission}, nil
 }
 
 // answers indexes what the log says about tool calls, wherever it appears: results (from the
@@ -95,10 +107,6 @@ func denyText(tool string, message *string) string {
 
 func unavailableText(tool string) string {
 	return fmt.Sprintf("The tool %q is not enabled for this agent, so the call was not executed.", tool)
-}
-
-func mcpUnsupportedText(tool string) string {
-	return fmt.Sprintf("The MCP tool %q cannot be executed: MCP servers are not supported by this server yet.", tool)
 }
 
 // abandonedText answers a call whose turn ended (an interrupt) before it had a result: it may

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/managed-agents/managed-agents/internal/model"
+	"github.com/managed-agents/managed-agents/internal/tools"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -56,12 +57,20 @@ type Step struct {
 	RequestStartID string
 }
 
+// NeedsSandbox reports whether running the call needs the session's sandbox: built-ins that
+// touch files or run commands do; MCP tools and the web tools do not.
+func (tc ToolCall) NeedsSandbox() bool {
+	return tc.Event.Type == wire.EventAgentToolUse && tools.NeedsSandbox(tc.Name)
+}
+
 // ToolCall is a call that a step acts on.
 type ToolCall struct {
-	// Event is the agent.tool_use event; its id is the call's id.
+	// Event is the agent.tool_use or agent.mcp_tool_use event; its id is the call's id.
 	Event wire.Event
 	Name  string
-	Input json.RawMessage
+	// MCPServer is the server of an MCP tool call, "" for a built-in.
+	MCPServer string
+	Input     json.RawMessage
 	// RejectText is the error result of a StepReject call.
 	RejectText string
 }
@@ -191,11 +200,8 @@ func classify(c call, a answers) (state callState, rejectText string) {
 			return callRejected, denyText(c.name, conf.DenyMessage)
 		}
 	}
-	switch {
-	case permission != wire.PermissionResultAllow:
+	if permission != wire.PermissionResultAllow {
 		return callRejected, unavailableText(c.name)
-	case c.event.Type == wire.EventAgentMCPToolUse:
-		return callRejected, mcpUnsupportedText(c.name)
 	}
 	return callRunnable, ""
 }
@@ -249,7 +255,7 @@ func readDue(history []wire.Event) (due, error) {
 	d := due{turn: t}
 	for _, c := range t.calls {
 		state, text := classify(c, a)
-		tc := ToolCall{Event: c.event, Name: c.name, Input: c.input, RejectText: text}
+		tc := ToolCall{Event: c.event, Name: c.name, MCPServer: c.server, Input: c.input, RejectText: text}
 		switch state {
 		case callRunnable:
 			d.run = append(d.run, tc)
@@ -284,4 +290,39 @@ func LogUsage(history []wire.Event) (model.Usage, error) {
 		u = addUsage(u, b.ModelUsage)
 	}
 	return u, nil
+}
+
+// WebToolUse counts the web_fetch and web_search calls in history that ran (allowed, or
+// confirmed, and answered by a result), for session.usage.server_tool_use. Rejected and
+// abandoned calls did not reach the web and do not count.
+func WebToolUse(history []wire.Event) (fetches, searches int64, err error) {
+	a, err := indexAnswers(history)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, ev := range history {
+		if ev.Type != wire.EventAgentToolUse || !delivered(ev) {
+			continue
+		}
+		c, err := readCall(ev)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !tools.IsWebTool(c.name) {
+			continue
+		}
+		if _, answered := a.results[c.id()]; !answered {
+			continue
+		}
+		ran := c.permission == wire.PermissionResultAllow ||
+			(c.permission == wire.PermissionResultAsk && a.confirmations[c.id()].Result == wire.PermissionResultAllow)
+		switch {
+		case !ran:
+		case c.name == wire.ToolNameWebFetch:
+			fetches++
+		default:
+			searches++
+		}
+	}
+	return fetches, searches, nil
 }

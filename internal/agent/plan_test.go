@@ -127,10 +127,21 @@ func TestNext(t *testing.T) {
 				Texts: []string{`The tool "bash" is not enabled for this agent, so the call was not executed.`}},
 		},
 		{
-			name:    "an MCP call cannot run yet and is rejected",
+			name:    "an allowed MCP call runs",
 			history: hist(userMsg("u1", "go"), response("1", ev("mu1", wire.EventAgentMCPToolUse, `{"mcp_server_name":"gh","name":"get_issue","input":{},"evaluated_permission":"allow"}`))),
+			want:    stepOf{Kind: agent.StepExecute, Calls: []string{"mu1"}},
+		},
+		{
+			name:    "an MCP call that asks parks until confirmed",
+			history: hist(userMsg("u1", "go"), response("1", ev("mu1", wire.EventAgentMCPToolUse, `{"mcp_server_name":"gh","name":"get_issue","input":{},"evaluated_permission":"ask","evaluation":{"type":"always_ask"}}`))),
+			want:    stepOf{Kind: agent.StepPark, EventIDs: []string{"mu1"}},
+		},
+		{
+			name: "an MCP call denied by confirmation is rejected with the deny message",
+			history: hist(userMsg("u1", "go"), response("1", ev("mu1", wire.EventAgentMCPToolUse, `{"mcp_server_name":"gh","name":"get_issue","input":{},"evaluated_permission":"ask","evaluation":{"type":"always_ask"}}`)),
+				confirm("c1", "mu1", "deny", "not that one")),
 			want: stepOf{Kind: agent.StepReject, Calls: []string{"mu1"},
-				Texts: []string{`The MCP tool "get_issue" cannot be executed: MCP servers are not supported by this server yet.`}},
+				Texts: []string{"Permission to use get_issue has been rejected. Rejection message: not that one"}},
 		},
 		{
 			name:    "a custom call parks",

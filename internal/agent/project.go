@@ -79,7 +79,7 @@ func (p *projector) add(ev wire.Event) error {
 		if err != nil {
 			return err
 		}
-		p.addAssistant(model.Block{Type: model.BlockToolUse, ID: c.id(), Name: c.name, Input: c.input})
+		p.addAssistant(model.Block{Type: model.BlockToolUse, ID: c.id(), Name: c.modelName(), Input: c.input})
 		p.buildingCalls = append(p.buildingCalls, c)
 	case ev.Type == wire.EventSpanModelRequestStart, ev.Type == wire.EventSpanModelRequestEnd,
 		ev.Type == wire.EventUserInterrupt, isToolAnswer(ev.Type):

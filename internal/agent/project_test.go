@@ -253,7 +253,7 @@ func TestProject(t *testing.T) {
 			),
 			want: []model.Message{
 				user(text("go")),
-				assistant(use("mu1", "get_issue", `{"n":1}`)),
+				assistant(use("mu1", "mcp__gh__get_issue", `{"n":1}`)),
 				user(result("mu1", "issue 1", false)),
 			},
 		},

@@ -57,25 +57,54 @@ var builtInSpecs = map[string]builtInSpec{
 type toolset struct {
 	effective toolconfig.Effective
 	custom    map[string]*wire.CustomTool
-	// offered is what the model is told, built once per agent.
+	// mcp maps the offered names of enabled MCP tools to their server and tool.
+	mcp map[string]mcpRef
+	// offered is what the model is told, built once per step.
 	offered []model.Tool
 }
 
-func newToolset(resolved []wire.Tool) toolset {
-	ts := toolset{effective: toolconfig.NewEffective(resolved), custom: map[string]*wire.CustomTool{}}
+// newToolset builds the tools of one model request: the enabled built-ins, the custom tools,
+// then the enabled tools of each MCP server in listing order (listing holds what the servers
+// listed for the turn; a server that was unreachable is absent).
+func newToolset(resolved []wire.Tool, listing []MCPServerTools) toolset {
+	ts := toolset{effective: toolconfig.NewEffective(resolved), custom: map[string]*wire.CustomTool{}, mcp: map[string]mcpRef{}}
 	for _, name := range ts.effective.EnabledBuiltIns() {
 		spec := builtInSpecs[name]
 		ts.offered = append(ts.offered, model.Tool{Name: name, Description: spec.description, InputSchema: json.RawMessage(spec.schema)})
 	}
-	// MCP toolsets are kept in the configuration but not offered until MCP servers are
-	// connected.
 	for _, t := range resolved {
 		if c := t.Custom; c != nil {
 			ts.custom[c.Name] = c
 			ts.offered = append(ts.offered, model.Tool{Name: c.Name, Description: c.Description, InputSchema: c.InputSchema})
 		}
 	}
+	for _, s := range listing {
+		for _, tool := range s.Tools {
+			if !ts.effective.MCP(s.Server, tool.Name).Enabled {
+				continue
+			}
+			name := MCPToolName(s.Server, tool.Name)
+			if _, taken := ts.custom[name]; taken {
+				continue
+			}
+			if _, taken := ts.mcp[name]; taken {
+				continue // a server listing one name twice
+			}
+			ts.mcp[name] = mcpRef{server: s.Server, tool: tool.Name}
+			ts.offered = append(ts.offered, model.Tool{Name: name, Description: tool.Description, InputSchema: objectSchema(tool.InputSchema)})
+		}
+	}
 	return ts
+}
+
+// objectSchema is schema when it is a JSON object, else the empty object schema: the model
+// API refuses a tool without one, and a server's listing is not ours to trust.
+func objectSchema(schema json.RawMessage) json.RawMessage {
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(schema, &probe) != nil || probe == nil {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	return schema
 }
 
 // NeedsSandbox reports whether an agent with these resolved tools may run a built-in that
@@ -86,9 +115,10 @@ func NeedsSandbox(resolved []wire.Tool) bool {
 
 // callEvent builds the event for one tool_use block of a model response: an agent.tool_use
 // for an enabled built-in (allow or ask by its policy; auto asks until a judge exists), an
-// agent.custom_tool_use for a custom tool, and an agent.tool_use evaluated deny without an
-// evaluation for anything else (a disabled built-in, an MCP tool, a name the model made up).
-// Enabled built-ins win over custom tools; the configuration forbids the overlap anyway.
+// agent.custom_tool_use for a custom tool, an agent.mcp_tool_use for an offered MCP tool (by
+// its tool's policy), and an agent.tool_use evaluated deny without an evaluation for anything
+// else (a disabled built-in, a name the model made up). Enabled built-ins win over custom
+// tools; the configuration forbids the overlap anyway.
 func (ts toolset) callEvent(id string, b model.Block) (NewEvent, error) {
 	input := b.Input
 	if len(input) == 0 || !json.Valid(input) {
@@ -100,14 +130,23 @@ func (ts toolset) callEvent(id string, b model.Block) (NewEvent, error) {
 	if _, custom := ts.custom[b.Name]; custom && !setting.Enabled {
 		return newEvent(id, wire.EventAgentCustomToolUse, wire.CustomToolUseBody{Name: b.Name, Input: input})
 	}
+	if ref, ok := ts.mcp[b.Name]; ok && !setting.Enabled {
+		body := wire.ToolUseBody{Name: ref.tool, MCPServerName: ref.server, Input: input}
+		body.EvaluatedPermission, body.Evaluation = evaluate(ts.effective.MCP(ref.server, ref.tool).Policy)
+		return newEvent(id, wire.EventAgentMCPToolUse, body)
+	}
 	body := wire.ToolUseBody{Name: b.Name, Input: input, EvaluatedPermission: wire.PermissionResultDeny}
 	if setting.Enabled {
-		switch setting.Policy {
-		case wire.PermissionAlwaysAllow:
-			body.EvaluatedPermission, body.Evaluation = wire.PermissionResultAllow, &wire.Evaluation{Type: string(wire.PermissionAlwaysAllow)}
-		default: // always_ask, and auto until a judge exists
-			body.EvaluatedPermission, body.Evaluation = wire.PermissionResultAsk, &wire.Evaluation{Type: string(wire.PermissionAlwaysAsk)}
-		}
+		body.EvaluatedPermission, body.Evaluation = evaluate(setting.Policy)
 	}
 	return newEvent(id, wire.EventAgentToolUse, body)
+}
+
+// evaluate applies an enabled tool's permission policy: always_allow runs the call; always_ask
+// (and auto, until a judge exists) waits for the user.
+func evaluate(policy wire.PermissionPolicy) (string, *wire.Evaluation) {
+	if policy == wire.PermissionAlwaysAllow {
+		return wire.PermissionResultAllow, &wire.Evaluation{Type: string(wire.PermissionAlwaysAllow)}
+	}
+	return wire.PermissionResultAsk, &wire.Evaluation{Type: string(wire.PermissionAlwaysAsk)}
 }

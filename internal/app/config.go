@@ -131,6 +131,8 @@ type Config struct {
 	// Network is the sandbox networking: the ceiling, the docker topology, the egress proxy
 	// (network.go).
 	Network NetworkConfig
+	// Web configures the server-side web tools web_fetch and web_search (web.go).
+	Web WebConfig
 	// AllowUnsafeLocalSandbox lets a real model drive the local sandbox
 	// (MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX, a boolean).
 	AllowUnsafeLocalSandbox bool
@@ -139,6 +141,9 @@ type Config struct {
 	// finish before it cuts them (MANAGED_AGENT_WORKER_STOP_TIMEOUT, a duration; default
 	// durable.DefaultStopTimeout).
 	WorkerStopTimeout time.Duration
+
+	// MCP bounds the worker's connections to MCP servers (mcp.go).
+	MCP MCPConfig
 
 	// Kubeconfig is the kubeconfig the controller uses (KUBECONFIG, a list of files as kubectl
 	// reads it, or --kubeconfig); empty means in-cluster for `controller`, and no controller at
@@ -213,7 +218,9 @@ func (c Config) Validate() error {
 		check(fmt.Errorf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%s: must not be negative", c.FakeWordDelay))
 	}
 	check(c.validateIdle())
+	check(c.validateMCP())
 	check(c.Network.validate())
+	check(c.validateWeb())
 	check(c.parsed("MANAGED_AGENT_WORKER_STOP_TIMEOUT"))
 	if c.WorkerStopTimeout < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_WORKER_STOP_TIMEOUT=%s: must not be negative", c.WorkerStopTimeout))
@@ -515,6 +522,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.SandboxEgressProxyHost, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST")
 	set(&c.DockerPackageTimeout, "MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT")
 	c.Network = networkFromLookup(c.Network, get)
+	c.Web = webFromLookup(c.Web, get)
 	for _, p := range sandboxProviders {
 		for _, name := range p.settings {
 			if v := get(name); v != "" {
@@ -544,6 +552,10 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	c.envBool(&c.TemporalTLS, "MANAGED_AGENT_TEMPORAL_TLS", get("MANAGED_AGENT_TEMPORAL_TLS"))
 	c.envBool(&c.AllowUnsafeLocalSandbox, "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX", get("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"))
 	c.envBool(&c.KubernetesPersistentWorkspace, "MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE", get("MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE"))
+	c.envBool(&c.Web.FetchAllowPrivateNetworks, "MANAGED_AGENT_WEB_FETCH_ALLOW_PRIVATE_NETWORKS", get("MANAGED_AGENT_WEB_FETCH_ALLOW_PRIVATE_NETWORKS"))
+	c.envDuration(&c.Web.FetchTimeout, "MANAGED_AGENT_WEB_FETCH_TIMEOUT", get("MANAGED_AGENT_WEB_FETCH_TIMEOUT"), "30s")
+	c.envDuration(&c.Web.SearchTimeout, "MANAGED_AGENT_WEB_SEARCH_TIMEOUT", get("MANAGED_AGENT_WEB_SEARCH_TIMEOUT"), "15s")
+	c.mcpFromEnv(get)
 	return c
 }
 

@@ -256,18 +256,25 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	if err != nil {
 		return nil, err
 	}
+	vaults := credentials.New(st, vaultKeys, credentials.Options{Logger: logger})
+	web, closeWeb, err := c.AgentWebTools()
+	if err != nil {
+		return nil, err
+	}
 	engine := turns.New(st, logger)
 	acts := &durable.Activities{
 		Turns: engine,
-		Core:  agent.NewCore(m, agent.WithLogger(logger)),
+		Core:  agent.NewCore(m, agent.WithLogger(logger), agent.WithWebTools(web)),
 		Sandboxes: sandbox.NewManager(registry, engine.Sandboxes(), engine.Sandboxes(), sandbox.WithLogger(logger),
 			sandbox.WithTouchInterval(c.touchInterval()), sandbox.WithCeiling(ceiling)),
 		Previews: previews,
+		MCP:      c.mcpConnector(vaultTokens{vaults}, engine, logger),
 		Logger:   logger,
 	}
 	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger}
-	return &Worker{Credentials: credentials.New(st, vaultKeys, credentials.Options{Logger: logger}), services: startstop.Group{
-		// First, so it stops last: no acquisition claims from a pool being emptied.
+	return &Worker{Credentials: vaults, services: startstop.Group{
+		onStop(closeWeb),
+		// Before the steps, so it stops after them: no acquisition claims from a pool being emptied.
 		warmPool(registry, logger),
 		&temporalWorker{w: durable.NewWorker(tc, durable.WorkerOptions{TaskQueue: c.TaskQueue, StopTimeout: c.WorkerStopTimeout}, acts)},
 		&Sweep{Engine: engine, Waker: runner, Interval: sweepInterval, Logger: logger},
@@ -276,6 +283,14 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 		}},
 	}}, nil
 }
+
+// onStop is a service whose Stop runs fn once: releasing what a part holds after every
+// service started after it has stopped.
+type onStop func()
+
+func (f onStop) Start(context.Context) error { return nil }
+
+func (f onStop) Stop() { f() }
 
 // warmPool is the default provider's warm pool (docker's, when it keeps one), or nothing.
 func warmPool(r *sandbox.Registry, logger *slog.Logger) startstop.Service {

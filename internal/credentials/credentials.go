@@ -31,6 +31,8 @@ type Token struct {
 	Value        string
 	CredentialID string
 	VaultID      string
+	// Refreshable: RefreshMCPToken can get a new token (an mcp_oauth credential with refresh).
+	Refreshable bool
 }
 
 // ErrNoCredential: none of the session's active vaults holds an active credential for the
@@ -177,7 +179,7 @@ func (r *Resolver) token(rec store.CredentialRecord, auth wire.CredentialAuth) (
 	if err != nil {
 		return Token{}, err
 	}
-	t := Token{CredentialID: rec.ID, VaultID: rec.VaultID}
+	t := Token{CredentialID: rec.ID, VaultID: rec.VaultID, Refreshable: auth.Type == wire.AuthMCPOAuth && auth.Refresh != nil}
 	switch auth.Type {
 	case wire.AuthStaticBearer:
 		t.Value = sec.Token
@@ -246,7 +248,7 @@ func (r *Resolver) refresh(ctx context.Context, ws string, vaults []string, cred
 			return err
 		}
 		r.logger.InfoContext(ctx, "refreshed MCP access token", "credential_id", rec.ID, "vault_id", rec.VaultID, "expires_in", granted.ExpiresIn)
-		out = Token{Value: sec.AccessToken, CredentialID: rec.ID, VaultID: rec.VaultID}
+		out = Token{Value: sec.AccessToken, CredentialID: rec.ID, VaultID: rec.VaultID, Refreshable: true}
 		return nil
 	})
 	return out, err

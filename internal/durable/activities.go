@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,10 +12,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/managed-agents/managed-agents/internal/agent"
+	"github.com/managed-agents/managed-agents/internal/mcpsession"
 	"github.com/managed-agents/managed-agents/internal/model"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/stream"
-	"github.com/managed-agents/managed-agents/internal/tools"
 	"github.com/managed-agents/managed-agents/internal/turns"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
@@ -88,7 +89,9 @@ type Activities struct {
 	Sandboxes *sandbox.Manager
 	// Previews carries token previews to API processes; nil sends none.
 	Previews stream.Hub
-	Logger   *slog.Logger
+	// MCP lists and calls the sessions' MCP servers; nil offers no MCP tools.
+	MCP    *mcpsession.Connector
+	Logger *slog.Logger
 }
 
 // Advance does the lifecycle bookkeeping and returns the next step. The workflow runs it only
@@ -114,7 +117,7 @@ func (a *Activities) executePlan(ctx context.Context, sessionID string, calls []
 	needs := false
 	for _, c := range calls {
 		p.ToolUseIDs = append(p.ToolUseIDs, c.Event.ID)
-		needs = needs || tools.NeedsSandbox(c.Name)
+		needs = needs || c.NeedsSandbox()
 	}
 	if needs {
 		bound, err := a.hasSandbox(ctx, sessionID)
@@ -141,6 +144,11 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (Plan, er
 	turn, err := a.Turns.LoadConversation(ctx, in.SessionID)
 	if err != nil {
 		return Plan{}, activityError(err)
+	}
+	if turn.Step.Kind == agent.StepModel && len(turn.Agent.MCPServers) > 0 && !turn.MCPListed {
+		if turn.MCPTools, err = a.listMCP(ctx, in.SessionID, turn); err != nil {
+			return Plan{}, activityError(err)
+		}
 	}
 	rin := a.input(in.SessionID, turn)
 	if a.Previews != nil {
@@ -271,7 +279,7 @@ func (a *Activities) Teardown(ctx context.Context, sessionID string) error {
 }
 
 func (a *Activities) input(sessionID string, turn turns.Turn) agent.Input {
-	return agent.Input{
+	in := agent.Input{
 		Agent:   turn.Agent,
 		History: turn.History,
 		Emitter: a.Turns.Emitter(sessionID),
@@ -279,7 +287,50 @@ func (a *Activities) input(sessionID string, turn turns.Turn) agent.Input {
 			sb, err := a.Sandboxes.Sandbox(ctx, sessionID)
 			return sb, sandboxError(err)
 		}),
+		MCPTools: turn.MCPTools,
 	}
+	if a.MCP != nil && len(turn.Agent.MCPServers) > 0 {
+		in.MCP = a.MCP.Caller(sessionID, turn.Agent.MCPServers)
+	}
+	return in
+}
+
+// listMCP lists the tools of the session's MCP servers for the current turn, the first time
+// a model call of the turn needs them, and records the listing (and a session.error for each
+// server that failed) so every later step of the turn offers the same tools. An environment
+// with limited networking that does not allow MCP servers fails them all without a
+// connection.
+func (a *Activities) listMCP(ctx context.Context, sessionID string, turn turns.Turn) ([]agent.MCPServerTools, error) {
+	var listing []agent.MCPServerTools
+	var failures []turns.MCPFailure
+	if a.MCP != nil {
+		env, err := a.Turns.Sandboxes().Environment(ctx, sessionID)
+		if err != nil {
+			return nil, err
+		}
+		var fs []mcpsession.Failure
+		listing, fs = a.MCP.List(ctx, sessionID, turn.Agent.MCPServers, mcpBlocked(env))
+		for _, f := range fs {
+			failures = append(failures, turns.MCPFailure{Server: f.Server, Auth: f.Auth, Message: f.Message})
+		}
+	} else {
+		for _, s := range turn.Agent.MCPServers {
+			failures = append(failures, turns.MCPFailure{Server: s.Name, Message: fmt.Sprintf("MCP server %q was not contacted: this worker runs no MCP connector", s.Name)})
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // an interrupt: record nothing, the listing is not the servers' answer
+	}
+	return a.Turns.RecordMCPListing(ctx, sessionID, turn.TurnStartSeq, listing, failures)
+}
+
+// mcpBlocked says why an environment keeps the worker from its agent's MCP servers, or "".
+func mcpBlocked(env wire.EnvironmentConfig) string {
+	n := env.Networking
+	if n == nil || n.Type != sandbox.NetworkLimited || (n.AllowMCPServers != nil && *n.AllowMCPServers) {
+		return ""
+	}
+	return "the environment's networking is limited and does not allow MCP servers (set networking.allow_mcp_servers)"
 }
 
 // sandboxError makes the permanent sandbox failures non-retryable, with their message: the

@@ -62,6 +62,12 @@ func NeedsSandbox(name string) bool {
 	return toolconfig.IsBuiltIn(name) && name != wire.ToolNameWebFetch && name != wire.ToolNameWebSearch
 }
 
+// IsWebTool reports whether name is one of the server-side web tools (web_fetch, web_search),
+// which run on the worker, not in a sandbox.
+func IsWebTool(name string) bool {
+	return name == wire.ToolNameWebFetch || name == wire.ToolNameWebSearch
+}
+
 // RunBuiltin executes the built-in tool name with the input the model gave it, inside sb.
 // Every tool works only through sb's Exec, ReadFile and WriteFile, so it behaves the same on
 // every provider. Unknown tools, invalid input and sandbox failures come back as a Result with

@@ -33,6 +33,13 @@ type Turn struct {
 	// client events (LoadTurn, Advance), or the whole log (LoadConversation).
 	History       []wire.Event
 	EnvironmentID string
+	// TurnStartSeq is where the current (or latest) turn starts in the log (LoadTurn and
+	// LoadConversation): the version of its MCP listing.
+	TurnStartSeq int64
+	// MCPTools is what the agent's MCP servers listed for the current turn, and MCPListed
+	// whether they were listed for it yet (LoadTurn and LoadConversation).
+	MCPTools  []agent.MCPServerTools
+	MCPListed bool
 }
 
 // Advance does a session's lifecycle bookkeeping in one transaction and returns the next step
@@ -316,6 +323,12 @@ func (t *turnTx) sessionUsage() (wire.Usage, error) {
 	out.OutputTokens += u.OutputTokens
 	out.CacheReadInputTokens += u.CacheReadInputTokens
 	out.CacheCreation.Ephemeral5mInputTokens += u.CacheCreationInputTokens
+	fetches, searches, err := agent.WebToolUse(spans)
+	if err != nil {
+		return wire.Usage{}, err
+	}
+	out.ServerToolUse.WebFetchRequests += fetches
+	out.ServerToolUse.WebSearchRequests += searches
 	return out, nil
 }
 
@@ -505,21 +518,26 @@ func (s *Service) load(ctx context.Context, sessionID string, whole bool) (Turn,
 		if !live(rec) {
 			return ErrSessionGone
 		}
-		var from int64
-		if !whole {
-			w, err := q.GetTurnWindow(ctx, sessionID)
-			if err != nil {
-				return err
-			}
-			from = w.StartSeq
+		w, err := q.GetTurnWindow(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		from := w.StartSeq
+		if whole {
+			from = 0
 		}
 		h, err := q.TurnLog(ctx, sessionID, from)
 		if err != nil {
 			return err
 		}
-		out = Turn{History: h, EnvironmentID: rec.EnvironmentID}
+		out = Turn{History: h, EnvironmentID: rec.EnvironmentID, TurnStartSeq: w.StartSeq}
 		if out.Agent, err = decodeAgent(rec); err != nil {
 			return err
+		}
+		if len(out.Agent.MCPServers) > 0 {
+			if out.MCPTools, out.MCPListed, err = turnListing(ctx, q, sessionID, w.StartSeq); err != nil {
+				return err
+			}
 		}
 		if out.Step, err = agent.Next(h); err != nil {
 			return fmt.Errorf("plan turn: %w", err)

@@ -42,6 +42,8 @@ const (
 	SessionErrorModelRateLimited    = "model_rate_limited_error"
 	SessionErrorModelRequestFailed  = "model_request_failed_error"
 	SessionErrorToolUseLimitReached = "tool_use_limit_reached_error"
+	SessionErrorMCPConnectionFailed = "mcp_connection_failed_error"
+	SessionErrorMCPAuthFailed       = "mcp_authentication_failed_error"
 )
 
 // Tool permission evaluation (API.md §5.3): evaluated_permission of agent.tool_use and the
@@ -61,6 +63,11 @@ type TextBlock struct {
 // NewTextBlocks is content of one text block.
 func NewTextBlocks(text string) []TextBlock {
 	return []TextBlock{{Type: ContentTypeText, Text: text}}
+}
+
+// NewTextContent is content of one text block, as a content list.
+func NewTextContent(text string) []ContentBlock {
+	return []ContentBlock{{Type: ContentTypeText, Text: &text}}
 }
 
 // MessageBody is user.message (written and read) and agent.message as read: content blocks.
@@ -103,11 +110,12 @@ type CustomToolUseBody struct {
 	SessionThreadID *string         `json:"session_thread_id"`
 }
 
-// ToolResultBody is agent.tool_result as the server writes it.
+// ToolResultBody is agent.tool_result as the server writes it: text from the sandboxed
+// built-ins, documents and search results from the web tools.
 type ToolResultBody struct {
-	ToolUseID string      `json:"tool_use_id"`
-	Content   []TextBlock `json:"content"`
-	IsError   bool        `json:"is_error"`
+	ToolUseID string         `json:"tool_use_id"`
+	Content   []ContentBlock `json:"content"`
+	IsError   bool           `json:"is_error"`
 }
 
 // MCPToolResultBody is agent.mcp_tool_result.
@@ -192,6 +200,9 @@ type SessionError struct {
 	Type        string      `json:"type"`
 	Message     string      `json:"message"`
 	RetryStatus RetryStatus `json:"retry_status"`
+	// MCPServerName names the server of an mcp_connection_failed_error or
+	// mcp_authentication_failed_error (API.md §5.5); absent on other types.
+	MCPServerName *string `json:"mcp_server_name,omitempty"`
 }
 
 // SessionErrorBody is session.error.

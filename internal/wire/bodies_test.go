@@ -111,7 +111,7 @@ func TestBodyConstructors(t *testing.T) {
 			`{"usage":{"input_tokens":3,"output_tokens":0,"cache_read_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":0},"active_seconds":0,"list_cost":{"amount":"0","currency":"USD"},"server_tool_use":{"web_search_requests":0,"web_fetch_requests":0}},"budget":null}`},
 		{"error", NewSessionErrorBody(SessionErrorToolUseLimitReached, "cap", RetryStatusExhausted),
 			`{"error":{"type":"tool_use_limit_reached_error","message":"cap","retry_status":{"type":"exhausted"}}}`},
-		{"text", ToolResultBody{ToolUseID: "sevt_1", Content: NewTextBlocks("hi")}, `{"tool_use_id":"sevt_1","content":[{"type":"text","text":"hi"}],"is_error":false}`},
+		{"text", ToolResultBody{ToolUseID: "sevt_1", Content: NewTextContent("hi")}, `{"tool_use_id":"sevt_1","content":[{"type":"text","text":"hi"}],"is_error":false}`},
 		{"interrupt", UserInterruptBody{}, `{}`},
 		{"confirmation", ToolConfirmationBody{ToolUseID: "sevt_a", Result: PermissionResultAllow}, `{"result":"allow","session_thread_id":null,"tool_use_id":"sevt_a"}`},
 		{"updated nothing", SessionUpdatedBody{}, `{}`},

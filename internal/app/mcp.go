@@ -1,0 +1,97 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/managed-agents/managed-agents/internal/credentials"
+	"github.com/managed-agents/managed-agents/internal/mcp"
+	"github.com/managed-agents/managed-agents/internal/mcpsession"
+)
+
+// MCPConfig bounds the worker's connections to agents' MCP servers.
+type MCPConfig struct {
+	// ConnectTimeout bounds connecting to and listing one server
+	// (MANAGED_AGENT_MCP_CONNECT_TIMEOUT, default 15s).
+	ConnectTimeout time.Duration
+	// CallTimeout cuts one tool call; the model gets an error result
+	// (MANAGED_AGENT_MCP_CALL_TIMEOUT, default 60s, at most 10m: a step's own limit is 15m).
+	CallTimeout time.Duration
+	// MaxOutputChars caps the text of one tool result (MANAGED_AGENT_MCP_MAX_OUTPUT_CHARS,
+	// default 100000).
+	MaxOutputChars int
+}
+
+// maxMCPCallTimeout keeps a call inside the step that runs it (durable's 15-minute
+// start-to-close timeout), with room for connecting and recording the result.
+const maxMCPCallTimeout = 10 * time.Minute
+
+func (c *Config) mcpFromEnv(get func(string) string) {
+	c.envDuration(&c.MCP.ConnectTimeout, "MANAGED_AGENT_MCP_CONNECT_TIMEOUT", get("MANAGED_AGENT_MCP_CONNECT_TIMEOUT"), "15s")
+	c.envDuration(&c.MCP.CallTimeout, "MANAGED_AGENT_MCP_CALL_TIMEOUT", get("MANAGED_AGENT_MCP_CALL_TIMEOUT"), "60s")
+	if v := get("MANAGED_AGENT_MCP_MAX_OUTPUT_CHARS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			c.unparsed["MANAGED_AGENT_MCP_MAX_OUTPUT_CHARS"] = fmt.Sprintf("MANAGED_AGENT_MCP_MAX_OUTPUT_CHARS=%q: must be a whole number such as 100000", v)
+		}
+		c.MCP.MaxOutputChars = n
+	}
+}
+
+func (c Config) validateMCP() error {
+	var errs []error
+	for _, name := range []string{"MANAGED_AGENT_MCP_CONNECT_TIMEOUT", "MANAGED_AGENT_MCP_CALL_TIMEOUT", "MANAGED_AGENT_MCP_MAX_OUTPUT_CHARS"} {
+		if err := c.parsed(name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if c.MCP.ConnectTimeout < 0 {
+		errs = append(errs, fmt.Errorf("MANAGED_AGENT_MCP_CONNECT_TIMEOUT=%s: must not be negative", c.MCP.ConnectTimeout))
+	}
+	if c.MCP.CallTimeout < 0 || c.MCP.CallTimeout > maxMCPCallTimeout {
+		errs = append(errs, fmt.Errorf("MANAGED_AGENT_MCP_CALL_TIMEOUT=%s: must be between 0 (the default, %s) and %s", c.MCP.CallTimeout, mcp.DefaultCallTimeout, maxMCPCallTimeout))
+	}
+	if c.MCP.MaxOutputChars < 0 {
+		errs = append(errs, fmt.Errorf("MANAGED_AGENT_MCP_MAX_OUTPUT_CHARS=%d: must not be negative", c.MCP.MaxOutputChars))
+	}
+	return errors.Join(errs...)
+}
+
+// mcpConnector is the worker's MCP connector: calls claimed through claims, tokens from the
+// sessions' vaults.
+func (c Config) mcpConnector(tokens mcpsession.Tokens, claims mcpsession.Claims, logger *slog.Logger) *mcpsession.Connector {
+	return mcpsession.New(mcpsession.Config{
+		ConnectTimeout: c.MCP.ConnectTimeout,
+		CallTimeout:    c.MCP.CallTimeout,
+		MaxOutputChars: c.MCP.MaxOutputChars,
+	}, tokens, claims, logger)
+}
+
+// vaultTokens gives the MCP connector the sessions' vault credentials.
+type vaultTokens struct{ r *credentials.Resolver }
+
+func (v vaultTokens) Token(ctx context.Context, sessionID, serverURL string) (mcpsession.Token, error) {
+	t, err := v.r.MCPToken(ctx, sessionID, serverURL)
+	if errors.Is(err, credentials.ErrNoCredential) {
+		return mcpsession.Token{}, mcpsession.ErrNoToken
+	}
+	if err != nil {
+		return mcpsession.Token{}, err
+	}
+	return mcpsession.Token{Value: t.Value, CredentialID: t.CredentialID, Refreshable: t.Refreshable}, nil
+}
+
+func (v vaultTokens) Refresh(ctx context.Context, sessionID, credentialID string) (mcpsession.Token, error) {
+	t, err := v.r.RefreshMCPToken(ctx, sessionID, credentialID)
+	if err != nil {
+		return mcpsession.Token{}, err
+	}
+	return mcpsession.Token{Value: t.Value, CredentialID: t.CredentialID, Refreshable: t.Refreshable}, nil
+}

@@ -1,0 +1,293 @@
+// Package mcpsession connects one session's MCP servers for the worker: it lists their tools
+// when a turn first needs them and calls them, each call at most once per call id.
+//
+// It knows nothing of the database: credentials come through Tokens and the at-most-once
+// record through Claims, both defined here and implemented by the application's wiring.
+package mcpsession
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/managed-agents/managed-agents/internal/agent"
+	"github.com/managed-agents/managed-agents/internal/mcp"
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// Token is a credential's secret for one MCP server.
+type Token struct {
+	Value string
+	// CredentialID names the credential, for a refresh after the server refused the token.
+	CredentialID string
+	// Refreshable: the credential can get a new token (an mcp_oauth credential with refresh).
+	Refreshable bool
+}
+
+// ErrNoToken is what Tokens returns when no vault of the session has a credential for the
+// server; the server is then called without one.
+var ErrNoToken = errors.New("no credential for this MCP server")
+
+// Tokens finds the credential of a session's vaults for an MCP server.
+type Tokens interface {
+	// Token returns the token for serverURL from the session's vaults (refreshed first if it
+	// has expired), or ErrNoToken.
+	Token(ctx context.Context, sessionID, serverURL string) (Token, error)
+	// Refresh gets a new token for the credential after the server refused the current one.
+	Refresh(ctx context.Context, sessionID, credentialID string) (Token, error)
+}
+
+// Claims records that a call is about to be sent.
+type Claims interface {
+	// ClaimMCPCall returns first=false when the call was claimed before.
+	ClaimMCPCall(ctx context.Context, sessionID, toolUseID string) (first bool, err error)
+}
+
+// Config bounds connections and calls.
+type Config struct {
+	// HTTPClient carries every request (nil: the mcp package's default).
+	HTTPClient *http.Client
+	// ConnectTimeout bounds connecting and listing one server (0: mcp.DefaultConnectTimeout).
+	ConnectTimeout time.Duration
+	// CallTimeout bounds one tool call (0: mcp.DefaultCallTimeout).
+	CallTimeout time.Duration
+	// MaxOutputChars caps the text of one result (0: mcp.DefaultMaxOutputChars).
+	MaxOutputChars int
+}
+
+// Connector lists and calls the MCP servers of sessions. It is safe for concurrent use.
+type Connector struct {
+	cfg    Config
+	tokens Tokens
+	claims Claims
+	log    *slog.Logger
+}
+
+// New returns a Connector; tokens may be nil (no credentials: every server is called
+// without one).
+func New(cfg Config, tokens Tokens, claims Claims, logger *slog.Logger) *Connector {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Connector{cfg: cfg, tokens: tokens, claims: claims, log: logger}
+}
+
+// Failure is a server that could not be listed.
+type Failure struct {
+	Server string
+	// Auth: the server refused the credentials (401/403), or a token could not be had.
+	Auth    bool
+	Message string
+}
+
+// List connects to every server at once and lists its tools. Servers that fail are absent
+// from the listing and reported as failures; blocked, when not empty, fails every server with
+// that reason without connecting (an environment whose networking does not allow MCP
+// servers). The listing keeps the order of servers.
+func (c *Connector) List(ctx context.Context, sessionID string, servers []wire.MCPServer, blocked string) ([]agent.MCPServerTools, []Failure) {
+	if blocked != "" {
+		failures := make([]Failure, len(servers))
+		for i, s := range servers {
+			failures[i] = Failure{Server: s.Name, Message: fmt.Sprintf("MCP server %q was not contacted: %s", s.Name, blocked)}
+		}
+		return nil, failures
+	}
+	type outcome struct {
+		tools   []agent.MCPTool
+		failure *Failure
+	}
+	outs := make([]outcome, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Go(func() {
+			tools, err := c.list(ctx, sessionID, s)
+			if err != nil {
+				f := failureOf(s.Name, err)
+				outs[i].failure = &f
+				c.log.WarnContext(ctx, "MCP server not listed", "session_id", sessionID, "mcp_server", s.Name, "error", err)
+				return
+			}
+			outs[i].tools = tools
+		})
+	}
+	wg.Wait()
+	var listing []agent.MCPServerTools
+	var failures []Failure
+	for i, o := range outs {
+		if o.failure != nil {
+			failures = append(failures, *o.failure)
+			continue
+		}
+		listing = append(listing, agent.MCPServerTools{Server: servers[i].Name, Tools: o.tools})
+	}
+	return listing, failures
+}
+
+func (c *Connector) list(ctx context.Context, sessionID string, s wire.MCPServer) ([]agent.MCPTool, error) {
+	conn, err := c.dial(ctx, sessionID, s)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	lctx, cancel := context.WithTimeout(ctx, c.connectTimeout())
+	defer cancel()
+	listed, err := conn.ListTools(lctx)
+	if err != nil {
+		return nil, err
+	}
+	tools := make([]agent.MCPTool, len(listed))
+	for i, t := range listed {
+		tools[i] = agent.MCPTool{Name: t.Name, Description: capDescription(t.Description), InputSchema: capSchema(t.InputSchema)}
+	}
+	return tools, nil
+}
+
+// Bounds on what one listed tool may put into every model request of a turn (and into the
+// stored listing): a server is third-party input.
+const (
+	maxDescriptionChars = 10_000
+	maxSchemaBytes      = 64 << 10
+)
+
+func capDescription(d string) string {
+	if utf8.RuneCountInString(d) <= maxDescriptionChars {
+		return d
+	}
+	return string([]rune(d)[:maxDescriptionChars]) + " […]"
+}
+
+// capSchema replaces a schema too large to offer with the empty object schema: the model can
+// still call the tool, and the server validates what it gets.
+func capSchema(s json.RawMessage) json.RawMessage {
+	if len(s) > maxSchemaBytes {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	return s
+}
+
+// dial connects to s with the session's credential for it; a server that refuses the token
+// is dialled once more with a refreshed one when the credential can refresh.
+func (c *Connector) dial(ctx context.Context, sessionID string, s wire.MCPServer) (*mcp.Conn, error) {
+	tok, err := c.token(ctx, sessionID, s.URL)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mcp.Dial(ctx, mcp.Server{Name: s.Name, URL: s.URL}, c.options(tok.Value))
+	if err == nil || !errors.Is(err, mcp.ErrAuth) || !tok.Refreshable {
+		return conn, err
+	}
+	fresh, rerr := c.tokens.Refresh(ctx, sessionID, tok.CredentialID)
+	if rerr != nil {
+		return nil, errors.Join(err, &tokenError{fmt.Errorf("refresh the credential %s: %w", tok.CredentialID, rerr)})
+	}
+	return mcp.Dial(ctx, mcp.Server{Name: s.Name, URL: s.URL}, c.options(fresh.Value))
+}
+
+func (c *Connector) token(ctx context.Context, sessionID, serverURL string) (Token, error) {
+	if c.tokens == nil {
+		return Token{}, nil
+	}
+	tok, err := c.tokens.Token(ctx, sessionID, serverURL)
+	switch {
+	case errors.Is(err, ErrNoToken):
+		return Token{}, nil
+	case err != nil:
+		return Token{}, &tokenError{fmt.Errorf("the credential for %s: %w", serverURL, err)}
+	}
+	return tok, nil
+}
+
+// tokenError is a credential that could not be read or refreshed: an authentication failure
+// as far as the session is concerned.
+type tokenError struct{ err error }
+
+func (e *tokenError) Error() string { return e.err.Error() }
+func (e *tokenError) Unwrap() error { return e.err }
+
+func (c *Connector) options(token string) mcp.Options {
+	return mcp.Options{HTTPClient: c.cfg.HTTPClient, Token: token, ConnectTimeout: c.connectTimeout()}
+}
+
+func (c *Connector) connectTimeout() time.Duration {
+	if c.cfg.ConnectTimeout > 0 {
+		return c.cfg.ConnectTimeout
+	}
+	return mcp.DefaultConnectTimeout
+}
+
+func failureOf(server string, err error) Failure {
+	var te *tokenError
+	auth := errors.Is(err, mcp.ErrAuth) || errors.As(err, &te)
+	what := "could not be reached"
+	if auth {
+		what = "refused the session's credentials"
+	}
+	return Failure{Server: server, Auth: auth, Message: fmt.Sprintf("MCP server %q %s: %v", server, what, err)}
+}
+
+// Caller returns the agent.MCPCaller of one session with these servers.
+func (c *Connector) Caller(sessionID string, servers []wire.MCPServer) agent.MCPCaller {
+	return &caller{c: c, sessionID: sessionID, servers: servers}
+}
+
+type caller struct {
+	c         *Connector
+	sessionID string
+	servers   []wire.MCPServer
+}
+
+// Texts of results the server did not produce.
+const unknownOutcomeText = "The outcome of this MCP tool call is unknown: the worker running it stopped before its result was recorded. " +
+	"It was not sent again, because calling an MCP tool twice could repeat its effects; check before calling it again."
+
+// CallMCP implements agent.MCPCaller: it claims the call, then connects, calls and closes.
+// A claim that exists already means an earlier attempt may have sent the call, so it is not
+// sent again and the result says its outcome is unknown. Connection and authentication
+// failures are error results the model can read; only a cancelled ctx is an error.
+func (cl *caller) CallMCP(ctx context.Context, callID, server, tool string, input json.RawMessage) (agent.ToolResult, error) {
+	var srv *wire.MCPServer
+	for i := range cl.servers {
+		if cl.servers[i].Name == server {
+			srv = &cl.servers[i]
+		}
+	}
+	if srv == nil {
+		return errorResult(fmt.Sprintf("The MCP server %q is not declared by this session's agent.", server)), nil
+	}
+	first, err := cl.c.claims.ClaimMCPCall(ctx, cl.sessionID, callID)
+	if err != nil {
+		return agent.ToolResult{}, fmt.Errorf("claim MCP call %s: %w", callID, err)
+	}
+	if !first {
+		cl.c.log.WarnContext(ctx, "MCP call claimed by an earlier attempt; not sent again", "session_id", cl.sessionID, "tool_use_id", callID, "mcp_server", server, "tool", tool)
+		return errorResult(unknownOutcomeText), nil
+	}
+	conn, err := cl.c.dial(ctx, cl.sessionID, *srv)
+	if err != nil {
+		if ctx.Err() != nil {
+			return agent.ToolResult{}, ctx.Err()
+		}
+		return errorResult(failureOf(server, err).Message), nil
+	}
+	defer conn.Close()
+	res, err := conn.CallTool(ctx, tool, input, mcp.CallLimits{Timeout: cl.c.cfg.CallTimeout, MaxOutputChars: cl.c.cfg.MaxOutputChars})
+	switch {
+	case ctx.Err() != nil:
+		return agent.ToolResult{}, ctx.Err()
+	case errors.Is(err, mcp.ErrInvalidArguments):
+		return errorResult(fmt.Sprintf("The input of %s is not valid: %v", tool, err)), nil
+	case err != nil:
+		return errorResult(fmt.Sprintf("The MCP tool %s of server %q failed: %v", tool, server, err)), nil
+	}
+	return agent.ToolResult{Content: res.Content, IsError: res.IsError}, nil
+}
+
+func errorResult(text string) agent.ToolResult {
+	return agent.ToolResult{Text: text, IsError: true}
+}
