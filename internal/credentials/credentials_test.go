@@ -231,7 +231,7 @@ func TestExpiredOAuthTokenIsRefreshedOnceAndStoredSealed(t *testing.T) {
 			// Expiring within 30 s: refreshed.
 			tok, err := r.MCPToken(ctx, sess, "https://mcp.example.com")
 			require.NoError(t, err)
-			require.Equal(t, Token{Value: "fresh-1", CredentialID: c.ID, VaultID: v}, tok)
+			require.Equal(t, Token{Value: "fresh-1", CredentialID: c.ID, VaultID: v, Refreshable: true}, tok)
 			require.EqualValues(t, 1, ts.calls.Load())
 			form, authz := ts.last()
 			require.Equal(t, "refresh_token", form.Get("grant_type"))
