@@ -42,7 +42,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), devCmd(), workerCmd(), migrateCmd(), egressProxyCmd(), versionCmd(), controllerCmd(), sandboxdCmd(), installBinaryCmd())
+	root.AddCommand(serveCmd(), devCmd(), workerCmd(), migrateCmd(), vaultRekeyCmd(), egressProxyCmd(), versionCmd(), controllerCmd(), sandboxdCmd(), installBinaryCmd())
 	return root
 }
 
@@ -141,6 +141,16 @@ func migrateCmd() *cobra.Command {
 		Short: "Apply the SQL migrations and exit",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return app.RunMigrate(cmd.Context(), app.FromLookup(app.Config{LogFormat: "text"}, lookup))
+		},
+	}
+}
+
+func vaultRekeyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "vault-rekey",
+		Short: "Reseal every vault credential with the first key of MANAGED_AGENT_VAULT_KEYS (key rotation) and exit",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return app.RunVaultRekey(cmd.Context(), app.FromLookup(app.Config{LogFormat: "text"}, lookup), cmd.OutOrStdout())
 		},
 	}
 }

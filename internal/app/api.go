@@ -65,6 +65,15 @@ func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logg
 	if tc != nil {
 		opts = append(opts, sessions.WithRunner(&durable.Runner{Client: tc, TaskQueue: cfg.TaskQueue, Retry: cfg.modelRetry(), Logger: logger}))
 	}
+	vaultKeys, err := cfg.vaultKeys()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if vaultKeys.Empty() {
+		logger.Warn("MANAGED_AGENT_VAULT_KEYS is not set: vault credentials cannot be created (docs/vaults.md)")
+	}
+	opts = append(opts, sessions.WithVaultKeys(vaultKeys))
 	svc := sessions.New(st, notifier, logger, opts...)
 	svc.Wakes().Start()
 	a := &API{

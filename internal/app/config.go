@@ -23,6 +23,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
 	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes"
 	"github.com/managed-agents/managed-agents/internal/sandboxd"
+	"github.com/managed-agents/managed-agents/internal/secretbox"
 )
 
 // Config is the process configuration. Every field has a MANAGED_AGENT_* variable; flags
@@ -37,6 +38,11 @@ type Config struct {
 	Addr string
 	// APIKey, if set, is accepted and bound to a workspace at start (MANAGED_AGENT_API_KEY).
 	APIKey string
+	// VaultKeys is the keyring that encrypts vault credential secrets
+	// (MANAGED_AGENT_VAULT_KEYS): comma-separated id:base64key entries, each key 32 bytes;
+	// the first encrypts, all decrypt (docs/vaults.md). Empty: serve refuses to store
+	// credentials; dev generates one into its data dir.
+	VaultKeys string
 	// LogLevel is debug, info, warn or error (MANAGED_AGENT_LOG_LEVEL).
 	LogLevel string
 	// LogFormat is json or text (MANAGED_AGENT_LOG_FORMAT).
@@ -224,6 +230,8 @@ func (c Config) Validate() error {
 	_, err = c.logFormat()
 	check(err)
 	check(validateHostPort("MANAGED_AGENT_ADDR", c.Addr))
+	_, err = c.vaultKeys()
+	check(err)
 	if c.DatabaseURL != "" {
 		if _, err := pgconn.ParseConfig(c.DatabaseURL); err != nil {
 			// pgconn's message may quote the URL, password included.
@@ -246,6 +254,18 @@ func (c Config) Validate() error {
 		check(CheckSandboxGuard(c))
 	}
 	return errors.Join(errs...)
+}
+
+// vaultKeys parses MANAGED_AGENT_VAULT_KEYS; nil when unset. Messages never quote a key.
+func (c Config) vaultKeys() (*secretbox.Keyring, error) {
+	if strings.TrimSpace(c.VaultKeys) == "" {
+		return nil, nil
+	}
+	kr, err := secretbox.Parse(c.VaultKeys)
+	if err != nil {
+		return nil, fmt.Errorf("MANAGED_AGENT_VAULT_KEYS: %v (must be comma-separated id:base64key entries, each key 32 bytes, e.g. k1:$(openssl rand -base64 32); the first key encrypts)", err)
+	}
+	return kr, nil
 }
 
 func (c Config) parsed(name string) error {
@@ -459,6 +479,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.DatabaseURL, "MANAGED_AGENT_DATABASE_URL")
 	set(&c.Addr, "MANAGED_AGENT_ADDR")
 	set(&c.APIKey, "MANAGED_AGENT_API_KEY")
+	set(&c.VaultKeys, "MANAGED_AGENT_VAULT_KEYS")
 	set(&c.LogLevel, "MANAGED_AGENT_LOG_LEVEL")
 	set(&c.LogFormat, "MANAGED_AGENT_LOG_FORMAT")
 	set(&c.DataDir, "MANAGED_AGENT_DATA_DIR")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/pgserver"
+	"github.com/managed-agents/managed-agents/internal/secretbox"
 	"github.com/managed-agents/managed-agents/internal/startstop"
 )
 
@@ -32,6 +33,9 @@ func RunDev(ctx context.Context, cfg Config) (err error) {
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
+	}
+	if cfg.VaultKeys, err = devVaultKeys(cfg); err != nil {
+		return err
 	}
 	// The children dev started, each brought back when it dies.
 	var watches startstop.Group
@@ -155,6 +159,32 @@ func devAPIKey(cfg Config) (key string, generated bool, err error) {
 		return "", false, fmt.Errorf("write %s: %w", path, err)
 	}
 	return key, true, nil
+}
+
+// devVaultKeys returns the configured vault keyring, or the one generated on a first start
+// and kept in the data dir (vault-keys, mode 0600), so credentials stored by one run of dev
+// decrypt in the next.
+func devVaultKeys(cfg Config) (string, error) {
+	if cfg.VaultKeys != "" {
+		return cfg.VaultKeys, nil
+	}
+	path := filepath.Join(cfg.DataDir, "vault-keys")
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		spec := strings.TrimSpace(string(b))
+		if _, err := secretbox.Parse(spec); err != nil {
+			return "", fmt.Errorf("%s: %v (remove the file to generate a new key; credentials sealed with the old one are then lost)", path, err)
+		}
+		return spec, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	spec := secretbox.NewSpec("dev1")
+	if err := os.WriteFile(path, []byte(spec+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return spec, nil
 }
 
 // devController runs the controller manager in the background against cfg.Kubeconfig's

@@ -1,12 +1,14 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
+	"github.com/managed-agents/managed-agents/internal/credentials"
 	"github.com/managed-agents/managed-agents/internal/mcp"
 	"github.com/managed-agents/managed-agents/internal/mcpsession"
 )
@@ -70,4 +72,26 @@ func (c Config) mcpConnector(tokens mcpsession.Tokens, claims mcpsession.Claims,
 		CallTimeout:    c.MCP.CallTimeout,
 		MaxOutputChars: c.MCP.MaxOutputChars,
 	}, tokens, claims, logger)
+}
+
+// vaultTokens gives the MCP connector the sessions' vault credentials.
+type vaultTokens struct{ r *credentials.Resolver }
+
+func (v vaultTokens) Token(ctx context.Context, sessionID, serverURL string) (mcpsession.Token, error) {
+	t, err := v.r.MCPToken(ctx, sessionID, serverURL)
+	if errors.Is(err, credentials.ErrNoCredential) {
+		return mcpsession.Token{}, mcpsession.ErrNoToken
+	}
+	if err != nil {
+		return mcpsession.Token{}, err
+	}
+	return mcpsession.Token{Value: t.Value, CredentialID: t.CredentialID, Refreshable: t.Refreshable}, nil
+}
+
+func (v vaultTokens) Refresh(ctx context.Context, sessionID, credentialID string) (mcpsession.Token, error) {
+	t, err := v.r.RefreshMCPToken(ctx, sessionID, credentialID)
+	if err != nil {
+		return mcpsession.Token{}, err
+	}
+	return mcpsession.Token{Value: t.Value, CredentialID: t.CredentialID, Refreshable: t.Refreshable}, nil
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/managed-agents/managed-agents/internal/credentials"
 	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/stream"
 )
@@ -119,4 +121,35 @@ func RunMigrate(ctx context.Context, cfg Config) error {
 	}
 	defer st.Close()
 	return st.Migrate(ctx, logger)
+}
+
+// RunVaultRekey reseals every vault credential that is not sealed with the first key of
+// MANAGED_AGENT_VAULT_KEYS (the last step of a key rotation, docs/vaults.md) and prints how
+// many it resealed. The database must be migrated.
+func RunVaultRekey(ctx context.Context, cfg Config, out io.Writer) error {
+	logger, err := start(cfg)
+	if err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return errors.New("MANAGED_AGENT_DATABASE_URL is not set")
+	}
+	keys, err := cfg.vaultKeys()
+	if err != nil {
+		return err
+	}
+	if keys.Empty() {
+		return errors.New("MANAGED_AGENT_VAULT_KEYS is not set: it must list the new key first and every key still in use after it")
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.CheckMigrated(ctx); err != nil {
+		return fmt.Errorf("%w: run `managed-agents migrate` (or start the API) first", err)
+	}
+	n, err := credentials.Rekey(ctx, st, keys, logger)
+	fmt.Fprintf(out, "resealed %d vault credentials with key %s\n", n, keys.Primary())
+	return err
 }

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/managed-agents/managed-agents/internal/agent"
+	"github.com/managed-agents/managed-agents/internal/credentials"
 	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/model"
 	"github.com/managed-agents/managed-agents/internal/model/anthropic"
@@ -225,6 +226,10 @@ func CheckSandboxGuard(c Config) error {
 // It needs the store, Temporal and a place for previews; it runs no migrations, holds no
 // LISTEN connection and serves no HTTP.
 type Worker struct {
+	// Credentials resolves the MCP credentials of sessions from their vaults (the MCP
+	// toolset's bearer tokens).
+	Credentials *credentials.Resolver
+
 	services startstop.Group
 }
 
@@ -247,6 +252,11 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 		return nil, err
 	}
 	c.Network.warn(c.Sandbox, ceiling, logger)
+	vaultKeys, err := c.vaultKeys()
+	if err != nil {
+		return nil, err
+	}
+	vaults := credentials.New(st, vaultKeys, credentials.Options{Logger: logger})
 	web, closeWeb, err := c.AgentWebTools()
 	if err != nil {
 		return nil, err
@@ -258,11 +268,11 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 		Sandboxes: sandbox.NewManager(registry, engine.Sandboxes(), engine.Sandboxes(), sandbox.WithLogger(logger),
 			sandbox.WithTouchInterval(c.touchInterval()), sandbox.WithCeiling(ceiling)),
 		Previews: previews,
-		MCP:      c.mcpConnector(nil, engine, logger),
+		MCP:      c.mcpConnector(vaultTokens{vaults}, engine, logger),
 		Logger:   logger,
 	}
 	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger}
-	return &Worker{services: startstop.Group{
+	return &Worker{Credentials: vaults, services: startstop.Group{
 		onStop(closeWeb),
 		// Before the steps, so it stops after them: no acquisition claims from a pool being emptied.
 		warmPool(registry, logger),

@@ -280,6 +280,24 @@ func rules() []rule {
 			forbidden: prefixes([]string{internal("internal/store"), internal("internal/sessions"), internal("internal/turns"), internal("internal/durable"), internal("internal/httpapi")}, temporal, kubernetes),
 		},
 		{
+			name:      "secretbox and mcpurl are pure: the standard library only, no network or files",
+			subject:   is("internal/secretbox", "internal/mcpurl"),
+			only:      []string{},
+			forbidden: prefixes([]string{"net/http", "os"}),
+		},
+		{
+			name:    "credentials imports only store, secretbox, mcpurl and wire besides the standard library",
+			subject: is("internal/credentials"),
+			only:    []string{internal("internal/store"), internal("internal/secretbox"), internal("internal/mcpurl"), internal("internal/wire")},
+		},
+		{
+			name:    "credentials never reaches agent, turns, durable, sessions, httpapi, sandbox, Temporal or Kubernetes: the worker resolves tokens through it",
+			subject: is("internal/credentials"),
+			reach:   true,
+			forbidden: prefixes([]string{internal("internal/agent"), internal("internal/turns"), internal("internal/durable"), internal("internal/sessions"),
+				internal("internal/httpapi"), internal("internal/sandbox")}, temporal, kubernetes),
+		},
+		{
 			name:      "wire imports nothing internal",
 			subject:   is("internal/wire"),
 			forbidden: []string{module},

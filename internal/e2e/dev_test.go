@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/managed-agents/managed-agents/internal/ids"
+	"github.com/managed-agents/managed-agents/internal/secretbox"
 )
 
 // TestDevCommand runs `managed-agents dev` as a user would: zero configuration, a turn through
@@ -268,7 +269,8 @@ func TestDevKeepsCredentialsOutOfEnviron(t *testing.T) {
 	dataDir := filepath.Join(reachableTempDir(t), "data")
 	addr := freeAddr(t)
 	const key = "sk-ma-test-secret-7d1c0e"
-	dev := startDev(t, bin, dataDir, addr, "MANAGED_AGENT_API_KEY="+key)
+	vaultKeys := secretbox.NewSpec("k1")
+	dev := startDev(t, bin, dataDir, addr, "MANAGED_AGENT_API_KEY="+key, "MANAGED_AGENT_VAULT_KEYS="+vaultKeys)
 
 	b, err := os.ReadFile(filepath.Join(dataDir, "temporal.db.pid"))
 	require.NoError(t, err)
@@ -277,6 +279,7 @@ func TestDevKeepsCredentialsOutOfEnviron(t *testing.T) {
 		environ, err := os.ReadFile(filepath.Join("/proc", pid, "environ"))
 		require.NoError(t, err)
 		require.NotContains(t, string(environ), key, "/proc/%s/environ", pid)
+		require.NotContains(t, string(environ), vaultKeys[len("k1:"):], "/proc/%s/environ", pid)
 	}
 	client := anthropic.NewClient(option.WithBaseURL("http://"+addr), option.WithAPIKey(key))
 	_, err = client.Beta.Agents.List(context.Background(), anthropic.BetaAgentListParams{})

@@ -345,7 +345,7 @@ func TestSessionCreateRejected(t *testing.T) {
 		{"servers cleared under an mcp_toolset", agent(fmt.Sprintf(`{"type":"agent_with_overrides","id":%q,"mcp_servers":[]}`, f.agent.ID)), 400, "invalid_request_error", "docs", ""},
 		{"unknown top-level field", fmt.Sprintf(`{"environment_id":%q,"agent":%q,"priority":1}`, f.envID, f.agent.ID), 400, "invalid_request_error", "priority", ""},
 		{"17 metadata pairs", fmt.Sprintf(`{"environment_id":%q,"agent":%q,"metadata":{%s}}`, f.envID, f.agent.ID, seventeenPairs), 400, "invalid_request_error", "metadata", "invalid_metadata"},
-		{"vault_ids", fmt.Sprintf(`{"environment_id":%q,"agent":%q,"vault_ids":["vlt_1"]}`, f.envID, f.agent.ID), 400, "invalid_request_error", "vault_ids", ""},
+		{"unknown vault", fmt.Sprintf(`{"environment_id":%q,"agent":%q,"vault_ids":["vlt_1"]}`, f.envID, f.agent.ID), 404, "not_found_error", "vault_ids[0]: vault vlt_1 not found", ""},
 		{"initial_events of another type", fmt.Sprintf(`{"environment_id":%q,"agent":%q,"initial_events":[{"type":"user.interrupt"}]}`, f.envID, f.agent.ID), 400, "invalid_request_error", "initial_events[0]", ""},
 		{"more than 50 initial_events", fmt.Sprintf(`{"environment_id":%q,"agent":%q,"initial_events":[%s]}`, f.envID, f.agent.ID, manyMessages), 400, "invalid_request_error", "50", ""},
 		{"one bad initial event", fmt.Sprintf(`{"environment_id":%q,"agent":%q,"initial_events":[%s,{"type":"user.message","content":[]}]}`, f.envID, f.agent.ID, msg), 400, "invalid_request_error", "initial_events[1].content", ""},

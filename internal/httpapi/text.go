@@ -28,6 +28,11 @@ func textChecked(pattern string, h apiHandler) apiHandler {
 				return badRequest(err.Error())
 			}
 		}
+		if strings.Contains(pattern, "{credential_id}") {
+			if err := wire.CheckString("credential_id", r.PathValue("credential_id")); err != nil {
+				return badRequest(err.Error())
+			}
+		}
 		q := r.URL.Query()
 		names := make([]string, 0, len(q))
 		for name := range q {

@@ -18,6 +18,8 @@ const (
 	Request     = "req_"
 	Workspace   = "wrkspc_"
 	APIKey      = "apikey_"
+	Vault       = "vlt_"
+	Credential  = "vcrd_"
 )
 
 // base58 avoids look-alike characters, like the hosted service's ids.

@@ -1,8 +1,10 @@
 // Package sessions is the client-facing service: the business rules of agents, environments,
-// sessions, sends, streams and auth, the one door for the HTTP API and (next) the controllers.
-// The worker's side (turn lifecycle, emitter, sandbox bindings) is package turns.
+// vaults and their credentials, sessions, sends, streams and auth, the one door for the HTTP
+// API and (next) the controllers. The worker's side (turn lifecycle, emitter, sandbox
+// bindings) is package turns.
 //
-// It imports store, wire and tools/config; never the agent loop, turns, sandbox, durable,
+// It imports store, wire, tools/config, and secretbox and mcpurl for vault credentials (whose
+// secrets it seals and never returns); never the agent loop, turns, sandbox, durable,
 // Temporal or Kubernetes (internal/archtest enforces it), so a controller can use it without
 // dragging in the worker. It reaches the durable runner only through the Runner interface it
 // declares. Callers see its rules only through the *Error values it returns.

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/managed-agents/managed-agents/internal/secretbox"
 	"github.com/managed-agents/managed-agents/internal/store"
 )
 
@@ -27,6 +28,8 @@ type Service struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	runner   Runner
+	// vaultKeys seals credential secrets; empty, credentials cannot be created.
+	vaultKeys *secretbox.Keyring
 	// wakes delivers wake-ups to runner in the background (runner.go); made on first use so
 	// the constructor stays as it is.
 	wakesOnce sync.Once
@@ -39,6 +42,10 @@ type Option func(*Service)
 // WithRunner makes sessions run: committed client events wake r. Without it the API still
 // accepts events; they stay queued until a worker's sweep finds them.
 func WithRunner(r Runner) Option { return func(s *Service) { s.runner = r } }
+
+// WithVaultKeys sets the keyring that seals vault credential secrets. Without one, creating
+// a credential (or giving one a new secret) is refused with a 400 that says so.
+func WithVaultKeys(kr *secretbox.Keyring) Option { return func(s *Service) { s.vaultKeys = kr } }
 
 // New returns a service. The notifier feeds live streams.
 func New(st *store.Store, notifier *store.Notifier, logger *slog.Logger, opts ...Option) *Service {

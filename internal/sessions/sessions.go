@@ -76,6 +76,9 @@ func (s *Service) CreateSessionKeyed(ctx context.Context, workspaceID, key strin
 		if env.ArchivedAt != nil {
 			return invalidf("environment_id: environment %s is archived", env.ID).withCode("environment_archived")
 		}
+		if err := checkSessionVaults(ctx, q, workspaceID, p.VaultIDs); err != nil {
+			return err
+		}
 		rawSnap, err := json.Marshal(snap)
 		if err != nil {
 			return fmt.Errorf("encode agent snapshot: %w", err)
@@ -87,7 +90,7 @@ func (s *Service) CreateSessionKeyed(ctx context.Context, workspaceID, key strin
 		now := s.now()
 		rec := store.SessionRecord{ID: ids.New(ids.Session), WorkspaceID: workspaceID, AgentID: agent.ID, AgentVersion: agent.Version,
 			EnvironmentID: env.ID, Title: p.Title, Metadata: p.Metadata, Agent: rawSnap, Status: initialStatus(initial, s.runner != nil), Usage: usage,
-			CreatedAt: now, UpdatedAt: now}
+			CreatedAt: now, UpdatedAt: now, VaultIDs: p.VaultIDs}
 		if err := q.InsertSession(ctx, rec); err != nil {
 			if errors.Is(err, store.ErrReferenced) {
 				// The environment was deleted between the check and the insert.
@@ -154,9 +157,6 @@ func initialStatus(initial []store.NewEvent, hasRunner bool) string {
 func checkUnsupportedSessionFields(p wire.SessionCreateParams) error {
 	if len(p.Resources) > 0 {
 		return invalidf("resources: session resources are not supported by this server yet")
-	}
-	if len(p.VaultIDs) > 0 {
-		return invalidf("vault_ids: vaults are not supported by this server yet")
 	}
 	if !isJSONNull(p.Budget) {
 		return invalidf("budget: budgets are not supported by this server yet").withCode("model_not_budgetable")
@@ -294,12 +294,16 @@ func (s *Service) sessionFromRecord(r store.SessionRecord) (wire.Session, error)
 			return wire.Session{}, fmt.Errorf("decode session %s usage: %w", r.ID, err)
 		}
 	}
+	vaultIDs := r.VaultIDs
+	if vaultIDs == nil {
+		vaultIDs = []string{}
+	}
 	end := s.now()
 	if r.TerminatedAt != nil {
 		end = *r.TerminatedAt // duration is frozen once terminated
 	}
 	return wire.Session{ID: r.ID, Type: "session", Status: r.Status, Title: r.Title, Agent: snap, EnvironmentID: r.EnvironmentID,
-		Resources: []json.RawMessage{}, VaultIDs: []string{}, Metadata: r.Metadata, Budget: json.RawMessage("null"),
+		Resources: []json.RawMessage{}, VaultIDs: vaultIDs, Metadata: r.Metadata, Budget: json.RawMessage("null"),
 		OutcomeEvaluations: []json.RawMessage{},
 		Stats:              wire.SessionStats{ActiveSeconds: r.ActiveSeconds, DurationSeconds: end.Sub(r.CreatedAt).Seconds()},
 		Usage:              usage, CreatedAt: wire.Time(r.CreatedAt), UpdatedAt: wire.Time(r.UpdatedAt), ArchivedAt: wire.TimePtr(r.ArchivedAt)}, nil

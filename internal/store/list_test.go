@@ -77,6 +77,49 @@ var listKinds = []listKind{
 			return keysets(rows, func(r SessionRecord) Keyset { return Keyset{r.CreatedAt, r.ID} }), more, err
 		},
 	},
+	{
+		name: "vaults", prefix: ids.Vault,
+		insert: func(t *testing.T, f fixture, r listRow) {
+			ctx := t.Context()
+			rec := VaultRecord{ID: r.ID, WorkspaceID: f.ws, DisplayName: r.ID, CreatedAt: r.CreatedAt}
+			require.NoError(t, f.st.InsertVault(ctx, rec))
+			if r.archived {
+				rec.UpdatedAt, rec.ArchivedAt = r.CreatedAt, &r.CreatedAt
+				require.NoError(t, f.st.UpdateVault(ctx, rec))
+			}
+		},
+		list: func(ctx context.Context, f fixture, p ListParams) ([]Keyset, bool, error) {
+			rows, more, err := f.st.ListVaults(ctx, f.ws, p)
+			return keysets(rows, func(r VaultRecord) Keyset { return Keyset{r.CreatedAt, r.ID} }), more, err
+		},
+	},
+	{
+		name: "credentials", prefix: ids.Credential,
+		insert: func(t *testing.T, f fixture, r listRow) {
+			ctx := t.Context()
+			vaultID := listVault(t, f)
+			rec := CredentialRecord{ID: r.ID, VaultID: vaultID, AuthType: "environment_variable", Auth: json.RawMessage(`{}`), Sealed: []byte{1}, CreatedAt: r.CreatedAt}
+			require.NoError(t, f.st.InsertCredential(ctx, rec))
+			if r.archived {
+				rec.UpdatedAt, rec.ArchivedAt = r.CreatedAt, &r.CreatedAt
+				require.NoError(t, f.st.UpdateCredential(ctx, rec))
+			}
+		},
+		list: func(ctx context.Context, f fixture, p ListParams) ([]Keyset, bool, error) {
+			rows, more, err := f.st.ListCredentials(ctx, "vlt_list_"+f.ws, p)
+			return keysets(rows, func(r CredentialRecord) Keyset { return Keyset{r.CreatedAt, r.ID} }), more, err
+		},
+	},
+}
+
+// listVault is the fixture's vault the credentials list test fills, made on first use.
+func listVault(t *testing.T, f fixture) string {
+	id := "vlt_list_" + f.ws
+	err := f.st.InsertVault(t.Context(), VaultRecord{ID: id, WorkspaceID: f.ws, DisplayName: "list", CreatedAt: time.Now()})
+	if err != nil {
+		require.ErrorIs(t, err, ErrDuplicate)
+	}
+	return id
 }
 
 func keysets[T any](rows []T, key func(T) Keyset) []Keyset {

@@ -29,24 +29,26 @@ type SessionRecord struct {
 	UpdatedAt     time.Time
 	ArchivedAt    *time.Time
 	TerminatedAt  *time.Time
+	// VaultIDs are the vaults credentials are resolved from, in order.
+	VaultIDs []string
 }
 
 const sessionColumns = `t.id, t.workspace_id, t.agent_id, t.agent_version, t.environment_id, t.title, t.metadata, t.agent,
-	t.status, t.stop_reason, t.usage, t.active_seconds, t.last_seq, t.created_at, t.updated_at, t.archived_at, t.terminated_at`
+	t.status, t.stop_reason, t.usage, t.active_seconds, t.last_seq, t.created_at, t.updated_at, t.archived_at, t.terminated_at, t.vault_ids`
 
 func scanSession(row pgx.Row) (SessionRecord, error) {
 	var r SessionRecord
 	err := row.Scan(&r.ID, &r.WorkspaceID, &r.AgentID, &r.AgentVersion, &r.EnvironmentID, &r.Title, &r.Metadata, &r.Agent,
-		&r.Status, &r.StopReason, &r.Usage, &r.ActiveSeconds, &r.LastSeq, &r.CreatedAt, &r.UpdatedAt, &r.ArchivedAt, &r.TerminatedAt)
+		&r.Status, &r.StopReason, &r.Usage, &r.ActiveSeconds, &r.LastSeq, &r.CreatedAt, &r.UpdatedAt, &r.ArchivedAt, &r.TerminatedAt, &r.VaultIDs)
 	return r, err
 }
 
 // InsertSession creates a session row.
 func (q *Queries) InsertSession(ctx context.Context, r SessionRecord) error {
 	_, err := q.db.Exec(ctx, `INSERT INTO sessions (id, workspace_id, agent_id, agent_version, environment_id, title, metadata, agent,
-		status, stop_reason, usage, created_at, updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$12)`,
+		status, stop_reason, usage, created_at, updated_at, vault_ids) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$12,$13)`,
 		r.ID, r.WorkspaceID, r.AgentID, r.AgentVersion, r.EnvironmentID, r.Title, nonNilMap(r.Metadata), r.Agent,
-		r.Status, nullJSON(r.StopReason), r.Usage, r.CreatedAt)
+		r.Status, nullJSON(r.StopReason), r.Usage, r.CreatedAt, nonNilStrings(r.VaultIDs))
 	if err != nil {
 		return fmt.Errorf("insert session: %w", classify(err))
 	}
@@ -138,4 +140,11 @@ func nullJSON(b json.RawMessage) any {
 		return nil
 	}
 	return b
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

@@ -14,6 +14,16 @@ func (t Time) MarshalJSON() ([]byte, error) {
 	return json.Marshal(FormatTime(time.Time(t)))
 }
 
+// UnmarshalJSON reads an RFC 3339 timestamp (stored documents are read back with it).
+func (t *Time) UnmarshalJSON(b []byte) error {
+	var v time.Time
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*t = Time(v)
+	return nil
+}
+
 // FormatTime formats t the way every response does.
 func FormatTime(t time.Time) string {
 	return t.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
