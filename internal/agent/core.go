@@ -173,6 +173,11 @@ func (c *Core) ModelTurn(ctx context.Context, in Input) (ModelTurnResult, error)
 		return ModelTurnResult{}, err
 	}
 	ts := newToolset(in.Agent.Tools, in.MCPTools)
+	if len(ts.offered) == 0 {
+		// Models refuse tool blocks in a request that defines no tools, which happens when
+		// the only servers an agent's earlier calls went to cannot be reached this turn.
+		msgs = toolBlocksAsText(msgs)
+	}
 	req := model.Request{Model: in.Agent.Model.ID, System: deref(in.Agent.System), Messages: msgs, Tools: ts.offered, MaxTokens: c.maxTokens}
 
 	startID := step.RequestStartID

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+
+	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
 // MCPTool is one tool an MCP server listed.
@@ -74,4 +76,29 @@ func MCPToolName(server, tool string) string {
 // mcpRef is the server and tool behind an offered MCP tool name.
 type mcpRef struct {
 	server, tool string
+}
+
+// MCPServersToList is the agent's MCP servers whose toolset can offer a tool. A toolset with
+// default_config.enabled false and no enabled configs entry offers nothing, so its server is
+// not contacted at all.
+func MCPServersToList(a wire.SessionAgent) []wire.MCPServer {
+	offering := map[string]bool{}
+	for _, t := range a.Tools {
+		ts := t.MCPToolset
+		if ts == nil {
+			continue
+		}
+		on := ts.DefaultConfig.Enabled
+		for _, c := range ts.Configs {
+			on = on || c.Enabled
+		}
+		offering[ts.MCPServerName] = on
+	}
+	var out []wire.MCPServer
+	for _, s := range a.MCPServers {
+		if offering[s.Name] {
+			out = append(out, s)
+		}
+	}
+	return out
 }

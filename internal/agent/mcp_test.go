@@ -92,6 +92,7 @@ type toolsModel struct {
 	model.Client
 	mu    sync.Mutex
 	tools [][]string
+	reqs  []model.Request
 }
 
 func (m *toolsModel) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Response, error) {
@@ -105,6 +106,7 @@ func (m *toolsModel) Stream(ctx context.Context, req model.Request, onDelta func
 		}
 	}
 	m.tools = append(m.tools, names)
+	m.reqs = append(m.reqs, req)
 	m.mu.Unlock()
 	return m.Client.Stream(ctx, req, onDelta)
 }
@@ -202,6 +204,17 @@ func TestMCPCallDeniedOrUnavailable(t *testing.T) {
 		require.Empty(t, ofType(l.Events(), wire.EventAgentMCPToolUse))
 		res := body(t, ofType(l.Events(), wire.EventAgentToolResult)[0])
 		require.Equal(t, true, res["is_error"])
+		// The request after the refused call defines no tools, so it carries no tool blocks
+		// (models refuse them there): the call and its result are told as text.
+		require.Len(t, m.reqs, 2)
+		var texts []string
+		for _, msg := range m.reqs[1].Messages {
+			for _, b := range msg.Content {
+				require.Equal(t, model.BlockText, b.Type)
+				texts = append(texts, b.Text)
+			}
+		}
+		require.Contains(t, texts, "[called the tool mcp__gh__get_issue with {}]")
 	})
 	t.Run("a cancelled call records no result and is asked again with the same id", func(t *testing.T) {
 		t.Parallel()

@@ -204,3 +204,30 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// toolBlocksAsText rewrites tool_use and tool_result blocks as text, for a request that
+// offers no tools: the model keeps what happened without blocks it would refuse.
+func toolBlocksAsText(msgs []model.Message) []model.Message {
+	out := make([]model.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = model.Message{Role: m.Role, Content: make([]model.Block, 0, len(m.Content))}
+		for _, b := range m.Content {
+			switch b.Type {
+			case model.BlockToolUse:
+				b = model.Block{Type: model.BlockText, Text: fmt.Sprintf("[called the tool %s with %s]", b.Name, b.Input)}
+			case model.BlockToolResult:
+				texts := make([]string, 0, len(b.Content))
+				for _, c := range b.Content {
+					texts = append(texts, c.Text)
+				}
+				status := "result"
+				if b.IsError {
+					status = "error"
+				}
+				b = model.Block{Type: model.BlockText, Text: fmt.Sprintf("[tool %s: %s]", status, strings.Join(texts, "\n"))}
+			}
+			out[i].Content = append(out[i].Content, b)
+		}
+	}
+	return out
+}

@@ -16,7 +16,7 @@ import (
 // MCPConfig bounds the worker's connections to agents' MCP servers.
 type MCPConfig struct {
 	// ConnectTimeout bounds connecting to and listing one server
-	// (MANAGED_AGENT_MCP_CONNECT_TIMEOUT, default 15s).
+	// (MANAGED_AGENT_MCP_CONNECT_TIMEOUT, default 15s, at most 2m).
 	ConnectTimeout time.Duration
 	// CallTimeout cuts one tool call; the model gets an error result
 	// (MANAGED_AGENT_MCP_CALL_TIMEOUT, default 60s, at most 10m: a step's own limit is 15m).
@@ -29,6 +29,10 @@ type MCPConfig struct {
 // maxMCPCallTimeout keeps a call inside the step that runs it (durable's 15-minute
 // start-to-close timeout), with room for connecting and recording the result.
 const maxMCPCallTimeout = 10 * time.Minute
+
+// maxMCPConnectTimeout bounds the wait for one server at the start of every turn (a listing
+// may wait for it up to three times: connect, list, connect again after a token refresh).
+const maxMCPConnectTimeout = 2 * time.Minute
 
 func (c *Config) mcpFromEnv(get func(string) string) {
 	c.envDuration(&c.MCP.ConnectTimeout, "MANAGED_AGENT_MCP_CONNECT_TIMEOUT", get("MANAGED_AGENT_MCP_CONNECT_TIMEOUT"), "15s")
@@ -52,8 +56,8 @@ func (c Config) validateMCP() error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if c.MCP.ConnectTimeout < 0 {
-		errs = append(errs, fmt.Errorf("MANAGED_AGENT_MCP_CONNECT_TIMEOUT=%s: must not be negative", c.MCP.ConnectTimeout))
+	if c.MCP.ConnectTimeout < 0 || c.MCP.ConnectTimeout > maxMCPConnectTimeout {
+		errs = append(errs, fmt.Errorf("MANAGED_AGENT_MCP_CONNECT_TIMEOUT=%s: must be between 0 (the default, %s) and %s", c.MCP.ConnectTimeout, mcp.DefaultConnectTimeout, maxMCPConnectTimeout))
 	}
 	if c.MCP.CallTimeout < 0 || c.MCP.CallTimeout > maxMCPCallTimeout {
 		errs = append(errs, fmt.Errorf("MANAGED_AGENT_MCP_CALL_TIMEOUT=%s: must be between 0 (the default, %s) and %s", c.MCP.CallTimeout, mcp.DefaultCallTimeout, maxMCPCallTimeout))

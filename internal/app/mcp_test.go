@@ -23,7 +23,9 @@ func TestMCPConfigFromEnv(t *testing.T) {
 		{name: "a call longer than a step", env: map[string]string{"MANAGED_AGENT_MCP_CALL_TIMEOUT": "11m"},
 			wantErr: []string{"MANAGED_AGENT_MCP_CALL_TIMEOUT=11m0s: must be between 0"}},
 		{name: "negative values", env: map[string]string{"MANAGED_AGENT_MCP_CONNECT_TIMEOUT": "-1s", "MANAGED_AGENT_MCP_MAX_OUTPUT_CHARS": "-1"},
-			wantErr: []string{"MANAGED_AGENT_MCP_CONNECT_TIMEOUT=-1s: must not be negative", "MANAGED_AGENT_MCP_MAX_OUTPUT_CHARS=-1: must not be negative"}},
+			wantErr: []string{"MANAGED_AGENT_MCP_CONNECT_TIMEOUT=-1s: must be between 0", "MANAGED_AGENT_MCP_MAX_OUTPUT_CHARS=-1: must not be negative"}},
+		{name: "a connect timeout longer than a turn should wait", env: map[string]string{"MANAGED_AGENT_MCP_CONNECT_TIMEOUT": "3m"},
+			wantErr: []string{"MANAGED_AGENT_MCP_CONNECT_TIMEOUT=3m0s: must be between 0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -190,8 +190,9 @@ func (a *Activities) ToolCall(ctx context.Context, in ToolCallInput) (Plan, erro
 		return Plan{}, temporal.NewNonRetryableApplicationError("tool call "+in.ToolUseID+" is not in the log", errTypeUnknownToolCall, nil)
 	}
 	err = a.Core.ExecuteTool(ctx, a.input(in.SessionID, turn), *toolUse)
-	// ErrNotRunnable: the log says it may not run (anymore), so there is nothing to do.
-	if err != nil && !errors.Is(err, agent.ErrNotRunnable) {
+	// ErrNotRunnable: the log says it may not run (anymore); ErrCallAnswered: another attempt
+	// answered it first. Either way there is nothing to do.
+	if err != nil && !errors.Is(err, agent.ErrNotRunnable) && !errors.Is(err, turns.ErrCallAnswered) {
 		return Plan{}, activityError(err)
 	}
 	return a.next(ctx, in.SessionID)
@@ -307,18 +308,21 @@ func (a *Activities) input(sessionID string, turn turns.Turn) agent.Input {
 func (a *Activities) listMCP(ctx context.Context, sessionID string, turn turns.Turn) ([]agent.MCPServerTools, error) {
 	var listing []agent.MCPServerTools
 	var failures []turns.MCPFailure
-	if a.MCP != nil {
+	servers := agent.MCPServersToList(turn.Agent)
+	switch {
+	case len(servers) == 0:
+	case a.MCP != nil:
 		env, err := a.Turns.Sandboxes().Environment(ctx, sessionID)
 		if err != nil {
 			return nil, err
 		}
 		var fs []mcpsession.Failure
-		listing, fs = a.MCP.List(ctx, sessionID, turn.Agent.MCPServers, mcpBlocked(env))
+		listing, fs = a.MCP.List(ctx, sessionID, servers, mcpBlocked(env))
 		for _, f := range fs {
 			failures = append(failures, turns.MCPFailure{Server: f.Server, Auth: f.Auth, Message: f.Message})
 		}
-	} else {
-		for _, s := range turn.Agent.MCPServers {
+	default:
+		for _, s := range servers {
 			failures = append(failures, turns.MCPFailure{Server: s.Name, Message: fmt.Sprintf("MCP server %q was not contacted: this worker runs no MCP connector", s.Name)})
 		}
 	}

@@ -21,7 +21,7 @@ var (
 	maxBinaryBytes  = 5 << 20
 	// maxResultBinaryBytes bounds the images and PDFs of one result together: each is
 	// stored in the event log and sent to the model.
-	maxResultBinaryBytes = 10 << 20
+	maxResultBinaryBytes = 5 << 20
 )
 
 // convertResult turns an MCP tool result into wire content blocks allowed in

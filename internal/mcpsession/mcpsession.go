@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 	"strings"
@@ -45,10 +46,13 @@ type Tokens interface {
 	Refresh(ctx context.Context, sessionID, credentialID string) (Token, error)
 }
 
-// Claims records that a call is about to be sent.
+// Claims records that a call is about to be sent, and its answer once it came.
 type Claims interface {
-	// ClaimMCPCall returns first=false when the call was claimed before.
-	ClaimMCPCall(ctx context.Context, sessionID, toolUseID string) (first bool, err error)
+	// ClaimMCPCall returns first=false when the call was claimed before, with the answer the
+	// earlier attempt recorded (nil when it recorded none).
+	ClaimMCPCall(ctx context.Context, sessionID, toolUseID string) (first bool, result json.RawMessage, err error)
+	// RecordMCPResult keeps a claimed call's answer.
+	RecordMCPResult(ctx context.Context, sessionID, toolUseID string, result json.RawMessage) error
 }
 
 // Config bounds connections and calls.
@@ -228,7 +232,7 @@ func (c *Connector) token(ctx context.Context, sessionID, serverURL string) (Tok
 	case errors.Is(err, ErrNoToken):
 		return Token{}, nil
 	case err != nil:
-		return Token{}, &tokenError{fmt.Errorf("the credential for %s: %w", serverURL, err)}
+		return Token{}, &tokenError{fmt.Errorf("the credential for %s: %w", origin(serverURL), err)}
 	}
 	return tok, nil
 }
@@ -239,6 +243,16 @@ type tokenError struct{ err error }
 
 func (e *tokenError) Error() string { return e.err.Error() }
 func (e *tokenError) Unwrap() error { return e.err }
+
+// origin is scheme and host of a server URL: its path or query may carry a secret, which
+// messages and logs must not.
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "the server's URL"
+	}
+	return u.Scheme + "://" + u.Host
+}
 
 func (c *Connector) options(token string) mcp.Options {
 	return mcp.Options{HTTPClient: c.cfg.HTTPClient, Token: token, ConnectTimeout: c.connectTimeout()}
@@ -276,9 +290,10 @@ type caller struct {
 const unknownOutcomeText = "The outcome of this MCP tool call is unknown: the worker running it stopped before its result was recorded. " +
 	"It was not sent again, because calling an MCP tool twice could repeat its effects; check before calling it again."
 
-// CallMCP implements agent.MCPCaller: it claims the call, then connects, calls and closes.
-// A claim that exists already means an earlier attempt may have sent the call, so it is not
-// sent again and the result says its outcome is unknown. Connection and authentication
+// CallMCP implements agent.MCPCaller: it claims the call, then connects, calls, keeps the
+// answer with the claim and closes. A claim that exists already means an earlier attempt may
+// have sent the call, so it is not sent again: the answer that attempt kept is returned, or,
+// without one, a result saying the outcome is unknown. Connection and authentication
 // failures are error results the model can read; only a cancelled ctx is an error.
 func (cl *caller) CallMCP(ctx context.Context, callID, server, tool string, input json.RawMessage) (agent.ToolResult, error) {
 	var srv *wire.MCPServer
@@ -290,32 +305,84 @@ func (cl *caller) CallMCP(ctx context.Context, callID, server, tool string, inpu
 	if srv == nil {
 		return errorResult(fmt.Sprintf("The MCP server %q is not declared by this session's agent.", server)), nil
 	}
-	first, err := cl.c.claims.ClaimMCPCall(ctx, cl.sessionID, callID)
+	first, recorded, err := cl.c.claims.ClaimMCPCall(ctx, cl.sessionID, callID)
 	if err != nil {
 		return agent.ToolResult{}, fmt.Errorf("claim MCP call %s: %w", callID, err)
 	}
 	if !first {
+		if res, ok := decodeRecorded(recorded); ok {
+			return res, nil
+		}
 		cl.c.log.WarnContext(ctx, "MCP call claimed by an earlier attempt; not sent again", "session_id", cl.sessionID, "tool_use_id", callID, "mcp_server", server, "tool", tool)
 		return errorResult(unknownOutcomeText), nil
 	}
-	conn, err := cl.c.dial(ctx, cl.sessionID, *srv)
+	res, err := cl.call(ctx, *srv, tool, input)
+	if err != nil {
+		return agent.ToolResult{}, err
+	}
+	cl.record(ctx, callID, res)
+	return res, nil
+}
+
+// call connects, calls and closes. A cancelled ctx is an error unless the server's answer
+// came first: then the answer is returned (and recorded), though the step will not append it.
+func (cl *caller) call(ctx context.Context, srv wire.MCPServer, tool string, input json.RawMessage) (agent.ToolResult, error) {
+	conn, err := cl.c.dial(ctx, cl.sessionID, srv)
 	if err != nil {
 		if ctx.Err() != nil {
 			return agent.ToolResult{}, ctx.Err()
 		}
-		return errorResult(failureOf(server, err).Message), nil
+		return errorResult(failureOf(srv.Name, err).Message), nil
 	}
 	defer conn.Close()
 	res, err := conn.CallTool(ctx, tool, input, mcp.CallLimits{Timeout: cl.c.cfg.CallTimeout, MaxOutputChars: cl.c.cfg.MaxOutputChars})
 	switch {
+	case err == nil:
+		return agent.ToolResult{Content: res.Content, IsError: res.IsError}, nil
 	case ctx.Err() != nil:
 		return agent.ToolResult{}, ctx.Err()
 	case errors.Is(err, mcp.ErrInvalidArguments):
 		return errorResult(fmt.Sprintf("The input of %s is not valid: %v", tool, err)), nil
-	case err != nil:
-		return errorResult(fmt.Sprintf("The MCP tool %s of server %q failed: %v", tool, server, err)), nil
 	}
-	return agent.ToolResult{Content: res.Content, IsError: res.IsError}, nil
+	return errorResult(fmt.Sprintf("The MCP tool %s of server %q failed: %v", tool, srv.Name, err)), nil
+}
+
+// recordTimeout bounds keeping an answer; it runs even when the step's ctx has ended, since
+// an answer a stopping worker got is exactly what its retry needs.
+const recordTimeout = 10 * time.Second
+
+// recorded is a call's answer as the claim keeps it.
+type recorded struct {
+	Content []wire.ContentBlock `json:"content"`
+	IsError bool                `json:"is_error"`
+}
+
+func (cl *caller) record(ctx context.Context, callID string, res agent.ToolResult) {
+	content := res.Content
+	if content == nil {
+		content = wire.NewTextContent(res.Text)
+	}
+	raw, err := json.Marshal(recorded{Content: content, IsError: res.IsError})
+	if err == nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancel()
+		err = cl.c.claims.RecordMCPResult(rctx, cl.sessionID, callID, raw)
+	}
+	if err != nil {
+		// The answer still goes to the log through the step; only a crash before that loses it.
+		cl.c.log.WarnContext(ctx, "MCP call's answer not kept with its claim", "session_id", cl.sessionID, "tool_use_id", callID, "error", err)
+	}
+}
+
+func decodeRecorded(raw json.RawMessage) (agent.ToolResult, bool) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return agent.ToolResult{}, false
+	}
+	var r recorded
+	if json.Unmarshal(raw, &r) != nil || r.Content == nil {
+		return agent.ToolResult{}, false
+	}
+	return agent.ToolResult{Content: r.Content, IsError: r.IsError}, true
 }
 
 func errorResult(text string) agent.ToolResult {

@@ -21,21 +21,38 @@ import (
 
 // memClaims keeps claims in memory (the worker's are rows in PostgreSQL, tested end to end).
 type memClaims struct {
-	mu  sync.Mutex
-	ids map[string]bool
+	mu      sync.Mutex
+	ids     map[string]bool
+	results map[string]json.RawMessage
 }
 
-func (m *memClaims) ClaimMCPCall(_ context.Context, _, id string) (bool, error) {
+func (m *memClaims) ClaimMCPCall(_ context.Context, _, id string) (bool, json.RawMessage, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ids == nil {
-		m.ids = map[string]bool{}
+		m.ids, m.results = map[string]bool{}, map[string]json.RawMessage{}
 	}
 	if m.ids[id] {
-		return false, nil
+		return false, m.results[id], nil
 	}
 	m.ids[id] = true
-	return true, nil
+	return true, nil, nil
+}
+
+func (m *memClaims) RecordMCPResult(_ context.Context, _, id string, result json.RawMessage) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, done := m.results[id]; !done {
+		m.results[id] = result
+	}
+	return nil
+}
+
+// forget drops what was recorded of a call, as when its first attempt died before the answer.
+func (m *memClaims) forget(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.results, id)
 }
 
 // tokens hands out a token per server URL and counts refreshes.
@@ -130,7 +147,9 @@ func TestListCapsWhatAServerOffers(t *testing.T) {
 	huge := map[string]any{"type": "object", "description": strings.Repeat("x", 70<<10)}
 	srv := mcptest.Start(t,
 		mcptest.WithTool(&sdk.Tool{Name: "chatty", Description: strings.Repeat("word ", 5000), InputSchema: huge},
-			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return &sdk.CallToolResult{}, nil }))
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{}, nil
+			}))
 	c := mcpsession.New(mcpsession.Config{}, nil, &memClaims{}, nil)
 	listing, failures := c.List(t.Context(), "sesn_1", []wire.MCPServer{{Type: "url", Name: "s", URL: srv.URL}}, "")
 	require.Empty(t, failures)
@@ -156,6 +175,11 @@ func TestCallIsSentAtMostOnce(t *testing.T) {
 	require.False(t, res.IsError)
 	require.Equal(t, "hi", *res.Content[0].Text)
 
+	res, err = caller.CallMCP(t.Context(), "sevt_1", "s", "echo", json.RawMessage(`{"text":"hi"}`))
+	require.NoError(t, err)
+	require.False(t, res.IsError)
+	require.Equal(t, "hi", *res.Content[0].Text, "a retry gets the answer its first attempt kept")
+	claims.forget("sevt_1")
 	res, err = caller.CallMCP(t.Context(), "sevt_1", "s", "echo", json.RawMessage(`{"text":"hi"}`))
 	require.NoError(t, err)
 	require.True(t, res.IsError)

@@ -3,9 +3,16 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
+
+// ErrCallAnswered: an append would answer an MCP call that the log already answers (the
+// unique index events_one_mcp_result refused it).
+var ErrCallAnswered = errors.New("the call already has a result")
+
+const mcpResultIndex = "events_one_mcp_result"
 
 // MCPListing is what a session's MCP servers listed for the turn that starts at TurnStartSeq.
 type MCPListing struct {
@@ -40,13 +47,29 @@ func (q *Queries) PutMCPListing(ctx context.Context, sessionID string, l MCPList
 }
 
 // ClaimMCPCall records that the MCP call toolUseID is about to be sent; first is false when
-// it was claimed before (by an earlier attempt of the step). A session that no longer exists
-// is ErrReferenced.
-func (q *Queries) ClaimMCPCall(ctx context.Context, sessionID, toolUseID string, now time.Time) (first bool, err error) {
+// it was claimed before (by an earlier attempt of the step), and then result is the answer
+// that attempt recorded, nil if it recorded none. A session that no longer exists is
+// ErrReferenced.
+func (q *Queries) ClaimMCPCall(ctx context.Context, sessionID, toolUseID string, now time.Time) (first bool, result json.RawMessage, err error) {
 	tag, err := q.db.Exec(ctx, `INSERT INTO mcp_call_claims (tool_use_id, session_id, claimed_at) VALUES ($1, $2, $3) ON CONFLICT (tool_use_id) DO NOTHING`,
 		toolUseID, sessionID, now)
 	if err != nil {
-		return false, fmt.Errorf("claim MCP call %s: %w", toolUseID, classify(err))
+		return false, nil, fmt.Errorf("claim MCP call %s: %w", toolUseID, classify(err))
 	}
-	return tag.RowsAffected() == 1, nil
+	if tag.RowsAffected() == 1 {
+		return true, nil, nil
+	}
+	if err := q.db.QueryRow(ctx, `SELECT result FROM mcp_call_claims WHERE tool_use_id = $1 AND session_id = $2`, toolUseID, sessionID).Scan(&result); err != nil {
+		return false, nil, fmt.Errorf("read the claim of MCP call %s: %w", toolUseID, classify(err))
+	}
+	return false, result, nil
+}
+
+// RecordMCPResult keeps the answer of a claimed MCP call (the first answer recorded wins).
+func (q *Queries) RecordMCPResult(ctx context.Context, sessionID, toolUseID string, result json.RawMessage, now time.Time) error {
+	if _, err := q.db.Exec(ctx, `UPDATE mcp_call_claims SET result = $3, completed_at = $4 WHERE tool_use_id = $1 AND session_id = $2 AND completed_at IS NULL`,
+		toolUseID, sessionID, result, now); err != nil {
+		return fmt.Errorf("record the result of MCP call %s: %w", toolUseID, classify(err))
+	}
+	return nil
 }

@@ -154,6 +154,9 @@ func classify(err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "23505":
+			if pgErr.ConstraintName == mcpResultIndex {
+				return fmt.Errorf("%w: %w", ErrCallAnswered, ErrDuplicate)
+			}
 			return fmt.Errorf("%w: %s", ErrDuplicate, pgErr.ConstraintName)
 		case "23503":
 			return fmt.Errorf("%w: %s", ErrReferenced, pgErr.ConstraintName)

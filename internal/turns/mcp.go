@@ -108,12 +108,26 @@ func (s *Service) RecordMCPListing(ctx context.Context, sessionID string, turnSt
 }
 
 // ClaimMCPCall records that the MCP call toolUseID is about to be sent to its server; first is
-// false when an earlier attempt claimed it, and then the call must not be sent again. A
-// session deleted meanwhile is ErrSessionGone.
-func (s *Service) ClaimMCPCall(ctx context.Context, sessionID, toolUseID string) (first bool, err error) {
-	first, err = s.store.ClaimMCPCall(ctx, sessionID, toolUseID, s.now())
-	if errors.Is(err, store.ErrReferenced) {
-		return false, ErrSessionGone
-	}
-	return first, err
+// false when an earlier attempt claimed it, and then the call must not be sent again: result is
+// the answer that attempt recorded, or nil when its fate is unknown. A session deleted,
+// archived or terminated meanwhile is ErrSessionGone: nothing more is sent for it.
+func (s *Service) ClaimMCPCall(ctx context.Context, sessionID, toolUseID string) (first bool, result json.RawMessage, err error) {
+	err = s.store.InTx(ctx, func(q *store.Queries) error {
+		if _, err := lockLive(ctx, q, sessionID); err != nil {
+			return err
+		}
+		first, result, err = q.ClaimMCPCall(ctx, sessionID, toolUseID, s.now())
+		return err
+	})
+	return first, result, err
 }
+
+// RecordMCPResult keeps the answer of a claimed MCP call until it is in the log, so a retry
+// whose first attempt got it appends it rather than an unknown outcome.
+func (s *Service) RecordMCPResult(ctx context.Context, sessionID, toolUseID string, result json.RawMessage) error {
+	return s.store.RecordMCPResult(ctx, sessionID, toolUseID, wire.LogSafeJSON(result), s.now())
+}
+
+// ErrCallAnswered: the log already holds the answer to the call a step tried to answer (an
+// earlier attempt that outlived its heartbeat got there first). The step has nothing left to do.
+var ErrCallAnswered = store.ErrCallAnswered

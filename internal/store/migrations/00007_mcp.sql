@@ -12,13 +12,23 @@ CREATE TABLE mcp_listings (
 
 -- One row per MCP tool call that was sent (or was about to be) to its server. A call is sent
 -- only by the step that inserted its row, so a step retried after a crash never sends it
--- again, whether or not the first attempt reached the server.
+-- again, whether or not the first attempt reached the server. The server's answer is kept
+-- here as soon as it arrives, so a retry whose first attempt got the answer but could not
+-- append it (a worker stopping, a lost connection) appends that answer instead of an
+-- unknown outcome.
 CREATE TABLE mcp_call_claims (
-    tool_use_id text PRIMARY KEY,
-    session_id  text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-    claimed_at  timestamptz NOT NULL
+    tool_use_id  text PRIMARY KEY,
+    session_id   text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    claimed_at   timestamptz NOT NULL,
+    result       jsonb,
+    completed_at timestamptz
 );
 CREATE INDEX mcp_call_claims_session ON mcp_call_claims (session_id);
+
+-- At most one agent.mcp_tool_result per call: an attempt that outlived its heartbeat and a
+-- retry cannot both answer it.
+CREATE UNIQUE INDEX events_one_mcp_result ON events (session_id, (body ->> 'mcp_tool_use_id'))
+    WHERE type = 'agent.mcp_tool_result';
 
 -- +goose Down
 -- Forward-only: there is no down migration.
