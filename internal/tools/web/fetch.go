@@ -102,10 +102,9 @@ func newFetcher(cfg FetchConfig, allow []netip.Prefix) *Fetcher {
 		DialTimeout:          cfg.Timeout,
 	}
 	// The guard's transport ignores the environment's proxy: a proxy would connect on our
-	// behalf, past the address check.
-	transport := g.Transport()
-	transport.ResponseHeaderTimeout = cfg.Timeout
-	return &Fetcher{cfg: cfg, guard: g, transport: transport, convert: newHTMLConverter()}
+	// behalf, past the address check. Each fetch's context bounds it by Timeout (a header
+	// timeout of the same length would race that and say less).
+	return &Fetcher{cfg: cfg, guard: g, transport: g.Transport(), convert: newHTMLConverter()}
 }
 
 // Close drops the idle connections.
@@ -209,13 +208,29 @@ func (f *Fetcher) Fetch(ctx context.Context, input json.RawMessage, opts Options
 	if err != nil {
 		return f.requestError(ctx, final, err)
 	}
+	maxTokens := opts.MaxContentTokens
+	if maxTokens <= 0 {
+		maxTokens = DefaultMaxContentTokens
+	}
+	var notes []string
+	if cut {
+		notes = append(notes, fmt.Sprintf("[the response was larger than %d bytes; only the first %d were read]", f.cfg.MaxBodyBytes, f.cfg.MaxBodyBytes))
+	}
 	kind, mediaType := classify(resp.Header.Get("Content-Type"), body)
 	var title, text string
 	switch kind {
 	case kindHTML:
-		title, text, err = f.convert.toMarkdown(ctx, body, resp.Header.Get("Content-Type"), final)
+		limit := htmlLimit(maxTokens * charsPerToken)
+		var htmlCut bool
+		title, text, htmlCut, err = f.convert.toMarkdown(ctx, body, resp.Header.Get("Content-Type"), final, limit)
 		if err != nil {
+			if ctx.Err() != nil {
+				return f.requestError(ctx, final, err)
+			}
 			return errorResult(fetchTool, "url_not_accessible", "%s: could not convert the page to text: %v", final, err)
+		}
+		if htmlCut {
+			notes = append(notes, fmt.Sprintf("[the page was cut: of its %d bytes of HTML, at most the first %d were converted to text]", len(body), limit))
 		}
 	case kindText:
 		text = decodeText(body, resp.Header.Get("Content-Type"))
@@ -226,7 +241,7 @@ func (f *Fetcher) Fetch(ctx context.Context, input json.RawMessage, opts Options
 	if title == "" {
 		title = final.String()
 	}
-	return documentResult(title, final.String(), text, cut, f.cfg.MaxBodyBytes, opts.MaxContentTokens)
+	return documentResult(title, final.String(), text, notes, maxTokens)
 }
 
 // requestError turns a failed request into a result a model can act on.
@@ -299,16 +314,9 @@ func classify(header string, body []byte) (contentKind, string) {
 }
 
 // documentResult builds the one document block of a fetched page, its text cut to the token
-// budget with a note that says so.
-func documentResult(title, finalURL, text string, bodyCut bool, maxBody, maxTokens int64) Result {
+// budget with a note that says so, after the notes of what was cut before.
+func documentResult(title, finalURL, text string, notes []string, maxTokens int64) Result {
 	text = logSafe(strings.TrimSpace(text))
-	if maxTokens <= 0 {
-		maxTokens = DefaultMaxContentTokens
-	}
-	var notes []string
-	if bodyCut {
-		notes = append(notes, fmt.Sprintf("[the response was larger than %d bytes; only the first %d were read]", maxBody, maxBody))
-	}
 	maxChars := maxTokens * charsPerToken
 	if total := int64(utf8.RuneCountInString(text)); total > maxChars {
 		text = firstRunes(text, int(maxChars))
