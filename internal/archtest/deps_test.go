@@ -237,9 +237,21 @@ func rules() []rule {
 			only:    []string{internal("internal/sandbox/workspace")},
 		},
 		{
-			name:    "tools/web imports only wire, html-to-markdown, golang.org/x/net/html and idna besides the standard library",
+			name:    "netguard imports only the standard library: every outbound client can use it",
+			subject: is("internal/netguard"),
+			only:    []string{},
+		},
+		{
+			name:    "netguard never reaches store, agent, sessions, turns, durable, Temporal or Kubernetes",
+			subject: is("internal/netguard"),
+			reach:   true,
+			forbidden: prefixes([]string{internal("internal/store"), internal("internal/sessions"), internal("internal/turns"), internal("internal/agent"),
+				internal("internal/durable")}, temporal, kubernetes),
+		},
+		{
+			name:    "tools/web imports only wire, netguard, html-to-markdown, golang.org/x/net/html and idna besides the standard library",
 			subject: is("internal/tools/web"),
-			only: []string{internal("internal/wire"),
+			only: []string{internal("internal/wire"), internal("internal/netguard"),
 				"github.com/JohannesKaufmann/html-to-markdown/v2/converter", "github.com/JohannesKaufmann/html-to-markdown/v2/plugin/base",
 				"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/commonmark", "github.com/JohannesKaufmann/html-to-markdown/v2/plugin/table",
 				"golang.org/x/net/html", "golang.org/x/net/html/atom", "golang.org/x/net/html/charset", "golang.org/x/net/idna"},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -101,8 +102,8 @@ func TestWebFetchAndSearchEndToEnd(t *testing.T) {
 
 func TestWebFetchRefusesPrivateAddressesByDefault(t *testing.T) {
 	t.Parallel()
-	var hits int
-	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++ }))
+	var hits atomic.Int32 // the server's handler runs on its own goroutines
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	t.Cleanup(local.Close)
 	e := newRunningEnv(t)
 	f := newWebFixture(t, e, webToolset(t, e, ""))
@@ -121,7 +122,7 @@ func TestWebFetchRefusesPrivateAddressesByDefault(t *testing.T) {
 	require.Len(t, texts, 2)
 	require.Contains(t, texts[0], "url_not_allowed", "the cluster's own addresses are not the model's to read")
 	require.Contains(t, texts[1], "MANAGED_AGENT_WEB_SEARCH_BACKEND", "an unconfigured search says how to configure it")
-	require.Zero(t, hits)
+	require.Zero(t, hits.Load())
 	usage := fieldsOf(t, find(t, evs, "session.usage"))["usage"].(map[string]any)["server_tool_use"]
 	require.Equal(t, map[string]any{"web_fetch_requests": 1.0, "web_search_requests": 1.0}, usage, "a refused request still counts as a request the tool handled")
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -15,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/managed-agents/managed-agents/internal/netguard"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -55,20 +55,30 @@ type FetchConfig struct {
 	Dial     DialFunc
 }
 
+// Resolver and DialFunc are the address guard's (internal/netguard), which web_fetch dials
+// through.
+type (
+	Resolver = netguard.Resolver
+	DialFunc = netguard.DialFunc
+)
+
 // Fetcher runs web_fetch. It is safe for concurrent use and keeps idle connections between
 // calls.
 type Fetcher struct {
 	cfg       FetchConfig
+	guard     netguard.Config
 	transport *http.Transport
 	convert   htmlConverter
 }
 
 // NewFetcher builds a Fetcher.
 func NewFetcher(cfg FetchConfig) *Fetcher {
-	return newFetcher(cfg, guard{allowPrivate: cfg.AllowPrivateNetworks})
+	return newFetcher(cfg, nil)
 }
 
-func newFetcher(cfg FetchConfig, g guard) *Fetcher {
+// newFetcher is NewFetcher that also connects to the allow addresses: the tests' server on
+// 127.0.0.1, while every other local address stays refused.
+func newFetcher(cfg FetchConfig, allow []netip.Prefix) *Fetcher {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultFetchTimeout
 	}
@@ -84,29 +94,17 @@ func newFetcher(cfg FetchConfig, g guard) *Fetcher {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "managed-agents-web-fetch/1"
 	}
-	if cfg.Resolver == nil {
-		cfg.Resolver = net.DefaultResolver
+	g := netguard.Config{
+		AllowPrivateNetworks: cfg.AllowPrivateNetworks,
+		Allow:                allow,
+		Resolver:             cfg.Resolver,
+		Dial:                 cfg.Dial,
+		DialTimeout:          cfg.Timeout,
 	}
-	if cfg.Dial == nil {
-		d := &net.Dialer{Timeout: cfg.Timeout, Control: g.controlCheck}
-		cfg.Dial = d.DialContext
-	}
-	dialer := safeDialer{guard: g, resolver: cfg.Resolver, dial: cfg.Dial}
-	return &Fetcher{
-		cfg: cfg,
-		transport: &http.Transport{
-			// No Proxy: a proxy would connect on our behalf, past the address check.
-			Proxy:                 nil,
-			DialContext:           dialer.DialContext,
-			ForceAttemptHTTP2:     true,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ResponseHeaderTimeout: cfg.Timeout,
-			MaxIdleConns:          16,
-			MaxIdleConnsPerHost:   2,
-			IdleConnTimeout:       30 * time.Second,
-		},
-		convert: newHTMLConverter(),
-	}
+	// The guard's transport ignores the environment's proxy: a proxy would connect on our
+	// behalf, past the address check. Each fetch's context bounds it by Timeout (a header
+	// timeout of the same length would race that and say less).
+	return &Fetcher{cfg: cfg, guard: g, transport: g.Transport(), convert: newHTMLConverter()}
 }
 
 // Close drops the idle connections.
@@ -140,11 +138,8 @@ func (f *Fetcher) checkURL(u *url.URL, policy domainPolicy) error {
 	if reason := policy.refusal(u); reason != "" {
 		return &urlRefusedError{url: u.String(), reason: reason}
 	}
-	if a, err := netip.ParseAddr(u.Hostname()); err == nil {
-		g := guard{allowPrivate: f.cfg.AllowPrivateNetworks}
-		if reason := g.refusal(a); reason != "" {
-			return &urlRefusedError{url: u.String(), reason: fmt.Sprintf("%s is %s; this server does not fetch from private or local networks", a.Unmap(), reason)}
-		}
+	if err := f.guard.CheckLiteral(u.Hostname()); err != nil {
+		return &urlRefusedError{url: u.String(), reason: err.Error() + "; this server does not fetch from private or local networks"}
 	}
 	return nil
 }
@@ -213,13 +208,29 @@ func (f *Fetcher) Fetch(ctx context.Context, input json.RawMessage, opts Options
 	if err != nil {
 		return f.requestError(ctx, final, err)
 	}
+	maxTokens := opts.MaxContentTokens
+	if maxTokens <= 0 {
+		maxTokens = DefaultMaxContentTokens
+	}
+	var notes []string
+	if cut {
+		notes = append(notes, fmt.Sprintf("[the response was larger than %d bytes; only the first %d were read]", f.cfg.MaxBodyBytes, f.cfg.MaxBodyBytes))
+	}
 	kind, mediaType := classify(resp.Header.Get("Content-Type"), body)
 	var title, text string
 	switch kind {
 	case kindHTML:
-		title, text, err = f.convert.toMarkdown(ctx, body, resp.Header.Get("Content-Type"), final)
+		limit := htmlLimit(maxTokens * charsPerToken)
+		var htmlCut bool
+		title, text, htmlCut, err = f.convert.toMarkdown(ctx, body, resp.Header.Get("Content-Type"), final, limit)
 		if err != nil {
+			if ctx.Err() != nil {
+				return f.requestError(ctx, final, err)
+			}
 			return errorResult(fetchTool, "url_not_accessible", "%s: could not convert the page to text: %v", final, err)
+		}
+		if htmlCut {
+			notes = append(notes, fmt.Sprintf("[the page was cut: of its %d bytes of HTML, at most the first %d were converted to text]", len(body), limit))
 		}
 	case kindText:
 		text = decodeText(body, resp.Header.Get("Content-Type"))
@@ -230,15 +241,14 @@ func (f *Fetcher) Fetch(ctx context.Context, input json.RawMessage, opts Options
 	if title == "" {
 		title = final.String()
 	}
-	return documentResult(title, final.String(), text, cut, f.cfg.MaxBodyBytes, opts.MaxContentTokens)
+	return documentResult(title, final.String(), text, notes, maxTokens)
 }
 
 // requestError turns a failed request into a result a model can act on.
 func (f *Fetcher) requestError(ctx context.Context, u *url.URL, err error) Result {
 	var refusedURL *urlRefusedError
-	var refusedAddr *refusedAddrError
+	var refusedAddr *netguard.RefusedError
 	var redirects *tooManyRedirectsError
-	var lookup *lookupError
 	switch {
 	case errors.As(err, &refusedURL):
 		return errorResult(fetchTool, "url_not_allowed", "redirected to %v", refusedURL)
@@ -246,8 +256,6 @@ func (f *Fetcher) requestError(ctx context.Context, u *url.URL, err error) Resul
 		return errorResult(fetchTool, "url_not_allowed", "%s: %v; this server does not fetch from private or local networks", u, refusedAddr)
 	case errors.As(err, &redirects):
 		return errorResult(fetchTool, "url_not_accessible", "%s: %v", u, redirects)
-	case errors.As(err, &lookup):
-		return errorResult(fetchTool, "url_not_accessible", "%s: %v", u, lookup)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return errorResult(fetchTool, "url_not_accessible", "%s: timed out after %s", u, f.cfg.Timeout)
 	case errors.Is(ctx.Err(), context.Canceled):
@@ -306,16 +314,9 @@ func classify(header string, body []byte) (contentKind, string) {
 }
 
 // documentResult builds the one document block of a fetched page, its text cut to the token
-// budget with a note that says so.
-func documentResult(title, finalURL, text string, bodyCut bool, maxBody, maxTokens int64) Result {
+// budget with a note that says so, after the notes of what was cut before.
+func documentResult(title, finalURL, text string, notes []string, maxTokens int64) Result {
 	text = logSafe(strings.TrimSpace(text))
-	if maxTokens <= 0 {
-		maxTokens = DefaultMaxContentTokens
-	}
-	var notes []string
-	if bodyCut {
-		notes = append(notes, fmt.Sprintf("[the response was larger than %d bytes; only the first %d were read]", maxBody, maxBody))
-	}
 	maxChars := maxTokens * charsPerToken
 	if total := int64(utf8.RuneCountInString(text)); total > maxChars {
 		text = firstRunes(text, int(maxChars))

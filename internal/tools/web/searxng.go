@@ -31,7 +31,7 @@ type SearXNGConfig struct {
 
 // SearXNG searches with a SearXNG instance's JSON API (GET /search?q=…&format=json). The
 // instance is the operator's, usually on a private network: its requests are not subject
-// to web_fetch's address guard.
+// to web_fetch's address guard (netguard).
 type SearXNG struct {
 	search *url.URL
 	apiKey string
