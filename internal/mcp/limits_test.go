@@ -40,7 +40,9 @@ func TestListingsAreBounded(t *testing.T) {
 	var opts []mcptest.Option
 	for i := range mcp.MaxTools + 50 {
 		opts = append(opts, mcptest.WithTool(&sdk.Tool{Name: "t" + strings.Repeat("0", 4-len(itoa(i))) + itoa(i), InputSchema: map[string]any{"type": "object"}},
-			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return &sdk.CallToolResult{}, nil }))
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{}, nil
+			}))
 	}
 	srv := mcptest.Start(t, opts...)
 	conn, err := mcp.Dial(t.Context(), mcp.Server{Name: "s", URL: srv.URL}, mcp.Options{})

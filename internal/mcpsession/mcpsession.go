@@ -13,9 +13,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
-	"strings"
 	"unicode"
 	"unicode/utf8"
 
