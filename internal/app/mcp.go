@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/managed-agents/managed-agents/internal/credentials"
 	"github.com/managed-agents/managed-agents/internal/mcp"
 	"github.com/managed-agents/managed-agents/internal/mcpsession"
+	"github.com/managed-agents/managed-agents/internal/netguard"
 )
 
 // MCPConfig bounds the worker's connections to agents' MCP servers.
@@ -24,6 +26,11 @@ type MCPConfig struct {
 	// MaxOutputChars caps the text of one tool result (MANAGED_AGENT_MCP_MAX_OUTPUT_CHARS,
 	// default 100000).
 	MaxOutputChars int
+	// AllowPrivateNetworks lets the worker connect to MCP servers on loopback, private,
+	// link-local and other non-public addresses (MANAGED_AGENT_MCP_ALLOW_PRIVATE_NETWORKS, a
+	// boolean, default off): an agent's author names the URLs, and the worker must not become
+	// their way into the cluster's own services unless the deployment says so.
+	AllowPrivateNetworks bool
 }
 
 // maxMCPCallTimeout keeps a call inside the step that runs it (durable's 15-minute
@@ -37,6 +44,7 @@ const maxMCPConnectTimeout = 2 * time.Minute
 func (c *Config) mcpFromEnv(get func(string) string) {
 	c.envDuration(&c.MCP.ConnectTimeout, "MANAGED_AGENT_MCP_CONNECT_TIMEOUT", get("MANAGED_AGENT_MCP_CONNECT_TIMEOUT"), "15s")
 	c.envDuration(&c.MCP.CallTimeout, "MANAGED_AGENT_MCP_CALL_TIMEOUT", get("MANAGED_AGENT_MCP_CALL_TIMEOUT"), "60s")
+	c.envBool(&c.MCP.AllowPrivateNetworks, "MANAGED_AGENT_MCP_ALLOW_PRIVATE_NETWORKS", get("MANAGED_AGENT_MCP_ALLOW_PRIVATE_NETWORKS"))
 	if v := get("MANAGED_AGENT_MCP_MAX_OUTPUT_CHARS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -48,7 +56,7 @@ func (c *Config) mcpFromEnv(get func(string) string) {
 
 func (c Config) validateMCP() error {
 	var errs []error
-	for _, name := range []string{"MANAGED_AGENT_MCP_CONNECT_TIMEOUT", "MANAGED_AGENT_MCP_CALL_TIMEOUT", "MANAGED_AGENT_MCP_MAX_OUTPUT_CHARS"} {
+	for _, name := range []string{"MANAGED_AGENT_MCP_CONNECT_TIMEOUT", "MANAGED_AGENT_MCP_CALL_TIMEOUT", "MANAGED_AGENT_MCP_MAX_OUTPUT_CHARS", "MANAGED_AGENT_MCP_ALLOW_PRIVATE_NETWORKS"} {
 		if err := c.parsed(name); err != nil {
 			errs = append(errs, err)
 		}
@@ -71,7 +79,11 @@ func (c Config) validateMCP() error {
 // mcpConnector is the worker's MCP connector: calls claimed through claims, tokens from the
 // sessions' vaults.
 func (c Config) mcpConnector(tokens mcpsession.Tokens, claims mcpsession.Claims, logger *slog.Logger) *mcpsession.Connector {
+	// Every connection goes through the address guard web_fetch uses: it checks the address
+	// each dial resolves to (redirects and DNS answers included) and ignores proxy variables.
+	guard := netguard.Config{AllowPrivateNetworks: c.MCP.AllowPrivateNetworks}
 	return mcpsession.New(mcpsession.Config{
+		HTTPClient:     &http.Client{Transport: guard.Transport()},
 		ConnectTimeout: c.MCP.ConnectTimeout,
 		CallTimeout:    c.MCP.CallTimeout,
 		MaxOutputChars: c.MCP.MaxOutputChars,

@@ -21,6 +21,9 @@ import (
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
+// allowLocalMCP lets the worker reach the tests' MCP servers, which listen on 127.0.0.1.
+func allowLocalMCP(c *app.Config) { c.MCP.AllowPrivateNetworks = true }
+
 // mcpToolset is an mcp_toolset for server; allow makes every tool run unasked.
 func mcpToolset(server string, allow bool, configs ...anthropic.BetaManagedAgentsMCPToolConfigParams) anthropic.BetaAgentNewParamsToolUnion {
 	ts := &anthropic.BetaManagedAgentsMCPToolsetParams{MCPServerName: server, Configs: configs}
@@ -66,7 +69,7 @@ func mcpResultText(t *testing.T, ev anthropic.BetaManagedAgentsStreamSessionEven
 func TestMCPToolsRunEndToEnd(t *testing.T) {
 	t.Parallel()
 	srv := mcptest.Start(t)
-	e := newRunningEnv(t)
+	e := newRunningEnv(t, allowLocalMCP)
 	f := newMCPFixture(t, e, map[string]string{"tools": srv.URL}, mcpToolset("tools", false))
 
 	// MCP tools ask by default: the call waits for a confirmation.
@@ -137,7 +140,7 @@ func TestMCPToolsRunEndToEnd(t *testing.T) {
 func TestMCPToolConfigsEnableAndDisable(t *testing.T) {
 	t.Parallel()
 	srv := mcptest.Start(t, mcptest.WithSSEOnly())
-	e := newRunningEnv(t)
+	e := newRunningEnv(t, allowLocalMCP)
 	disabled := anthropic.BetaAgentNewParamsToolUnion{OfMCPToolset: &anthropic.BetaManagedAgentsMCPToolsetParams{
 		MCPServerName: "legacy",
 		DefaultConfig: anthropic.BetaManagedAgentsMCPToolsetDefaultConfigParams{Enabled: param.NewOpt(false)},
@@ -177,7 +180,7 @@ func TestMCPServerFailuresAreSessionErrors(t *testing.T) {
 	t.Parallel()
 	good := mcptest.Start(t)
 	locked := mcptest.Start(t, mcptest.WithBearer(func(token string) bool { return token == "secret" }))
-	e := newRunningEnv(t)
+	e := newRunningEnv(t, allowLocalMCP)
 	f := newMCPFixture(t, e, map[string]string{"good": good.URL, "down": closedURL(t), "locked": locked.URL},
 		mcpToolset("good", true), mcpToolset("down", true), mcpToolset("locked", true))
 
@@ -225,10 +228,28 @@ func TestMCPServerFailuresAreSessionErrors(t *testing.T) {
 	require.ElementsMatch(t, []string{"down", "locked", "down", "locked"}, names)
 }
 
-func TestMCPLimitedNetworkingNeedsAllowMCPServers(t *testing.T) {
+// TestMCPServersOnPrivateAddressesAreRefusedByDefault: an agent's author cannot point the
+// worker at the cluster's own services unless the deployment allows private networks.
+func TestMCPServersOnPrivateAddressesAreRefusedByDefault(t *testing.T) {
 	t.Parallel()
 	srv := mcptest.Start(t)
 	e := newRunningEnv(t)
+	f := newMCPFixture(t, e, map[string]string{"inside": srv.URL}, mcpToolset("inside", true))
+	f.send(userMessage(`/tool mcp__inside__echo {"text":"x"}`))
+	evs := f.untilIdle()
+	require.Equal(t, "end_turn", last(evs).StopReason.Type)
+	e2 := fieldsOf(t, find(t, evs, "session.error"))["error"].(map[string]any)
+	require.Equal(t, "mcp_connection_failed_error", e2["type"])
+	require.Equal(t, "inside", e2["mcp_server_name"])
+	require.Contains(t, e2["message"], "loopback")
+	require.Zero(t, srv.Calls("echo"))
+	require.Empty(t, srv.Tokens(), "nothing reached the server")
+}
+
+func TestMCPLimitedNetworkingNeedsAllowMCPServers(t *testing.T) {
+	t.Parallel()
+	srv := mcptest.Start(t)
+	e := newRunningEnv(t, allowLocalMCP)
 	ctx := context.Background()
 	agent, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "mcp", Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "claude-opus-5"},
 		MCPServers: []anthropic.BetaManagedAgentsURLMCPServerParams{{Name: "tools", URL: srv.URL}}, Tools: []anthropic.BetaAgentNewParamsToolUnion{mcpToolset("tools", true)}})
@@ -273,6 +294,7 @@ func TestMCPCallNotRepeatedAfterWorkerKill(t *testing.T) {
 		"MANAGED_AGENT_TEMPORAL_TASK_QUEUE=" + queue,
 		"MANAGED_AGENT_SANDBOX_DIR=" + t.TempDir(),
 		"MANAGED_AGENT_LOG_LEVEL=warn",
+		"MANAGED_AGENT_MCP_ALLOW_PRIVATE_NETWORKS=1", // the test's MCP server is on 127.0.0.1
 	}
 	logPath := filepath.Join(t.TempDir(), "workers.log")
 	w := startWorkerProcess(t, bin, env, logPath)

@@ -42,7 +42,7 @@ func TestMCPCredentialsFromVaults(t *testing.T) {
 	}))
 	t.Cleanup(tokenEndpoint.Close)
 
-	e := newRunningEnv(t, func(c *app.Config) { c.VaultKeys = secretbox.NewSpec("e2e") })
+	e := newRunningEnv(t, func(c *app.Config) { c.VaultKeys = secretbox.NewSpec("e2e") }, allowLocalMCP)
 	ctx := context.Background()
 	vault, err := e.client.Beta.Vaults.New(ctx, anthropic.BetaVaultNewParams{DisplayName: "tokens"})
 	require.NoError(t, err)

@@ -81,8 +81,9 @@ func (s *Service) RecordMCPListing(ctx context.Context, sessionID string, turnSt
 			out, _, err = turnListing(ctx, q, sessionID, turnStartSeq)
 			return err
 		}
-		if err := json.Unmarshal(raw, &out); err != nil {
-			return fmt.Errorf("decode MCP listing: %w", err)
+		// Read back as every later step reads it (jsonb normalizes what it stores).
+		if out, _, err = turnListing(ctx, q, sessionID, turnStartSeq); err != nil {
+			return err
 		}
 		if len(failures) == 0 {
 			return nil
