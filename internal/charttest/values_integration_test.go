@@ -54,6 +54,8 @@ func TestValuesRefused(t *testing.T) {
 		{"no temporal", []string{"--set", "temporal.devServer.enabled=false"}, "temporal.devServer.enabled=false needs temporal.address"},
 		{"two temporals", []string{"--set", "temporal.address=t:7233"}, "set temporal.devServer.enabled=false"},
 		{"anthropic without a key", []string{"--set", "model.provider=anthropic", "--set", "sandbox.allowUnsafeLocal=true"}, "model.provider=anthropic needs model.anthropic.apiKey"},
+		{"unknown search backend", []string{"--set", "worker.webSearch.backend=bing"}, "at '/worker/webSearch/backend': value must be one of '', 'searxng'"},
+		{"search backend without a URL", []string{"--set", "worker.webSearch.backend=searxng"}, "worker.webSearch.backend needs worker.webSearch.url"},
 		{"anthropic with the local sandbox", []string{"--set", "model.provider=anthropic", "--set", "model.anthropic.apiKey=k"}, "needs sandbox.allowUnsafeLocal=true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,6 +79,19 @@ func TestValuesRendered(t *testing.T) {
 			}
 			require.NotContains(t, doc, "sk-ma-visible-in-secret-only")
 			require.NotContains(t, doc, "sk-ant-secret")
+		}
+	})
+	t.Run("the worker's own tools: MCP and web_fetch address guards, the search backend", func(t *testing.T) {
+		out, err := helmTemplate(t)
+		require.NoError(t, err)
+		require.Contains(t, out, "MANAGED_AGENT_MCP_ALLOW_PRIVATE_NETWORKS\n              value: \"false\"")
+		require.NotContains(t, out, "MANAGED_AGENT_WEB_SEARCH_BACKEND")
+		out, err = helmTemplate(t, "--set", "worker.mcp.allowPrivateNetworks=true", "--set", "worker.webSearch.backend=searxng",
+			"--set", "worker.webSearch.url=http://searxng.search:8080")
+		require.NoError(t, err)
+		for _, want := range []string{"MANAGED_AGENT_MCP_ALLOW_PRIVATE_NETWORKS\n              value: \"true\"",
+			"MANAGED_AGENT_WEB_SEARCH_BACKEND\n              value: \"searxng\"", "MANAGED_AGENT_WEB_SEARCH_URL\n              value: \"http://searxng.search:8080\""} {
+			require.Contains(t, out, want)
 		}
 	})
 	t.Run("without the controller nothing of it renders", func(t *testing.T) {

@@ -67,6 +67,9 @@ Cross-value checks the schema cannot express. Each message names the value to se
 server's own configuration errors name their variable.
 */}}
 {{- define "managed-agents.validate" -}}
+{{- if and .Values.worker.webSearch.backend (not .Values.worker.webSearch.url) -}}
+{{- fail "worker.webSearch.backend needs worker.webSearch.url (the search backend's base URL)" -}}
+{{- end -}}
 {{- if and (not .Values.postgresql.enabled) (not .Values.externalDatabase.url) (not .Values.existingSecret) -}}
 {{- fail "postgresql.enabled=false needs externalDatabase.url (or existingSecret with a database-url key)" -}}
 {{- end -}}
