@@ -13,6 +13,7 @@ import (
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/managed-agents/managed-agents/internal/app"
@@ -335,4 +336,68 @@ func TestMCPCallNotRepeatedAfterWorkerKill(t *testing.T) {
 	}
 	require.Equal(t, 2, results, "one result per call")
 	requireConsistentLog(t, e.history(t, f.sessionID))
+}
+
+// listedTools reads the session's stored MCP listing: the turn it belongs to and the tool
+// names per server.
+func listedTools(t *testing.T, e *env, sessionID string) (int64, map[string][]string) {
+	t.Helper()
+	l, err := e.api.Store.GetMCPListing(context.Background(), sessionID)
+	require.NoError(t, err)
+	var servers []struct {
+		Server string
+		Tools  []struct{ Name string }
+	}
+	require.NoError(t, json.Unmarshal(l.Servers, &servers))
+	out := map[string][]string{}
+	for _, s := range servers {
+		for _, tl := range s.Tools {
+			out[s.Server] = append(out[s.Server], tl.Name)
+		}
+	}
+	return l.TurnStartSeq, out
+}
+
+// TestMCPListingIsFixedForATurn: a server that changes its tools while a turn is parked does
+// not change what that turn offers; the next turn lists again and offers the new tools.
+func TestMCPListingIsFixedForATurn(t *testing.T) {
+	t.Parallel()
+	srv := mcptest.Start(t)
+	e := newRunningEnv(t, allowLocalMCP)
+	f := newMCPFixture(t, e, map[string]string{"s": srv.URL}, mcpToolset("s", false))
+
+	f.send(userMessage(`/tool mcp__s__echo {"text":"parked"}`))
+	evs := f.untilIdle()
+	use := find(t, evs, "agent.mcp_tool_use")
+	turn1, tools := listedTools(t, e, f.sessionID)
+	require.Contains(t, tools["s"], "echo")
+
+	srv.RemoveTools("echo")
+	srv.AddTool(&sdk.Tool{Name: "late", Description: "Added while a turn was parked.", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "late answer"}}}, nil
+		})
+
+	// The resumed turn works from its own listing: the call goes out as offered (the server,
+	// which no longer has echo, answers with an error the model reads) and nothing is listed
+	// again.
+	f.send(mcpConfirmation(use.ID, true, ""))
+	evs = f.untilIdle()
+	require.Equal(t, "end_turn", last(evs).StopReason.Type)
+	_, isErr := mcpResultText(t, find(t, evs, "agent.mcp_tool_result"))
+	require.True(t, isErr)
+	again, tools := listedTools(t, e, f.sessionID)
+	require.Equal(t, turn1, again)
+	require.Contains(t, tools["s"], "echo")
+	require.NotContains(t, tools["s"], "late")
+
+	// The next turn lists again.
+	f.send(userMessage(`/tool mcp__s__late {}`))
+	evs = f.untilIdle()
+	use = find(t, evs, "agent.mcp_tool_use")
+	require.Equal(t, "late", fieldsOf(t, use)["name"])
+	turn2, tools := listedTools(t, e, f.sessionID)
+	require.Greater(t, turn2, turn1)
+	require.Contains(t, tools["s"], "late")
+	require.NotContains(t, tools["s"], "echo")
 }

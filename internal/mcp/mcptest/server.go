@@ -245,6 +245,18 @@ func (s *Server) Cancelled(tool string) int {
 	return s.cancelled[tool]
 }
 
+// AddTool offers another tool from now on (servers change their tools while sessions run).
+func (s *Server) AddTool(t *mcp.Tool, h mcp.ToolHandler) {
+	name := t.Name
+	s.mcp.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s.record(name)
+		return h(ctx, req)
+	})
+}
+
+// RemoveTools stops offering the named tools.
+func (s *Server) RemoveTools(names ...string) { s.mcp.RemoveTools(names...) }
+
 // Tokens are the bearer tokens the server was sent, one per request, in order.
 func (s *Server) Tokens() []string {
 	s.mu.Lock()
