@@ -283,7 +283,8 @@ func TestRunAutoPolicyAsks(t *testing.T) {
 	require.Equal(t, agent.StopRequiresAction, out.StopReason)
 	b := body(t, evs[1])
 	require.Equal(t, "ask", b["evaluated_permission"])
-	require.Equal(t, map[string]any{"type": "always_ask"}, b["evaluation"])
+	require.Equal(t, map[string]any{"type": "auto", "evaluated_permission": map[string]any{"type": "ask", "reason_code": "indeterminate"}}, b["evaluation"],
+		"without a judge every call is undecided, and an undecided call asks (API.md §3.3)")
 }
 
 func TestRunRoundCap(t *testing.T) {

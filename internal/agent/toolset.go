@@ -122,7 +122,7 @@ func NeedsSandbox(resolved []wire.Tool) bool {
 }
 
 // callEvent builds the event for one tool_use block of a model response: an agent.tool_use
-// for an enabled built-in (allow or ask by its policy; auto asks until a judge exists), an
+// for an enabled built-in (allow or ask by its policy; auto asks, undecided), an
 // agent.custom_tool_use for a custom tool, an agent.mcp_tool_use for an offered MCP tool (by
 // its tool's policy), and an agent.tool_use evaluated deny without an evaluation for anything
 // else (a disabled built-in, a name the model made up). Enabled built-ins win over custom
@@ -151,10 +151,15 @@ func (ts toolset) callEvent(id string, b model.Block) (NewEvent, error) {
 }
 
 // evaluate applies an enabled tool's permission policy: always_allow runs the call; always_ask
-// (and auto, until a judge exists) waits for the user.
+// waits for the user; auto has no judge here, so every call is undecided (indeterminate) and
+// asks, which is what the hosted auto policy does with a call it cannot judge (API.md §3.3).
 func evaluate(policy wire.PermissionPolicy) (string, *wire.Evaluation) {
-	if policy == wire.PermissionAlwaysAllow {
+	switch policy {
+	case wire.PermissionAlwaysAllow:
 		return wire.PermissionResultAllow, &wire.Evaluation{Type: string(wire.PermissionAlwaysAllow)}
+	case wire.PermissionAuto:
+		return wire.PermissionResultAsk, &wire.Evaluation{Type: string(wire.PermissionAuto),
+			EvaluatedPermission: &wire.AutoVerdict{Type: wire.PermissionResultAsk, ReasonCode: wire.AutoReasonIndeterminate}}
 	}
 	return wire.PermissionResultAsk, &wire.Evaluation{Type: string(wire.PermissionAlwaysAsk)}
 }

@@ -50,6 +50,14 @@ type Plan struct {
 	NeedsSandbox bool
 }
 
+// MCPServers lists and calls the MCP servers of sessions (mcpsession.Connector).
+type MCPServers interface {
+	// List lists servers' tools for a turn; blocked, when set, fails them all unasked.
+	List(ctx context.Context, sessionID string, servers []wire.MCPServer, blocked string) ([]agent.MCPServerTools, []mcpsession.Failure)
+	// Caller calls the tools of one session's servers, each call at most once.
+	Caller(sessionID string, servers []wire.MCPServer) agent.MCPCaller
+}
+
 // ModelTurnInput names one model call; Attempt counts retries of the same call (1 = first).
 type ModelTurnInput struct {
 	SessionID string
@@ -90,7 +98,7 @@ type Activities struct {
 	// Previews carries token previews to API processes; nil sends none.
 	Previews stream.Hub
 	// MCP lists and calls the sessions' MCP servers; nil offers no MCP tools.
-	MCP    *mcpsession.Connector
+	MCP    MCPServers
 	Logger *slog.Logger
 }
 

@@ -86,10 +86,22 @@ type UserInterruptBody struct {
 	SessionThreadID *string `json:"session_thread_id,omitempty"`
 }
 
-// Evaluation is the permission policy that decided a call (a PermissionPolicy value).
+// Evaluation is the permission policy that decided a call (a PermissionPolicy value); an
+// auto evaluation also carries its verdict (API.md §3.3).
 type Evaluation struct {
-	Type string `json:"type"`
+	Type                string       `json:"type"`
+	EvaluatedPermission *AutoVerdict `json:"evaluated_permission,omitempty"`
 }
+
+// AutoVerdict is what the auto policy decided: allow, or ask / deny with a reason code
+// (indeterminate or high_risk).
+type AutoVerdict struct {
+	Type       string `json:"type"`
+	ReasonCode string `json:"reason_code,omitempty"`
+}
+
+// Reason codes of an auto verdict.
+const AutoReasonIndeterminate = "indeterminate"
 
 // ToolUseBody is agent.tool_use and agent.mcp_tool_use (MCPServerName is written on MCP
 // ones only), and reads agent.custom_tool_use too. Evaluation is absent when the call was
