@@ -13,6 +13,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/mcp"
 	"github.com/managed-agents/managed-agents/internal/mcpsession"
 	"github.com/managed-agents/managed-agents/internal/netguard"
+	"github.com/managed-agents/managed-agents/internal/secretbox"
 )
 
 // MCPConfig bounds the worker's connections to agents' MCP servers.
@@ -99,15 +100,26 @@ func (v vaultTokens) Token(ctx context.Context, sessionID, serverURL string) (mc
 		return mcpsession.Token{}, mcpsession.ErrNoToken
 	}
 	if err != nil {
-		return mcpsession.Token{}, err
+		return mcpsession.Token{}, credentialError(err)
 	}
 	return mcpsession.Token{Value: t.Value, CredentialID: t.CredentialID, Refreshable: t.Refreshable}, nil
+}
+
+// credentialError marks the errors that are the credential's fault (it does not decrypt, it
+// has no refresh, its refresh failed) for the connector, which reports them as authentication
+// failures; anything else (the database) is not the credential's.
+func credentialError(err error) error {
+	var rerr *credentials.RefreshError
+	if errors.As(err, &rerr) || errors.Is(err, secretbox.ErrOpen) || errors.Is(err, secretbox.ErrNoKeys) || errors.Is(err, credentials.ErrNotRefreshable) {
+		return fmt.Errorf("%w: %w", mcpsession.ErrCredentialUnusable, err)
+	}
+	return err
 }
 
 func (v vaultTokens) Refresh(ctx context.Context, sessionID, credentialID string) (mcpsession.Token, error) {
 	t, err := v.r.RefreshMCPToken(ctx, sessionID, credentialID)
 	if err != nil {
-		return mcpsession.Token{}, err
+		return mcpsession.Token{}, credentialError(err)
 	}
 	return mcpsession.Token{Value: t.Value, CredentialID: t.CredentialID, Refreshable: t.Refreshable}, nil
 }

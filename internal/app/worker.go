@@ -20,6 +20,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/model"
 	"github.com/managed-agents/managed-agents/internal/model/anthropic"
 	"github.com/managed-agents/managed-agents/internal/model/fake"
+	"github.com/managed-agents/managed-agents/internal/netguard"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/daytona"
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
@@ -256,7 +257,9 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	if err != nil {
 		return nil, err
 	}
-	vaults := credentials.New(st, vaultKeys, credentials.Options{Logger: logger})
+	// Token endpoints are reached under the same address rule as MCP servers.
+	tokenClient := credentials.NewHTTPClient(netguard.Config{AllowPrivateNetworks: c.MCP.AllowPrivateNetworks}.Transport())
+	vaults := credentials.New(st, vaultKeys, credentials.Options{Logger: logger, HTTPClient: tokenClient})
 	web, closeWeb, err := c.AgentWebTools()
 	if err != nil {
 		return nil, err

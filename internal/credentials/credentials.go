@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -99,11 +100,31 @@ type Resolver struct {
 	logger *slog.Logger
 }
 
+// origin is scheme and host of an endpoint: a path or query may carry a secret, which errors
+// (they reach session.error and logs) must not.
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// NewHTTPClient is the client token endpoints are called with: bounded, redirects not
+// followed, every dial through guard (non-public addresses refused unless it allows them).
+func NewHTTPClient(transport http.RoundTripper) *http.Client {
+	return &http.Client{
+		Timeout:       DefaultRefreshTimeout,
+		Transport:     transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
 // New returns a resolver over st that opens secrets with keys.
 func New(st *store.Store, keys *secretbox.Keyring, opts Options) *Resolver {
 	r := &Resolver{store: st, keys: keys, client: opts.HTTPClient, now: opts.Now, logger: opts.Logger}
 	if r.client == nil {
-		r.client = &http.Client{Timeout: DefaultRefreshTimeout}
+		r.client = NewHTTPClient(nil)
 	}
 	if r.now == nil {
 		r.now = time.Now
@@ -120,15 +141,17 @@ func New(st *store.Store, keys *secretbox.Keyring, opts Options) *Resolver {
 // is refreshed first when the credential has a refresh configuration (a *RefreshError if that
 // fails). ErrNoCredential if no credential matches.
 func (r *Resolver) MCPToken(ctx context.Context, sessionID, serverURL string) (Token, error) {
-	match, err := mcpurl.Normalize(serverURL)
-	if err != nil {
-		return Token{}, fmt.Errorf("MCP server URL %q: %w", serverURL, err)
-	}
 	ws, vaults, err := r.store.SessionVaults(ctx, sessionID)
 	if err != nil {
 		return Token{}, err
 	}
 	if len(vaults) == 0 {
+		return Token{}, ErrNoCredential
+	}
+	match, err := mcpurl.Normalize(serverURL)
+	if err != nil {
+		// No stored credential can match a URL that does not normalize (stored ones were
+		// normalized when made); the URL is not quoted, since it may carry user information.
 		return Token{}, ErrNoCredential
 	}
 	rec, err := r.store.MatchingCredential(ctx, ws, vaults, match, false)
@@ -143,7 +166,14 @@ func (r *Resolver) MCPToken(ctx context.Context, sessionID, serverURL string) (T
 		return Token{}, err
 	}
 	if r.needsRefresh(auth) {
-		return r.refresh(ctx, ws, vaults, rec.ID, false)
+		tok, err := r.refresh(ctx, ws, vaults, rec.ID, false)
+		var rerr *RefreshError
+		if errors.As(err, &rerr) && r.now().Before(time.Time(*auth.ExpiresAt)) {
+			// Refreshed early (within the margin) and refused: the current token still works.
+			r.logger.WarnContext(ctx, "MCP token refresh failed; using the token until it expires", "credential_id", rec.ID, "error", err)
+			return r.token(rec, auth)
+		}
+		return tok, err
 	}
 	return r.token(rec, auth)
 }
@@ -193,10 +223,17 @@ func (r *Resolver) token(rec store.CredentialRecord, auth wire.CredentialAuth) (
 
 // refresh runs under the credential's row lock: a second caller waits for the first and,
 // unless forced, finds the token fresh and does not call the endpoint again.
+//
+// The transaction runs on a context the caller cannot cancel (bounded by refreshTxTimeout):
+// once the endpoint granted a token, the old refresh token may already be void (servers rotate
+// them), so the grant must be stored even if the step that asked is being cut short. Only the
+// call to the endpoint honours ctx.
 func (r *Resolver) refresh(ctx context.Context, ws string, vaults []string, credentialID string, force bool) (Token, error) {
 	var out Token
-	err := r.store.InTx(ctx, func(q *store.Queries) error {
-		rec, err := q.SessionCredential(ctx, ws, vaults, credentialID, true)
+	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTxTimeout)
+	defer cancel()
+	err := r.store.InTx(txCtx, func(q *store.Queries) error {
+		rec, err := q.SessionCredential(txCtx, ws, vaults, credentialID, true)
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("credential %s: %w", credentialID, ErrNoCredential)
 		}
@@ -244,7 +281,8 @@ func (r *Resolver) refresh(ctx context.Context, ws string, vaults []string, cred
 			return err
 		}
 		rec.UpdatedAt = now.UTC().Truncate(time.Microsecond)
-		if err := q.UpdateCredential(ctx, rec); err != nil {
+		if err := q.UpdateCredential(txCtx, rec); err != nil {
+			r.logger.ErrorContext(ctx, "a granted MCP access token could not be stored", "credential_id", rec.ID, "error", err)
 			return err
 		}
 		r.logger.InfoContext(ctx, "refreshed MCP access token", "credential_id", rec.ID, "vault_id", rec.VaultID, "expires_in", granted.ExpiresIn)
@@ -253,6 +291,14 @@ func (r *Resolver) refresh(ctx context.Context, ws string, vaults []string, cred
 	})
 	return out, err
 }
+
+// refreshTxTimeout bounds a refresh's transaction: the wait for the credential's row lock,
+// the endpoint call (its client's own timeout) and storing the grant.
+const refreshTxTimeout = DefaultRefreshTimeout + 20*time.Second
+
+// maxExpiresIn clamps a granted lifetime: a huge or malformed expires_in must not overflow
+// into an expiry in the past (which would refresh on every use).
+const maxExpiresIn = 366 * 24 * 3600
 
 // tokenResponse is the part of an OAuth 2.0 token response (RFC 6749 §5.1) read here.
 type tokenResponse struct {
@@ -285,7 +331,7 @@ func (r *Resolver) callTokenEndpoint(ctx context.Context, credentialID string, c
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.TokenEndpoint, strings.NewReader(form.Encode()))
 	if err != nil {
-		return fail(0, "", fmt.Errorf("token endpoint %s: %w", cfg.TokenEndpoint, err))
+		return fail(0, "", fmt.Errorf("token endpoint %s: %w", origin(cfg.TokenEndpoint), err))
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
@@ -299,9 +345,14 @@ func (r *Resolver) callTokenEndpoint(ctx context.Context, credentialID string, c
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return fail(0, "", fmt.Errorf("call token endpoint %s: %w", cfg.TokenEndpoint, err))
+		return fail(0, "", fmt.Errorf("call token endpoint %s: %w", origin(cfg.TokenEndpoint), err))
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode/100 == 3 {
+		// Redirects are not followed (the form carries the refresh token and maybe the
+		// client secret, which must go to the configured endpoint only).
+		return fail(resp.StatusCode, "", errors.New("the token endpoint redirects; set the final URL as token_endpoint"))
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse))
 	if err != nil {
 		return fail(resp.StatusCode, "", fmt.Errorf("read token endpoint answer: %w", err))
@@ -321,10 +372,10 @@ func (r *Resolver) callTokenEndpoint(ctx context.Context, credentialID string, c
 		// Some servers send expires_in as a string.
 		s := strings.Trim(string(tr.RawExpiresIn), `"`)
 		n, err := strconv.ParseFloat(s, 64)
-		if err != nil || n < 0 {
+		if err != nil || n < 0 || math.IsNaN(n) || math.IsInf(n, 0) {
 			return fail(resp.StatusCode, "", errors.New("expires_in is not a number of seconds"))
 		}
-		tr.ExpiresIn = int64(n)
+		tr.ExpiresIn = int64(min(n, maxExpiresIn))
 	}
 	return tr, nil
 }

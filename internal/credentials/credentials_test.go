@@ -100,6 +100,13 @@ func (f *fixture) resolver(now func() time.Time) *Resolver {
 }
 
 // rawSealed reads a credential's row as stored.
+func (f *fixture) credentialAuth(t *testing.T, id string) json.RawMessage {
+	t.Helper()
+	var auth json.RawMessage
+	require.NoError(t, f.st.Pool().QueryRow(context.Background(), `SELECT auth FROM vault_credentials WHERE id = $1`, id).Scan(&auth))
+	return auth
+}
+
 func (f *fixture) rawRow(id string) string {
 	f.t.Helper()
 	var auth, sealed []byte
@@ -346,6 +353,87 @@ func TestRefreshFailuresAreTyped(t *testing.T) {
 		require.ErrorAs(t, err, &rerr, ep)
 		require.NotContains(t, err.Error(), "rt-secret")
 	}
+}
+
+// TestTokenEndpointRedirectsAndOddAnswers: a redirect is not followed (the form carries the
+// refresh token), a huge expires_in is clamped instead of overflowing into the past, a URL
+// with user information matches no credential and is never quoted.
+func TestTokenEndpointRedirectsAndOddAnswers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, keyA)
+	ctx := context.Background()
+	var stolen atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { stolen.Add(1) }))
+	t.Cleanup(elsewhere.Close)
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/token", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirecting.Close)
+	forever := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"access_token":"fresh","expires_in":1e300}`))
+	}))
+	t.Cleanup(forever.Close)
+	oauth := func(ep string) string {
+		return `{"type":"mcp_oauth","mcp_server_url":"https://mcp.example.com","access_token":"old","expires_at":"2020-01-01T00:00:00Z",
+			"refresh":{"client_id":"c","refresh_token":"rt-secret","token_endpoint":"` + ep + `","token_endpoint_auth":{"type":"none"}}}`
+	}
+
+	v := f.vault("redirect")
+	f.credential(v, oauth(redirecting.URL+"/token?key=query-secret"))
+	_, err := New(f.st, f.keys, Options{}).MCPToken(ctx, f.session(v), "https://mcp.example.com")
+	var rerr *RefreshError
+	require.ErrorAs(t, err, &rerr)
+	require.Equal(t, http.StatusTemporaryRedirect, rerr.Status)
+	require.Zero(t, stolen.Load(), "the refresh token never follows a redirect")
+	require.NotContains(t, err.Error(), "query-secret")
+
+	v = f.vault("forever")
+	f.credential(v, oauth(forever.URL))
+	r := New(f.st, f.keys, Options{})
+	tok, err := r.MCPToken(ctx, f.session(v), "https://mcp.example.com")
+	require.NoError(t, err)
+	require.Equal(t, "fresh", tok.Value)
+	var auth struct {
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	require.NoError(t, json.Unmarshal(f.credentialAuth(t, tok.CredentialID), &auth))
+	require.True(t, auth.ExpiresAt.After(time.Now().Add(300*24*time.Hour)), "clamped to about a year, not overflowed: %v", auth.ExpiresAt)
+
+	_, err = r.MCPToken(ctx, f.session(v), "https://alice:pw-secret@mcp.example.com")
+	require.ErrorIs(t, err, ErrNoCredential)
+	require.NotContains(t, err.Error(), "pw-secret")
+}
+
+// TestCredentialSealedUnderALostKey: a credential whose key was removed reads as an error the
+// session can report, and a single-secret credential is repaired by sending its secret again.
+func TestCredentialSealedUnderALostKey(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, keyA)
+	ctx := context.Background()
+	v := f.vault("v")
+	bearer := f.credential(v, `{"type":"static_bearer","mcp_server_url":"https://mcp.example.com","token":"t1"}`)
+	oauth := f.credential(v, `{"type":"mcp_oauth","mcp_server_url":"https://other.example.com","access_token":"a1"}`)
+	sess := f.session(v)
+
+	lost := testKeys(t, keyB) // the deployment lost key a
+	_, err := New(f.st, lost, Options{}).MCPToken(ctx, sess, "https://mcp.example.com")
+	require.ErrorIs(t, err, secretbox.ErrOpen)
+	require.NotContains(t, err.Error(), "t1")
+
+	svc := sessions.New(f.st, store.NewNotifier(), slog.New(slog.DiscardHandler), sessions.WithVaultKeys(lost))
+	var up wire.CredentialUpdateParams
+	require.NoError(t, wire.DecodeStrict([]byte(`{"auth":{"type":"static_bearer","token":"t2"}}`), &up))
+	_, err = svc.UpdateCredential(ctx, f.ws, v, bearer.ID, up)
+	require.NoError(t, err, "sending the only secret again repairs the credential")
+	tok, err := New(f.st, lost, Options{}).MCPToken(ctx, sess, "https://mcp.example.com")
+	require.NoError(t, err)
+	require.Equal(t, "t2", tok.Value)
+
+	require.NoError(t, wire.DecodeStrict([]byte(`{"auth":{"type":"mcp_oauth","access_token":"a2"}}`), &up))
+	_, err = svc.UpdateCredential(ctx, f.ws, v, oauth.ID, up)
+	var apiErr *sessions.Error
+	require.ErrorAs(t, err, &apiErr, "a 400 in the API's shape, not a 500")
+	require.Contains(t, err.Error(), "cannot be decrypted")
 }
 
 func TestRotationRewritesOnRefresh(t *testing.T) {

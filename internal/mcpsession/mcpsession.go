@@ -37,6 +37,11 @@ type Token struct {
 // server; the server is then called without one.
 var ErrNoToken = errors.New("no credential for this MCP server")
 
+// ErrCredentialUnusable marks (wrapped) a Tokens error that is the credential's fault: it
+// cannot be decrypted or refreshed. The server is then reported as an authentication failure;
+// other errors (the database) as a server that could not be reached.
+var ErrCredentialUnusable = errors.New("the credential cannot be used")
+
 // Tokens finds the credential of a session's vaults for an MCP server.
 type Tokens interface {
 	// Token returns the token for serverURL from the session's vaults (refreshed first if it
@@ -218,7 +223,7 @@ func (c *Connector) dial(ctx context.Context, sessionID string, s wire.MCPServer
 	}
 	fresh, rerr := c.tokens.Refresh(ctx, sessionID, tok.CredentialID)
 	if rerr != nil {
-		return nil, errors.Join(err, &tokenError{fmt.Errorf("refresh the credential %s: %w", tok.CredentialID, rerr)})
+		return nil, errors.Join(err, &tokenError{err: fmt.Errorf("refresh the credential %s: %w", tok.CredentialID, rerr), auth: true})
 	}
 	return mcp.Dial(ctx, mcp.Server{Name: s.Name, URL: s.URL}, c.options(fresh.Value))
 }
@@ -232,14 +237,17 @@ func (c *Connector) token(ctx context.Context, sessionID, serverURL string) (Tok
 	case errors.Is(err, ErrNoToken):
 		return Token{}, nil
 	case err != nil:
-		return Token{}, &tokenError{fmt.Errorf("the credential for %s: %w", origin(serverURL), err)}
+		return Token{}, &tokenError{err: fmt.Errorf("the credential for %s: %w", origin(serverURL), err), auth: errors.Is(err, ErrCredentialUnusable)}
 	}
 	return tok, nil
 }
 
-// tokenError is a credential that could not be read or refreshed: an authentication failure
-// as far as the session is concerned.
-type tokenError struct{ err error }
+// tokenError is a credential that could not be read or refreshed; auth when that is the
+// credential's fault (an authentication failure as far as the session is concerned).
+type tokenError struct {
+	err  error
+	auth bool
+}
 
 func (e *tokenError) Error() string { return e.err.Error() }
 func (e *tokenError) Unwrap() error { return e.err }
@@ -267,7 +275,10 @@ func (c *Connector) connectTimeout() time.Duration {
 
 func failureOf(server string, err error) Failure {
 	var te *tokenError
-	auth := errors.Is(err, mcp.ErrAuth) || errors.As(err, &te)
+	if errors.As(err, &te) && !errors.Is(err, mcp.ErrAuth) {
+		return Failure{Server: server, Auth: te.auth, Message: fmt.Sprintf("MCP server %q was not contacted: the session's credential for it could not be used: %v", server, err)}
+	}
+	auth := errors.Is(err, mcp.ErrAuth)
 	what := "could not be reached"
 	if auth {
 		what = "refused the session's credentials"

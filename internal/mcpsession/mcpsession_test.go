@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -135,11 +136,17 @@ func TestListReportsEachServer(t *testing.T) {
 	require.Contains(t, failures[0].Message, "networking is limited")
 	require.Len(t, good.Tokens(), before)
 
-	// A credential that cannot be read is an authentication failure.
-	tk.err = errors.New("vault key missing")
+	// A credential that cannot be used is an authentication failure; a failure to read it
+	// (the database) is not the credential's.
+	tk.err = fmt.Errorf("%w: the key is gone", mcpsession.ErrCredentialUnusable)
 	_, failures = c.List(t.Context(), "sesn_1", servers[:1], "")
 	require.Len(t, failures, 1)
 	require.True(t, failures[0].Auth)
+	require.Contains(t, failures[0].Message, "was not contacted")
+	tk.err = errors.New("connection refused")
+	_, failures = c.List(t.Context(), "sesn_1", servers[:1], "")
+	require.Len(t, failures, 1)
+	require.False(t, failures[0].Auth)
 }
 
 func TestListCapsWhatAServerOffers(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/ids"
 	"github.com/managed-agents/managed-agents/internal/mcpurl"
+	"github.com/managed-agents/managed-agents/internal/secretbox"
 	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
@@ -230,6 +231,11 @@ func serverURL(p *string) (raw, normalized string, err error) {
 	if nerr != nil {
 		return "", "", invalidf("auth.mcp_server_url: %v", nerr)
 	}
+	// Normalizing percent-encodes non-ASCII characters, up to nine bytes each: bound what is
+	// indexed, or a long non-ASCII URL fails the insert (an index row is at most ~2.7 KB).
+	if len(n) > maxURLLen {
+		return "", "", invalidf("auth.mcp_server_url: must be at most %d bytes once normalized (non-ASCII characters count as their percent-encoding)", maxURLLen)
+	}
 	return *p, n, nil
 }
 
@@ -406,7 +412,15 @@ func (s *Service) patchAuth(rec *store.CredentialRecord, p wire.CredentialAuthPa
 			return nil, errNoVaultKeys()
 		}
 		cur, err := store.OpenSecrets(s.vaultKeys, rec.ID, rec.Sealed)
-		if err != nil {
+		switch {
+		case err == nil:
+		case errors.Is(err, secretbox.ErrOpen) && rec.AuthType != wire.AuthMCPOAuth:
+			// Sealed under a key this server no longer has. A type with one secret is being
+			// given a new one, which is exactly how a user repairs it: nothing is lost.
+			cur = store.CredentialSecrets{}
+		case errors.Is(err, secretbox.ErrOpen):
+			return nil, invalidf("auth: the credential's stored secrets cannot be decrypted with this server's vault keys (was a key removed from MANAGED_AGENT_VAULT_KEYS?); archive it and create it again")
+		default:
 			return nil, err
 		}
 		sec = &cur
