@@ -58,9 +58,20 @@ func TestMCPCredentialsFromVaults(t *testing.T) {
 					OfClientSecretPost: &anthropic.BetaManagedAgentsTokenEndpointAuthPostParam{ClientSecret: "oauth-client-secret"}}}}}})
 	require.NoError(t, err)
 
+	// A third server whose stored OAuth token has already expired: it is refreshed before the
+	// server is contacted, so the server never sees the expired one.
+	exp := mcptest.Start(t, mcptest.WithBearer(func(tok string) bool { return strings.HasPrefix(tok, "fresh-") }))
+	_, err = e.client.Beta.Vaults.Credentials.New(ctx, vault.ID, anthropic.BetaVaultCredentialNewParams{
+		Auth: anthropic.BetaVaultCredentialNewParamsAuthUnion{OfMCPOAuth: &anthropic.BetaManagedAgentsMCPOAuthCreateParams{
+			MCPServerURL: exp.URL, AccessToken: "expired-access-secret", ExpiresAt: param.NewOpt(time.Now().Add(-time.Hour)),
+			Refresh: anthropic.BetaManagedAgentsMCPOAuthRefreshParams{ClientID: "client-1", RefreshToken: "oauth-refresh-secret", TokenEndpoint: tokenEndpoint.URL,
+				TokenEndpointAuth: anthropic.BetaManagedAgentsMCPOAuthRefreshParamsTokenEndpointAuthUnion{
+					OfClientSecretPost: &anthropic.BetaManagedAgentsTokenEndpointAuthPostParam{ClientSecret: "oauth-client-secret"}}}}}})
+	require.NoError(t, err)
+
 	agent, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{Name: "mcp", Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "claude-opus-5"},
-		MCPServers: []anthropic.BetaManagedAgentsURLMCPServerParams{{Name: "gh", URL: gh.URL}, {Name: "lin", URL: lin.URL}},
-		Tools:      []anthropic.BetaAgentNewParamsToolUnion{mcpToolset("gh", true), mcpToolset("lin", true)}})
+		MCPServers: []anthropic.BetaManagedAgentsURLMCPServerParams{{Name: "gh", URL: gh.URL}, {Name: "lin", URL: lin.URL}, {Name: "exp", URL: exp.URL}},
+		Tools:      []anthropic.BetaAgentNewParamsToolUnion{mcpToolset("gh", true), mcpToolset("lin", true), mcpToolset("exp", true)}})
 	require.NoError(t, err)
 	envr, err := e.client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "vault-mcp"})
 	require.NoError(t, err)
@@ -77,7 +88,11 @@ func TestMCPCredentialsFromVaults(t *testing.T) {
 	require.Equal(t, "mcp__gh__echo: from gh\nmcp__lin__echo: from lin", messageText(find(t, evs, "agent.message")))
 	require.Equal(t, 1, gh.Calls("echo"))
 	require.Equal(t, 1, lin.Calls("echo"))
-	require.EqualValues(t, 1, refreshes.Load(), "the refused token was refreshed once")
+	require.EqualValues(t, 2, refreshes.Load(), "the refused token and the expired one were refreshed once each")
+	require.NotEmpty(t, exp.Tokens())
+	for _, tok := range exp.Tokens() {
+		require.Equal(t, "fresh-1", tok, "the expired token is never sent")
+	}
 	require.Contains(t, gh.Tokens(), "static-secret-token")
 	require.Equal(t, "oauth-access-secret", lin.Tokens()[0], "the stored token first")
 	require.Equal(t, "fresh-1", lin.Tokens()[len(lin.Tokens())-1])
