@@ -298,9 +298,10 @@ func rules() []rule {
 			forbidden: prefixes([]string{"net/http", "os"}),
 		},
 		{
-			name:    "credentials imports only store, secretbox, mcpurl and wire besides the standard library",
+			name:    "credentials imports only store, secretbox, mcpurl, wire and singleflight besides the standard library",
 			subject: is("internal/credentials"),
-			only:    []string{internal("internal/store"), internal("internal/secretbox"), internal("internal/mcpurl"), internal("internal/wire")},
+			only: []string{internal("internal/store"), internal("internal/secretbox"), internal("internal/mcpurl"), internal("internal/wire"),
+				"golang.org/x/sync/singleflight"},
 		},
 		{
 			name:    "credentials never reaches agent, turns, durable, sessions, httpapi, sandbox, Temporal or Kubernetes: the worker resolves tokens through it",

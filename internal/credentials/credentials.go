@@ -21,6 +21,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/managed-agents/managed-agents/internal/mcpurl"
 	"github.com/managed-agents/managed-agents/internal/secretbox"
 	"github.com/managed-agents/managed-agents/internal/store"
@@ -98,6 +100,9 @@ type Resolver struct {
 	client *http.Client
 	now    func() time.Time
 	logger *slog.Logger
+	// flight joins concurrent refreshes of one credential in this process: one call to the
+	// endpoint and one database connection held across it, however many sessions wait.
+	flight singleflight.Group
 }
 
 // origin is scheme and host of an endpoint: a path or query may carry a secret, which errors
@@ -229,6 +234,15 @@ func (r *Resolver) token(rec store.CredentialRecord, auth wire.CredentialAuth) (
 // them), so the grant must be stored even if the step that asked is being cut short. Only the
 // call to the endpoint honours ctx.
 func (r *Resolver) refresh(ctx context.Context, ws string, vaults []string, credentialID string, force bool) (Token, error) {
+	key := fmt.Sprintf("%s|%t|%s|%s", credentialID, force, ws, strings.Join(vaults, ","))
+	v, err, _ := r.flight.Do(key, func() (any, error) {
+		return r.refreshLocked(ctx, ws, vaults, credentialID, force)
+	})
+	tok, _ := v.(Token)
+	return tok, err
+}
+
+func (r *Resolver) refreshLocked(ctx context.Context, ws string, vaults []string, credentialID string, force bool) (Token, error) {
 	var out Token
 	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTxTimeout)
 	defer cancel()
