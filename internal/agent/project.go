@@ -218,7 +218,11 @@ func toolBlocksAsText(msgs []model.Message) []model.Message {
 			case model.BlockToolResult:
 				texts := make([]string, 0, len(b.Content))
 				for _, c := range b.Content {
-					texts = append(texts, c.Text)
+					if c.Type == model.BlockText {
+						texts = append(texts, c.Text)
+					} else {
+						texts = append(texts, "["+c.Type+"]")
+					}
 				}
 				status := "result"
 				if b.IsError {

@@ -80,15 +80,25 @@ func (c Config) validateMCP() error {
 // mcpConnector is the worker's MCP connector: calls claimed through claims, tokens from the
 // sessions' vaults.
 func (c Config) mcpConnector(tokens mcpsession.Tokens, claims mcpsession.Claims, logger *slog.Logger) *mcpsession.Connector {
-	// Every connection goes through the address guard web_fetch uses: it checks the address
-	// each dial resolves to (redirects and DNS answers included) and ignores proxy variables.
-	guard := netguard.Config{AllowPrivateNetworks: c.MCP.AllowPrivateNetworks}
 	return mcpsession.New(mcpsession.Config{
-		HTTPClient:     &http.Client{Transport: guard.Transport()},
+		HTTPClient:     &http.Client{Transport: c.mcpTransport()},
 		ConnectTimeout: c.MCP.ConnectTimeout,
 		CallTimeout:    c.MCP.CallTimeout,
 		MaxOutputChars: c.MCP.MaxOutputChars,
 	}, tokens, claims, logger)
+}
+
+// mcpTransport carries the worker's requests to MCP servers and OAuth token endpoints. Every
+// connection goes through the address guard web_fetch uses: it checks the address each dial
+// resolves to (redirects and DNS answers included). A proxy would hide the final address from
+// it, so proxy variables are honoured only where private networks are allowed anyway (a
+// deployment whose only way out is a proxy sets MANAGED_AGENT_MCP_ALLOW_PRIVATE_NETWORKS).
+func (c Config) mcpTransport() *http.Transport {
+	t := netguard.Config{AllowPrivateNetworks: c.MCP.AllowPrivateNetworks}.Transport()
+	if c.MCP.AllowPrivateNetworks {
+		t.Proxy = http.ProxyFromEnvironment
+	}
+	return t
 }
 
 // vaultTokens gives the MCP connector the sessions' vault credentials.
@@ -116,8 +126,8 @@ func credentialError(err error) error {
 	return err
 }
 
-func (v vaultTokens) Refresh(ctx context.Context, sessionID, credentialID string) (mcpsession.Token, error) {
-	t, err := v.r.RefreshMCPToken(ctx, sessionID, credentialID)
+func (v vaultTokens) Refresh(ctx context.Context, sessionID, credentialID, refused string) (mcpsession.Token, error) {
+	t, err := v.r.ReplaceRefusedMCPToken(ctx, sessionID, credentialID, refused)
 	if err != nil {
 		return mcpsession.Token{}, credentialError(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/managed-agents/managed-agents/internal/model"
 	"github.com/managed-agents/managed-agents/internal/model/anthropic"
 	"github.com/managed-agents/managed-agents/internal/model/fake"
-	"github.com/managed-agents/managed-agents/internal/netguard"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/daytona"
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
@@ -258,7 +257,7 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 		return nil, err
 	}
 	// Token endpoints are reached under the same address rule as MCP servers.
-	tokenClient := credentials.NewHTTPClient(netguard.Config{AllowPrivateNetworks: c.MCP.AllowPrivateNetworks}.Transport())
+	tokenClient := credentials.NewHTTPClient(c.mcpTransport())
 	vaults := credentials.New(st, vaultKeys, credentials.Options{Logger: logger, HTTPClient: tokenClient})
 	web, closeWeb, err := c.AgentWebTools()
 	if err != nil {

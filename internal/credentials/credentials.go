@@ -188,11 +188,18 @@ func (r *Resolver) MCPToken(ctx context.Context, sessionID, serverURL string) (T
 // one of the session's active vaults. ErrNotRefreshable (wrapped) if it has no refresh
 // configuration; a *RefreshError if the refresh fails.
 func (r *Resolver) RefreshMCPToken(ctx context.Context, sessionID, credentialID string) (Token, error) {
+	return r.ReplaceRefusedMCPToken(ctx, sessionID, credentialID, "")
+}
+
+// ReplaceRefusedMCPToken is RefreshMCPToken after a server refused the token refused: if the
+// stored token is no longer that one (another worker refreshed meanwhile), the stored one is
+// returned and the endpoint is not called, so workers refused at once rotate the token once.
+func (r *Resolver) ReplaceRefusedMCPToken(ctx context.Context, sessionID, credentialID, refused string) (Token, error) {
 	ws, vaults, err := r.store.SessionVaults(ctx, sessionID)
 	if err != nil {
 		return Token{}, err
 	}
-	return r.refresh(ctx, ws, vaults, credentialID, true)
+	return r.refreshRefused(ctx, ws, vaults, credentialID, true, refused)
 }
 
 func decodeAuth(rec store.CredentialRecord) (wire.CredentialAuth, error) {
@@ -234,19 +241,36 @@ func (r *Resolver) token(rec store.CredentialRecord, auth wire.CredentialAuth) (
 // them), so the grant must be stored even if the step that asked is being cut short. Only the
 // call to the endpoint honours ctx.
 func (r *Resolver) refresh(ctx context.Context, ws string, vaults []string, credentialID string, force bool) (Token, error) {
-	key := fmt.Sprintf("%s|%t|%s|%s", credentialID, force, ws, strings.Join(vaults, ","))
-	v, err, _ := r.flight.Do(key, func() (any, error) {
-		return r.refreshLocked(ctx, ws, vaults, credentialID, force)
-	})
-	tok, _ := v.(Token)
-	return tok, err
+	return r.refreshRefused(ctx, ws, vaults, credentialID, force, "")
 }
 
-func (r *Resolver) refreshLocked(ctx context.Context, ws string, vaults []string, credentialID string, force bool) (Token, error) {
+// refreshRefused joins the refreshes of one credential in this process. The joined work runs
+// on a context no caller can cancel (bounded by refreshTxTimeout): one session's interrupt
+// must not fail the others waiting on it. A caller whose own ctx ends stops waiting.
+func (r *Resolver) refreshRefused(ctx context.Context, ws string, vaults []string, credentialID string, force bool, refused string) (Token, error) {
+	key := fmt.Sprintf("%s|%t|%s|%s", credentialID, force, ws, strings.Join(vaults, ","))
+	ch := r.flight.DoChan(key, func() (any, error) {
+		return r.refreshLocked(context.WithoutCancel(ctx), ws, vaults, credentialID, force, refused)
+	})
+	select {
+	case res := <-ch:
+		tok, _ := res.Val.(Token)
+		return tok, res.Err
+	case <-ctx.Done():
+		return Token{}, ctx.Err()
+	}
+}
+
+func (r *Resolver) refreshLocked(ctx context.Context, ws string, vaults []string, credentialID string, force bool, refused string) (Token, error) {
 	var out Token
-	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTxTimeout)
+	txCtx, cancel := context.WithTimeout(ctx, refreshTxTimeout)
 	defer cancel()
 	err := r.store.InTx(txCtx, func(q *store.Queries) error {
+		// A bounded wait for the row lock, so the endpoint is never called with too little of
+		// the transaction's time left to store what it grants.
+		if err := q.SetLockTimeout(txCtx, refreshLockTimeout); err != nil {
+			return err
+		}
 		rec, err := q.SessionCredential(txCtx, ws, vaults, credentialID, true)
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("credential %s: %w", credentialID, ErrNoCredential)
@@ -271,6 +295,10 @@ func (r *Resolver) refreshLocked(ctx context.Context, ws string, vaults []string
 		}
 		sec, err := store.OpenSecrets(r.keys, rec.ID, rec.Sealed)
 		if err != nil {
+			return err
+		}
+		if force && refused != "" && sec.AccessToken != refused {
+			out, err = r.token(rec, auth) // refreshed by someone else since it was refused
 			return err
 		}
 		granted, err := r.callTokenEndpoint(ctx, rec.ID, *auth.Refresh, sec)
@@ -306,9 +334,12 @@ func (r *Resolver) refreshLocked(ctx context.Context, ws string, vaults []string
 	return out, err
 }
 
-// refreshTxTimeout bounds a refresh's transaction: the wait for the credential's row lock,
-// the endpoint call (its client's own timeout) and storing the grant.
-const refreshTxTimeout = DefaultRefreshTimeout + 20*time.Second
+// refreshTxTimeout bounds a refresh's transaction: the wait for the credential's row lock
+// (refreshLockTimeout), the endpoint call (its client's own timeout) and storing the grant.
+const (
+	refreshLockTimeout = 10 * time.Second
+	refreshTxTimeout   = refreshLockTimeout + DefaultRefreshTimeout + 10*time.Second
+)
 
 // maxExpiresIn clamps a granted lifetime: a huge or malformed expires_in must not overflow
 // into an expiry in the past (which would refresh on every use).

@@ -281,6 +281,14 @@ func TestExpiredOAuthTokenIsRefreshedOnceAndStoredSealed(t *testing.T) {
 			form, _ = ts.last()
 			require.Equal(t, "rt-1", form.Get("refresh_token"))
 
+			// A worker refused with the token it held before that refresh gets the stored one:
+			// someone else refreshed meanwhile, so the endpoint is not called again.
+			before := ts.calls.Load()
+			tok, err = r.ReplaceRefusedMCPToken(ctx, sess, c.ID, "fresh-1")
+			require.NoError(t, err)
+			require.Equal(t, "fresh-2", tok.Value)
+			require.Equal(t, before, ts.calls.Load())
+
 			// A refused refresh is a RefreshError, and the stored token stays.
 			ts.refuse.Store(true)
 			_, err = r.RefreshMCPToken(ctx, sess, c.ID)

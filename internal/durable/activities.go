@@ -198,10 +198,19 @@ func (a *Activities) ToolCall(ctx context.Context, in ToolCallInput) (Plan, erro
 		return Plan{}, temporal.NewNonRetryableApplicationError("tool call "+in.ToolUseID+" is not in the log", errTypeUnknownToolCall, nil)
 	}
 	err = a.Core.ExecuteTool(ctx, a.input(in.SessionID, turn), *toolUse)
-	// ErrNotRunnable: the log says it may not run (anymore); ErrCallAnswered: another attempt
-	// answered it first. Either way there is nothing to do.
-	if err != nil && !errors.Is(err, agent.ErrNotRunnable) && !errors.Is(err, turns.ErrCallAnswered) {
+	switch {
+	case errors.Is(err, agent.ErrNotRunnable):
+		// The log says it may not run (anymore): nothing to do.
+	case errors.Is(err, turns.ErrCallAnswered):
+		// Another attempt answered it first; this attempt's answer (kept with the claim) loses.
+		a.Logger.WarnContext(ctx, "MCP call answered by another attempt; this attempt's answer is dropped", "session_id", in.SessionID, "tool_use_id", in.ToolUseID)
+	case err != nil:
 		return Plan{}, activityError(err)
+	case toolUse.Type == wire.EventAgentMCPToolUse:
+		// The answer is in the log now; the copy kept for a retry is no longer needed.
+		if ferr := a.Turns.ForgetMCPResult(ctx, in.SessionID, in.ToolUseID); ferr != nil {
+			a.Logger.WarnContext(ctx, "kept MCP answer not dropped", "session_id", in.SessionID, "tool_use_id", in.ToolUseID, "error", ferr)
+		}
 	}
 	return a.next(ctx, in.SessionID)
 }
@@ -212,7 +221,8 @@ func (a *Activities) RejectTools(ctx context.Context, sessionID string) (Plan, e
 	if err != nil {
 		return Plan{}, activityError(err)
 	}
-	if err := a.Core.RejectTools(ctx, a.input(sessionID, turn)); err != nil {
+	// ErrCallAnswered: an overlapping attempt answered the rejected MCP calls first.
+	if err := a.Core.RejectTools(ctx, a.input(sessionID, turn)); err != nil && !errors.Is(err, turns.ErrCallAnswered) {
 		return Plan{}, activityError(err)
 	}
 	return a.next(ctx, sessionID)

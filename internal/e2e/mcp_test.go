@@ -401,3 +401,45 @@ func TestMCPListingIsFixedForATurn(t *testing.T) {
 	require.Contains(t, tools["s"], "late")
 	require.NotContains(t, tools["s"], "echo")
 }
+
+// BenchmarkMCPToolTurn: a turn that calls one MCP tool (listing at the turn's first model
+// request, claim, connect, call, record), through the official SDK and the whole stack,
+// beside the same turn with one bash call:
+//
+//	go test -tags integration -run '^$' -bench MCPToolTurn -benchtime=40x ./internal/e2e/
+func BenchmarkMCPToolTurn(b *testing.B) {
+	srv := mcptest.Start(b)
+	e := newRunningEnv(b, allowLocalMCP)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, text string
+		tools      []anthropic.BetaAgentNewParamsToolUnion
+	}{
+		{"mcp", `/tool mcp__s__echo {"text":"x"}`, []anthropic.BetaAgentNewParamsToolUnion{mcpToolset("s", true)}},
+		{"bash", `/tool bash {"command":"true"}`, []anthropic.BetaAgentNewParamsToolUnion{builtinTools("always_allow")}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			params := anthropic.BetaAgentNewParams{Name: "bench", Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "claude-opus-5"}, Tools: tc.tools}
+			if tc.name == "mcp" {
+				params.MCPServers = []anthropic.BetaManagedAgentsURLMCPServerParams{{Name: "s", URL: srv.URL}}
+			}
+			agent, err := e.client.Beta.Agents.New(ctx, params)
+			require.NoError(b, err)
+			envr, err := e.client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "bench-" + ids.New("")})
+			require.NoError(b, err)
+			var sessionID string
+			n := 0
+			for b.Loop() {
+				if n%turnsPerSession == 0 { // a bounded log per session, as the other turn benchmarks
+					b.StopTimer()
+					sess, err := newSessionWith(ctx, e.client, agent.ID, envr.ID)
+					require.NoError(b, err)
+					sessionID = sess.ID
+					b.StartTimer()
+				}
+				n++
+				require.NoError(b, sendAndAwaitIdle(e, sessionID, tc.text))
+			}
+		})
+	}
+}

@@ -140,7 +140,7 @@ func Dial(ctx context.Context, s Server, o Options) (*Conn, error) {
 		c.owned = defaultTransport()
 		base = c.owned
 	}
-	c.rec = &recorder{base: base, token: o.Token, host: u.Host}
+	c.rec = &recorder{base: base, token: o.Token, host: u.Host, scheme: u.Scheme}
 
 	connectCtx, cancelConnect := context.WithTimeout(ctx, timeout)
 	defer cancelConnect()

@@ -21,6 +21,9 @@ type recorder struct {
 	base  http.RoundTripper
 	token string
 	host  string
+	// scheme: the token goes only where the server's URL said, so a redirect from https to
+	// http on the same host does not carry it in the clear.
+	scheme string
 
 	authFailures atomic.Int64 // responses with 401 or 403
 	mu           sync.Mutex
@@ -29,7 +32,7 @@ type recorder struct {
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	if r.token != "" && strings.EqualFold(req.URL.Host, r.host) {
+	if r.token != "" && strings.EqualFold(req.URL.Host, r.host) && strings.EqualFold(req.URL.Scheme, r.scheme) {
 		req = req.Clone(req.Context())
 		req.Header.Set("Authorization", "Bearer "+r.token)
 	}

@@ -47,8 +47,9 @@ type Tokens interface {
 	// Token returns the token for serverURL from the session's vaults (refreshed first if it
 	// has expired), or ErrNoToken.
 	Token(ctx context.Context, sessionID, serverURL string) (Token, error)
-	// Refresh gets a new token for the credential after the server refused the current one.
-	Refresh(ctx context.Context, sessionID, credentialID string) (Token, error)
+	// Refresh gets a new token for the credential after the server refused the token
+	// refused (the stored one, if someone else refreshed since).
+	Refresh(ctx context.Context, sessionID, credentialID, refused string) (Token, error)
 }
 
 // Claims records that a call is about to be sent, and its answer once it came.
@@ -221,7 +222,7 @@ func (c *Connector) dial(ctx context.Context, sessionID string, s wire.MCPServer
 	if err == nil || !errors.Is(err, mcp.ErrAuth) || !tok.Refreshable {
 		return conn, err
 	}
-	fresh, rerr := c.tokens.Refresh(ctx, sessionID, tok.CredentialID)
+	fresh, rerr := c.tokens.Refresh(ctx, sessionID, tok.CredentialID, tok.Value)
 	if rerr != nil {
 		return nil, errors.Join(err, &tokenError{err: fmt.Errorf("refresh the credential %s: %w", tok.CredentialID, rerr), auth: true})
 	}

@@ -78,7 +78,7 @@ func (tk *tokens) Token(_ context.Context, _, url string) (mcpsession.Token, err
 	return t, nil
 }
 
-func (tk *tokens) Refresh(_ context.Context, _, credentialID string) (mcpsession.Token, error) {
+func (tk *tokens) Refresh(_ context.Context, _, credentialID, _ string) (mcpsession.Token, error) {
 	tk.mu.Lock()
 	defer tk.mu.Unlock()
 	tk.refreshes++

@@ -73,3 +73,13 @@ func (q *Queries) RecordMCPResult(ctx context.Context, sessionID, toolUseID stri
 	}
 	return nil
 }
+
+// ForgetMCPResult drops the kept answer of a call whose result is in the log (the claim
+// stays: the call is still never sent again), so an answer is not stored twice.
+func (q *Queries) ForgetMCPResult(ctx context.Context, sessionID, toolUseID string) error {
+	if _, err := q.db.Exec(ctx, `UPDATE mcp_call_claims SET result = NULL WHERE tool_use_id = $1 AND session_id = $2 AND result IS NOT NULL`,
+		toolUseID, sessionID); err != nil {
+		return fmt.Errorf("forget the result of MCP call %s: %w", toolUseID, classify(err))
+	}
+	return nil
+}

@@ -321,3 +321,11 @@ func (q *Queries) Reseal(ctx context.Context, id string, sealed []byte) error {
 	}
 	return nil
 }
+
+// SetLockTimeout bounds every lock wait of the current transaction (SET LOCAL lock_timeout).
+func (q *Queries) SetLockTimeout(ctx context.Context, d time.Duration) error {
+	if _, err := q.db.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", d.Milliseconds())); err != nil {
+		return fmt.Errorf("set lock timeout: %w", classify(err))
+	}
+	return nil
+}

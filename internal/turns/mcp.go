@@ -129,6 +129,11 @@ func (s *Service) RecordMCPResult(ctx context.Context, sessionID, toolUseID stri
 	return s.store.RecordMCPResult(ctx, sessionID, toolUseID, wire.LogSafeJSON(result), s.now())
 }
 
+// ForgetMCPResult drops the answer kept with a call's claim once the answer is in the log.
+func (s *Service) ForgetMCPResult(ctx context.Context, sessionID, toolUseID string) error {
+	return s.store.ForgetMCPResult(ctx, sessionID, toolUseID)
+}
+
 // ErrCallAnswered: the log already holds the answer to the call a step tried to answer (an
 // earlier attempt that outlived its heartbeat got there first). The step has nothing left to do.
 var ErrCallAnswered = store.ErrCallAnswered
