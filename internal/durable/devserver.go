@@ -108,37 +108,53 @@ func StartDevServer(ctx context.Context, opts DevServerOptions) (*DevServer, err
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, fmt.Errorf("start Temporal dev server: %w", err)
-	}
-	s := &DevServer{path: path, output: opts.Output, hostPort: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	if s.output == nil {
-		s.output = io.Discard
-	}
-	s.args = []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--namespace", "default", "--log-level", "error"}
-	if !opts.UI {
-		s.args = append(s.args, "--headless")
-	}
+	var db string
 	if opts.DBFile != "" {
-		db, err := filepath.Abs(opts.DBFile)
-		if err != nil {
+		if db, err = filepath.Abs(opts.DBFile); err != nil {
 			return nil, fmt.Errorf("temporal db file %q: %w", opts.DBFile, err)
 		}
-		s.args = append(s.args, "--db-filename", db)
-		s.pidFile = db + ".pid"
-		if err := stopStale(s.pidFile, db); err != nil {
+		if err := stopStale(db+".pid", db); err != nil {
 			return nil, err
 		}
 	}
-	s.args = append(s.args, devServerArgs...)
-	if err := s.Restart(ctx); err != nil {
+	// A free port is only free when asked: the server also binds ports of its own next to it
+	// (the UI's, its internal services'), and any of them may be taken by the time it starts.
+	// A server that exits during startup is tried again on another port.
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, fmt.Errorf("start Temporal dev server: %w", err)
+		}
+		s := &DevServer{path: path, output: opts.Output, hostPort: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+		if s.output == nil {
+			s.output = io.Discard
+		}
+		s.args = []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--namespace", "default", "--log-level", "error"}
+		if !opts.UI {
+			s.args = append(s.args, "--headless")
+		}
+		if db != "" {
+			s.args = append(s.args, "--db-filename", db)
+			s.pidFile = db + ".pid"
+		}
+		s.args = append(s.args, devServerArgs...)
+		err = s.Restart(ctx)
+		if err == nil {
+			return s, nil
+		}
 		_ = s.Stop()
-		return nil, err
+		if !errors.Is(err, errExitedDuringStartup) || attempt == devServerStartAttempts || ctx.Err() != nil {
+			return nil, err
+		}
 	}
-	return s, nil
 }
+
+// devServerStartAttempts bounds the ports StartDevServer tries.
+const devServerStartAttempts = 3
+
+// errExitedDuringStartup: the server process ended before it answered.
+var errExitedDuringStartup = errors.New("the server exited during startup (its log is the dev server's output)")
 
 // Restart starts the server process again on the same port and files, if it is not running,
 // and waits until it answers; the client stays valid (it reconnects). It is how a supervisor
@@ -216,7 +232,7 @@ func (s *DevServer) waitReady(ctx context.Context, exited <-chan struct{}) error
 		}
 		select {
 		case <-exited:
-			return errors.New("the server exited during startup (its log is the dev server's output)")
+			return errExitedDuringStartup
 		case <-ctx.Done():
 			return fmt.Errorf("the server did not answer in time: %w", ctx.Err())
 		case <-time.After(100 * time.Millisecond):
