@@ -281,9 +281,9 @@ func rules() []rule {
 			only:    []string{"github.com/modelcontextprotocol/go-sdk/mcp"},
 		},
 		{
-			name:    "mcpsession imports only agent, mcp and wire: credentials and call claims come through its own interfaces",
+			name:    "mcpsession imports only agent, mcp, mcpurl and wire: credentials and call claims come through its own interfaces",
 			subject: is("internal/mcpsession"),
-			only:    []string{internal("internal/agent"), internal("internal/mcp"), internal("internal/wire")},
+			only:    []string{internal("internal/agent"), internal("internal/mcp"), internal("internal/mcpurl"), internal("internal/wire")},
 		},
 		{
 			name:      "mcpsession never reaches store, sessions, turns, durable, httpapi or Temporal",

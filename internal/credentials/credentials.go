@@ -105,16 +105,6 @@ type Resolver struct {
 	flight singleflight.Group
 }
 
-// origin is scheme and host of an endpoint: a path or query may carry a secret, which errors
-// (they reach session.error and logs) must not.
-func origin(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Scheme + "://" + u.Host
-}
-
 // NewHTTPClient is the client token endpoints are called with: bounded, redirects not
 // followed, every dial through guard (non-public addresses refused unless it allows them).
 func NewHTTPClient(transport http.RoundTripper) *http.Client {
@@ -376,7 +366,7 @@ func (r *Resolver) callTokenEndpoint(ctx context.Context, credentialID string, c
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.TokenEndpoint, strings.NewReader(form.Encode()))
 	if err != nil {
-		return fail(0, "", fmt.Errorf("token endpoint %s: %w", origin(cfg.TokenEndpoint), err))
+		return fail(0, "", fmt.Errorf("token endpoint %s: %w", mcpurl.Origin(cfg.TokenEndpoint), err))
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
@@ -390,7 +380,7 @@ func (r *Resolver) callTokenEndpoint(ctx context.Context, credentialID string, c
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return fail(0, "", fmt.Errorf("call token endpoint %s: %w", origin(cfg.TokenEndpoint), err))
+		return fail(0, "", fmt.Errorf("call token endpoint %s: %w", mcpurl.Origin(cfg.TokenEndpoint), err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 == 3 {

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/agent"
 	"github.com/managed-agents/managed-agents/internal/mcp"
+	"github.com/managed-agents/managed-agents/internal/mcpurl"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -238,7 +238,7 @@ func (c *Connector) token(ctx context.Context, sessionID, serverURL string) (Tok
 	case errors.Is(err, ErrNoToken):
 		return Token{}, nil
 	case err != nil:
-		return Token{}, &tokenError{err: fmt.Errorf("the credential for %s: %w", origin(serverURL), err), auth: errors.Is(err, ErrCredentialUnusable)}
+		return Token{}, &tokenError{err: fmt.Errorf("the credential for %s: %w", mcpurl.Origin(serverURL), err), auth: errors.Is(err, ErrCredentialUnusable)}
 	}
 	return tok, nil
 }
@@ -252,16 +252,6 @@ type tokenError struct {
 
 func (e *tokenError) Error() string { return e.err.Error() }
 func (e *tokenError) Unwrap() error { return e.err }
-
-// origin is scheme and host of a server URL: its path or query may carry a secret, which
-// messages and logs must not.
-func origin(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "the server's URL"
-	}
-	return u.Scheme + "://" + u.Host
-}
 
 func (c *Connector) options(token string) mcp.Options {
 	return mcp.Options{HTTPClient: c.cfg.HTTPClient, Token: token, ConnectTimeout: c.connectTimeout()}

@@ -45,3 +45,13 @@ func Normalize(raw string) (string, error) {
 	out := url.URL{Scheme: scheme, Host: hostport, Path: strings.TrimRight(u.Path, "/"), RawPath: strings.TrimRight(u.RawPath, "/"), RawQuery: u.RawQuery}
 	return out.String(), nil
 }
+
+// Origin is the scheme and host of a URL, for messages and logs: a URL's user information,
+// path or query may carry a secret. A URL that does not parse is "(unparsable URL)".
+func Origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Scheme + "://" + u.Host
+}

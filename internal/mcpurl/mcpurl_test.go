@@ -35,3 +35,13 @@ func TestNormalize(t *testing.T) {
 		require.Equal(t, tt.want, got, tt.in)
 	}
 }
+
+func TestOrigin(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://alice:pw@mcp.example.com:8443/mcp/secret-key?token=x": "https://mcp.example.com:8443",
+		"http://127.0.0.1:9/mcp": "http://127.0.0.1:9",
+		"%zz":                    "(unparsable URL)",
+	} {
+		require.Equal(t, want, Origin(raw), raw)
+	}
+}
