@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	toolconfig "github.com/managed-agents/managed-agents/internal/tools/config"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -82,21 +83,10 @@ type mcpRef struct {
 // default_config.enabled false and no enabled configs entry offers nothing, so its server is
 // not contacted at all.
 func MCPServersToList(a wire.SessionAgent) []wire.MCPServer {
-	offering := map[string]bool{}
-	for _, t := range a.Tools {
-		ts := t.MCPToolset
-		if ts == nil {
-			continue
-		}
-		on := ts.DefaultConfig.Enabled
-		for _, c := range ts.Configs {
-			on = on || c.Enabled
-		}
-		offering[ts.MCPServerName] = on
-	}
+	eff := toolconfig.NewEffective(a.Tools)
 	var out []wire.MCPServer
 	for _, s := range a.MCPServers {
-		if offering[s.Name] {
+		if eff.MCPOffersAny(s.Name) {
 			out = append(out, s)
 		}
 	}

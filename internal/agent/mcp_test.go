@@ -254,3 +254,20 @@ func TestMCPToolLosesToACustomToolOfTheSameName(t *testing.T) {
 	require.Equal(t, []string{"mcp__gh__get_issue", "mcp__gh__delete_repo", "mcp__gh__no_schema"}, m.tools[0], "offered once, as the custom tool")
 	require.Len(t, ofType(l.Events(), wire.EventAgentCustomToolUse), 1)
 }
+
+func TestMCPServersToList(t *testing.T) {
+	t.Parallel()
+	servers := json.RawMessage(`[{"type":"url","name":"on","url":"https://a.example.test"},{"type":"url","name":"off","url":"https://b.example.test"},{"type":"url","name":"one","url":"https://c.example.test"}]`)
+	resolved, decoded, err := toolconfig.ParseAndResolve(json.RawMessage(`[
+		{"type":"mcp_toolset","mcp_server_name":"on"},
+		{"type":"mcp_toolset","mcp_server_name":"off","default_config":{"enabled":false},"configs":[{"name":"x","enabled":false}]},
+		{"type":"mcp_toolset","mcp_server_name":"one","default_config":{"enabled":false},"configs":[{"name":"x","enabled":true}]}]`), servers)
+	require.NoError(t, err)
+	ag := agentWith(t, noTools)
+	ag.Tools, ag.MCPServers = resolved, decoded
+	var names []string
+	for _, s := range agent.MCPServersToList(ag) {
+		names = append(names, s.Name)
+	}
+	require.Equal(t, []string{"on", "one"}, names, "a server whose toolset enables nothing is not contacted")
+}

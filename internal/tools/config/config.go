@@ -730,6 +730,17 @@ func (e Effective) MCP(server, tool string) Setting {
 	return defaultSetting(ts.DefaultConfig)
 }
 
+// MCPOffersAny reports whether the toolset of an MCP server can enable any tool: its
+// default_config enables tools, or a configs entry does. A server without a toolset offers
+// nothing.
+func (e Effective) MCPOffersAny(server string) bool {
+	ts, ok := e.mcp[server]
+	if !ok {
+		return false
+	}
+	return ts.DefaultConfig.Enabled || slices.ContainsFunc(ts.Configs, func(c wire.MCPToolConfig) bool { return c.Enabled })
+}
+
 func defaultSetting(d wire.ToolDefaultConfig) Setting {
 	return Setting{Enabled: d.Enabled, Policy: d.PermissionPolicy}
 }
