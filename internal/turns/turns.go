@@ -33,8 +33,8 @@ type Turn struct {
 	// client events (LoadTurn, Advance), or the whole log (LoadConversation).
 	History       []wire.Event
 	EnvironmentID string
-	// TurnStartSeq is where the current (or latest) turn starts in the log (LoadTurn and
-	// LoadConversation): the version of its MCP listing.
+	// TurnStartSeq is where the current (or latest) turn starts in the log (LoadTurn, and
+	// LoadConversation for an agent with MCP servers): the version of its MCP listing.
 	TurnStartSeq int64
 	// MCPTools is what the agent's MCP servers listed for the current turn, and MCPListed
 	// whether they were listed for it yet (LoadTurn and LoadConversation).
@@ -518,11 +518,26 @@ func (s *Service) load(ctx context.Context, sessionID string, whole bool) (Turn,
 		if !live(rec) {
 			return ErrSessionGone
 		}
-		w, err := q.GetTurnWindow(ctx, sessionID)
-		if err != nil {
+		out = Turn{EnvironmentID: rec.EnvironmentID}
+		if out.Agent, err = decodeAgent(rec); err != nil {
 			return err
 		}
-		from := w.StartSeq
+		mcp := len(out.Agent.MCPServers) > 0
+		// The window is needed to read a turn's log, and, for the whole log, only to find the
+		// turn's MCP listing: a step of an agent without MCP servers reads nothing more.
+		if !whole || mcp {
+			w, err := q.GetTurnWindow(ctx, sessionID)
+			if err != nil {
+				return err
+			}
+			out.TurnStartSeq = w.StartSeq
+		}
+		if mcp {
+			if out.MCPTools, out.MCPListed, err = turnListing(ctx, q, sessionID, out.TurnStartSeq); err != nil {
+				return err
+			}
+		}
+		from := out.TurnStartSeq
 		if whole {
 			from = 0
 		}
@@ -530,15 +545,7 @@ func (s *Service) load(ctx context.Context, sessionID string, whole bool) (Turn,
 		if err != nil {
 			return err
 		}
-		out = Turn{History: h, EnvironmentID: rec.EnvironmentID, TurnStartSeq: w.StartSeq}
-		if out.Agent, err = decodeAgent(rec); err != nil {
-			return err
-		}
-		if len(out.Agent.MCPServers) > 0 {
-			if out.MCPTools, out.MCPListed, err = turnListing(ctx, q, sessionID, w.StartSeq); err != nil {
-				return err
-			}
-		}
+		out.History = h
 		if out.Step, err = agent.Next(h); err != nil {
 			return fmt.Errorf("plan turn: %w", err)
 		}
