@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -167,22 +166,12 @@ func TestMCPToolConfigsEnableAndDisable(t *testing.T) {
 	require.Zero(t, srv.Calls("echo"))
 }
 
-// closedURL is an MCP URL on 127.0.0.1 where nothing listens.
-func closedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return "http://" + addr + "/mcp"
-}
-
 func TestMCPServerFailuresAreSessionErrors(t *testing.T) {
 	t.Parallel()
 	good := mcptest.Start(t)
 	locked := mcptest.Start(t, mcptest.WithBearer(func(token string) bool { return token == "secret" }))
 	e := newRunningEnv(t, allowLocalMCP)
-	f := newMCPFixture(t, e, map[string]string{"good": good.URL, "down": closedURL(t), "locked": locked.URL},
+	f := newMCPFixture(t, e, map[string]string{"good": good.URL, "down": mcptest.ClosedURL(t), "locked": locked.URL},
 		mcpToolset("good", true), mcpToolset("down", true), mcpToolset("locked", true))
 
 	// The turn goes on with the tools of the server that answered.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,15 +84,6 @@ func (tk *tokens) Refresh(_ context.Context, _, credentialID, _ string) (mcpsess
 	return mcpsession.Token{Value: tk.fresh, CredentialID: credentialID, Refreshable: true}, nil
 }
 
-func closedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return "http://" + addr + "/mcp"
-}
-
 func TestListReportsEachServer(t *testing.T) {
 	t.Parallel()
 	good := mcptest.Start(t)
@@ -106,7 +96,7 @@ func TestListReportsEachServer(t *testing.T) {
 	c := mcpsession.New(mcpsession.Config{}, tk, &memClaims{}, nil)
 	servers := []wire.MCPServer{
 		{Type: "url", Name: "good", URL: good.URL},
-		{Type: "url", Name: "down", URL: closedURL(t)},
+		{Type: "url", Name: "down", URL: mcptest.ClosedURL(t)},
 		{Type: "url", Name: "locked", URL: locked.URL},
 		{Type: "url", Name: "refreshed", URL: refreshed.URL},
 	}
@@ -175,7 +165,7 @@ func TestCallIsSentAtMostOnce(t *testing.T) {
 	srv := mcptest.Start(t)
 	claims := &memClaims{}
 	c := mcpsession.New(mcpsession.Config{}, nil, claims, nil)
-	caller := c.Caller("sesn_1", []wire.MCPServer{{Type: "url", Name: "s", URL: srv.URL}, {Type: "url", Name: "down", URL: closedURL(t)}})
+	caller := c.Caller("sesn_1", []wire.MCPServer{{Type: "url", Name: "s", URL: srv.URL}, {Type: "url", Name: "down", URL: mcptest.ClosedURL(t)}})
 
 	res, err := caller.CallMCP(t.Context(), "sevt_1", "s", "echo", json.RawMessage(`{"text":"hi"}`))
 	require.NoError(t, err)
