@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/managed-agents/managed-agents/internal/agent"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -74,11 +75,12 @@ func TestWebToolsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(fetcher.Close)
 	require.False(t, searcher.Configured(), "no backend by default")
-	content, isError := searcher.Run(t.Context(), json.RawMessage(`{"query":"q"}`), toolConfig())
+	tools := agentWebTools{fetch: fetcher, search: searcher} // as the worker's agent loop runs them
+	content, isError := run(t, tools, wire.ToolNameWebSearch, `{"query":"q"}`)
 	require.True(t, isError)
 	require.Contains(t, *content[0].Text, "web_search is not configured on this server: set MANAGED_AGENT_WEB_SEARCH_BACKEND")
 	// Private networks are refused by default: a literal loopback URL, before any connection.
-	content, isError = fetcher.Run(t.Context(), json.RawMessage(`{"url":"http://127.0.0.1:1/"}`), toolConfig())
+	content, isError = run(t, tools, wire.ToolNameWebFetch, `{"url":"http://127.0.0.1:1/"}`)
 	require.True(t, isError)
 	require.Contains(t, *content[0].Text, "url_not_allowed")
 }
@@ -97,7 +99,7 @@ func TestWebToolsSearXNG(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(fetcher.Close)
 	require.True(t, searcher.Configured())
-	content, isError := searcher.Run(t.Context(), json.RawMessage(`{"query":"q"}`), toolConfig())
+	content, isError := run(t, agentWebTools{fetch: fetcher, search: searcher}, wire.ToolNameWebSearch, `{"query":"q"}`)
 	require.False(t, isError)
 	require.Len(t, content, 1)
 	require.Equal(t, "https://go.dev/", content[0].SourceURL())
@@ -111,25 +113,30 @@ func TestWebToolsAllowPrivateNetworks(t *testing.T) {
 		fmt.Fprint(w, "intranet page")
 	}))
 	t.Cleanup(srv.Close)
-	fetcher, _, err := Config{Web: WebConfig{FetchAllowPrivateNetworks: true}}.WebTools()
+	tools, stop, err := Config{Web: WebConfig{FetchAllowPrivateNetworks: true}}.AgentWebTools()
 	require.NoError(t, err)
-	t.Cleanup(fetcher.Close)
+	t.Cleanup(stop)
 	in, _ := json.Marshal(map[string]string{"url": srv.URL + "/"})
-	content, isError := fetcher.Run(t.Context(), in, toolConfig())
+	content, isError := run(t, tools, wire.ToolNameWebFetch, string(in))
 	require.False(t, isError, "%+v", content)
 	text, ok := content[0].TextSource()
 	require.True(t, ok)
 	require.Equal(t, "intranet page", text)
 }
 
-func toolConfig() wire.ToolConfig { return wire.ToolConfig{Name: wire.ToolNameWebFetch, Enabled: true} }
+// run calls a web tool the way the agent loop does, with an enabled config of that tool.
+func run(t *testing.T, tools agent.WebTools, name, input string) ([]wire.ContentBlock, bool) {
+	t.Helper()
+	r := tools.RunWeb(t.Context(), name, json.RawMessage(input), wire.ToolConfig{Name: name, Enabled: true})
+	return r.Content, r.IsError
+}
 
 func TestAgentWebTools(t *testing.T) {
 	t.Parallel()
 	tools, stop, err := Config{}.AgentWebTools()
 	require.NoError(t, err)
 	t.Cleanup(stop)
-	res := tools.RunWeb(t.Context(), wire.ToolNameWebFetch, json.RawMessage(`{"url":"http://169.254.169.254/"}`), toolConfig())
+	res := tools.RunWeb(t.Context(), wire.ToolNameWebFetch, json.RawMessage(`{"url":"http://169.254.169.254/"}`), wire.ToolConfig{Name: wire.ToolNameWebFetch, Enabled: true})
 	require.True(t, res.IsError)
 	require.Len(t, res.Content, 1)
 	require.Contains(t, res.Text, "web_fetch error (url_not_allowed): http://169.254.169.254/: 169.254.169.254 is the cloud metadata address")

@@ -144,12 +144,6 @@ func (f *Fetcher) checkURL(u *url.URL, policy domainPolicy) error {
 	return nil
 }
 
-// Run is Fetch for callers that know only wire types (the agent loop's interface).
-func (f *Fetcher) Run(ctx context.Context, input json.RawMessage, cfg wire.ToolConfig) ([]wire.ContentBlock, bool) {
-	r := f.Fetch(ctx, input, OptionsFor(cfg))
-	return r.Content, r.IsError
-}
-
 // Fetch runs one web_fetch call: input is {"url": "..."}. It fetches the URL with GET,
 // following redirects that pass the same checks, and returns one document block with the
 // page's text: HTML converted to Markdown, plain text and JSON as they are. Every failure is

@@ -521,11 +521,12 @@ func TestOptionsFor(t *testing.T) {
 	require.Equal(t, Options{}, OptionsFor(wire.ToolConfig{}))
 }
 
-func TestRunUsesWireTypes(t *testing.T) {
+func TestOptionsForAppliesTheToolConfig(t *testing.T) {
 	t.Parallel()
 	_, port := testSite(t)
 	f, _ := newTestFetcher(t, FetchConfig{})
-	content, isError := f.Run(t.Context(), input("http://ads.example.test:"+port+"/text"), wire.ToolConfig{BlockedDomains: []string{"ads.example.test"}})
+	r := f.Fetch(t.Context(), input("http://ads.example.test:"+port+"/text"), OptionsFor(wire.ToolConfig{BlockedDomains: []string{"ads.example.test"}}))
+	content, isError := r.Content, r.IsError
 	require.True(t, isError)
 	require.Contains(t, *content[0].Text, "url_not_allowed")
 }

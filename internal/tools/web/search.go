@@ -82,12 +82,6 @@ func NewSearcher(b Backend, cfg SearchConfig) *Searcher {
 // Configured reports whether searches go anywhere.
 func (s *Searcher) Configured() bool { return s != nil && s.backend != nil }
 
-// Run is Search for callers that know only wire types (the agent loop's interface).
-func (s *Searcher) Run(ctx context.Context, input json.RawMessage, cfg wire.ToolConfig) ([]wire.ContentBlock, bool) {
-	r := s.Search(ctx, input, OptionsFor(cfg))
-	return r.Content, r.IsError
-}
-
 // Search runs one web_search call: input is {"query": "..."}. It returns one search_result
 // block per hit, at most MaxResults, only of URLs the agent's domain rules allow; no hits is
 // a text block saying so, not an error.

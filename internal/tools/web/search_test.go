@@ -249,7 +249,8 @@ func TestSearchNotConfigured(t *testing.T) {
 	r := s.Search(t.Context(), query("q"), Options{})
 	require.True(t, r.IsError)
 	require.Equal(t, "web_search error (unavailable): web_search is not configured on this server: set MANAGED_AGENT_WEB_SEARCH_BACKEND (searxng) and MANAGED_AGENT_WEB_SEARCH_URL (docs/web-tools.md)", r.Text())
-	content, isError := s.Run(t.Context(), query("q"), wire.ToolConfig{})
+	again := s.Search(t.Context(), query("q"), OptionsFor(wire.ToolConfig{}))
+	content, isError := again.Content, again.IsError
 	require.True(t, isError)
 	require.Equal(t, r.Content, content)
 	var nilSearcher *Searcher
