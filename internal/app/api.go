@@ -75,6 +75,10 @@ func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logg
 	}
 	opts = append(opts, sessions.WithVaultKeys(vaultKeys))
 	svc := sessions.New(st, notifier, logger, opts...)
+	if err := listener.Listen(store.TopicKeys, svc.Keys()); err != nil {
+		st.Close()
+		return nil, err
+	}
 	svc.Wakes().Start()
 	a := &API{
 		Store: st, Service: svc, Previews: previews,
@@ -123,11 +127,7 @@ func (a *API) Close() {
 
 // BindAPIKey makes key valid, in its own workspace if it is new.
 func (a *API) BindAPIKey(ctx context.Context, key string) (string, error) {
-	ws, err := a.Store.EnsureAPIKey(ctx, key, "default")
-	if err != nil {
-		return "", fmt.Errorf("register api key: %w", err)
-	}
-	return ws, nil
+	return a.Service.BindConfiguredKey(ctx, key, "default")
 }
 
 // Serve runs an HTTP server on ln until ctx ends, then drains it. limits bound what one

@@ -224,9 +224,9 @@ func RunController(ctx context.Context, cfg Config, version string) error {
 	defer svc.Wakes().Stop()
 	deps := ControllerDeps{Store: st, Service: svc}
 	if cfg.APIKey != "" {
-		ws, err := svc.WorkspaceForKey(ctx, cfg.APIKey, "default")
+		ws, err := svc.BindConfiguredKey(ctx, cfg.APIKey, "default")
 		if err != nil {
-			return fmt.Errorf("register api key: %w", err)
+			return err
 		}
 		deps.Workspaces = map[string]string{"default": ws}
 	}

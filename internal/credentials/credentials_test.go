@@ -62,7 +62,7 @@ func newFixture(t *testing.T, spec string) *fixture {
 	require.NoError(t, st.Migrate(ctx, logger))
 	keys := testKeys(t, spec)
 	svc := sessions.New(st, store.NewNotifier(), logger, sessions.WithVaultKeys(keys))
-	ws, err := st.EnsureAPIKey(ctx, "sk-test-"+t.Name(), "test")
+	ws, err := st.EnsureAPIKey(ctx, store.NewAPIKey{Secret: "sk-test-" + t.Name()}, "test")
 	require.NoError(t, err)
 	a, err := svc.CreateAgent(ctx, ws, wire.AgentCreateParams{Name: "a", Model: &wire.ModelParam{ID: "claude-sonnet-4-5"}})
 	require.NoError(t, err)

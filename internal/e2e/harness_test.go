@@ -19,6 +19,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/app"
 	"github.com/managed-agents/managed-agents/internal/ids"
+	"github.com/managed-agents/managed-agents/internal/sessions"
 	"github.com/managed-agents/managed-agents/internal/pgtest"
 )
 
@@ -75,13 +76,15 @@ func newAPIEnv(t testing.TB, cfg app.Config, tc client.Client) *env {
 	return e
 }
 
-// newKey creates a key in a new workspace.
+// newKey creates a key in a new workspace, as an operator does (admin create).
 func (e *env) newKey() string {
 	e.t.Helper()
-	key := "sk-test-" + ids.New("")
-	_, err := e.api.BindAPIKey(context.Background(), key)
+	ctx := context.Background()
+	ws, err := e.api.Service.CreateWorkspace(ctx, "test admin", "test-"+ids.New(""))
 	require.NoError(e.t, err)
-	return key
+	k, err := e.api.Service.CreateKey(ctx, "test admin", sessions.KeyRequest{WorkspaceID: ws.ID, Label: e.t.Name()})
+	require.NoError(e.t, err)
+	return k.Secret
 }
 
 // clientFor is the official SDK pointed at the server, retries off so every request is

@@ -94,9 +94,9 @@ func userMessage(text string) anthropic.BetaManagedAgentsEventParamsUnion {
 // workspaceID is the workspace of the env's key.
 func (e *env) workspaceID() string {
 	e.t.Helper()
-	ws, err := e.api.Service.Authenticate(context.Background(), e.key)
+	p, err := e.api.Service.Authenticate(context.Background(), e.key)
 	require.NoError(e.t, err)
-	return ws
+	return p.WorkspaceID
 }
 
 // setSessionStatus writes a status straight into the session row: there is no agent runtime

@@ -11,36 +11,59 @@ import (
 
 type apiHandler func(w http.ResponseWriter, r *http.Request) error
 
+// apiKey returns the key a request presents (x-api-key, else Authorization: Bearer), or "".
+func apiKey(r *http.Request) string {
+	if key := r.Header.Get("x-api-key"); key != "" {
+		return key
+	}
+	return bearerToken(r.Header.Get("Authorization"))
+}
+
 // authenticated checks, in the hosted service's order (API.md §17): a valid key (x-api-key or
-// Authorization: Bearer) else 401, then the managed-agents beta else 404.
+// Authorization: Bearer) else 401, then the managed-agents beta else 404. An admin key
+// belongs to no workspace: it is refused here with 403.
 func (s *Server) authenticated(h apiHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("x-api-key")
-		if key == "" {
-			key = bearerToken(r.Header.Get("Authorization"))
-		}
-		if key == "" {
-			writeError(w, r, http.StatusUnauthorized, "authentication_error", "invalid x-api-key", "")
-			return
-		}
-		ws, err := s.auth.Authenticate(r.Context(), key)
-		if err != nil {
-			if errors.Is(err, sessions.ErrUnknownKey) {
-				writeError(w, r, http.StatusUnauthorized, "authentication_error", "invalid x-api-key", "")
-				return
-			}
-			s.respondError(w, r, err)
+		p, ok := s.principal(w, r)
+		if !ok {
 			return
 		}
 		if !hasBeta(r.Header.Values("anthropic-beta"), betaManagedAgents) {
 			writeError(w, r, http.StatusNotFound, "not_found_error", "not found", "")
 			return
 		}
-		r = r.WithContext(context.WithValue(r.Context(), workspaceKey, ws))
+		if p.Admin {
+			writeError(w, r, http.StatusForbidden, "permission_error", "an admin key cannot use the workspace API: use a workspace's key", "")
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
 		if err := h(w, r); err != nil {
 			s.respondError(w, r, err)
 		}
 	})
+}
+
+// principal authenticates the request's key and records it for the access log; on failure
+// it has answered 401 (or the error's status) and returns false.
+func (s *Server) principal(w http.ResponseWriter, r *http.Request) (sessions.Principal, bool) {
+	key := apiKey(r)
+	if key == "" {
+		writeError(w, r, http.StatusUnauthorized, "authentication_error", "invalid x-api-key", "")
+		return sessions.Principal{}, false
+	}
+	p, err := s.auth.Authenticate(r.Context(), key)
+	if err != nil {
+		if errors.Is(err, sessions.ErrUnknownKey) {
+			writeError(w, r, http.StatusUnauthorized, "authentication_error", "invalid x-api-key", "")
+			return sessions.Principal{}, false
+		}
+		s.respondError(w, r, err)
+		return sessions.Principal{}, false
+	}
+	if info := infoOf(r.Context()); info != nil {
+		info.keyHint = p.Hint
+	}
+	return p, true
 }
 
 // hasBeta looks for want in anthropic-beta values, which may be repeated headers each

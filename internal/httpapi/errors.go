@@ -15,8 +15,20 @@ type ctxKey int
 
 const (
 	requestIDKey ctxKey = iota
-	workspaceKey
+	principalKey
+	requestInfoKey
 )
+
+// requestInfo is what the access log says of a request beyond its method and path; handlers
+// deeper in the chain fill it in.
+type requestInfo struct {
+	keyHint string
+}
+
+func infoOf(ctx context.Context) *requestInfo {
+	info, _ := ctx.Value(requestInfoKey).(*requestInfo)
+	return info
+}
 
 func newRequestID() string { return ids.New(ids.Request) }
 
@@ -29,9 +41,12 @@ func requestID(ctx context.Context) string {
 	return id
 }
 
-func workspace(ctx context.Context) string {
-	ws, _ := ctx.Value(workspaceKey).(string)
-	return ws
+func workspace(ctx context.Context) string { return principalOf(ctx).WorkspaceID }
+
+// principalOf is the authenticated key of the request (zero before authentication).
+func principalOf(ctx context.Context) sessions.Principal {
+	p, _ := ctx.Value(principalKey).(sessions.Principal)
+	return p
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

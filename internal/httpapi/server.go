@@ -23,9 +23,9 @@ const maxBodyBytes = 32 << 20
 // betaManagedAgents is the beta every Managed Agents route requires.
 const betaManagedAgents = "managed-agents-2026-04-01"
 
-// Authenticator maps an API key to its workspace.
+// Authenticator maps an API key to who it is (sessions.ErrUnknownKey for none).
 type Authenticator interface {
-	Authenticate(ctx context.Context, key string) (workspaceID string, err error)
+	Authenticate(ctx context.Context, key string) (sessions.Principal, error)
 }
 
 // Config configures the HTTP API.
@@ -134,7 +134,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rid := newRequestID()
 	w.Header().Set("request-id", rid)
-	r = r.WithContext(withRequestID(r.Context(), rid))
+	info := &requestInfo{}
+	r = r.WithContext(context.WithValue(withRequestID(r.Context(), rid), requestInfoKey, info))
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	defer func() {
@@ -147,8 +148,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeError(rec, r, http.StatusInternalServerError, "api_error", "Internal server error", "")
 			}
 		}
-		s.logger.DebugContext(r.Context(), "request", "request_id", rid, "method", r.Method, "path", r.URL.Path,
-			"status", rec.status, "duration", time.Since(start))
+		// The access log: one line per request, never a body. route is the matched pattern
+		// (bounded), path the request's own (capped), key the key's hint.
+		s.logger.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("request_id", rid),
+			slog.String("method", r.Method), slog.String("route", routeOf(r)), slog.String("path", wire.Excerpt(r.URL.Path, 256)),
+			slog.String("key", info.keyHint), slog.Int("status", rec.status), slog.Duration("duration", time.Since(start)))
 	}()
 	if uncleanPath(r.URL.Path) {
 		// Before the mux, which would redirect (307, HTML body) to the cleaned path.
@@ -156,6 +160,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(rec, r)
+}
+
+// routeOf is the pattern the mux matched (set on r by ServeMux), "" for none.
+func routeOf(r *http.Request) string {
+	if r.Pattern == "/" {
+		return "" // the catch-all 404
+	}
+	return r.Pattern
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {

@@ -2,19 +2,92 @@ package sessions
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
+	"fmt"
+	"strings"
+	"time"
 
 	"github.com/managed-agents/managed-agents/internal/store"
 )
 
-// ErrUnknownKey is returned for an API key the server does not know.
+// ErrUnknownKey is returned for an API key the server does not accept: unknown, revoked or
+// expired (one error for all, so a caller learns nothing about keys it does not hold).
 var ErrUnknownKey = errors.New("unknown api key")
 
-// Authenticate returns the workspace of an API key.
-func (s *Service) Authenticate(ctx context.Context, key string) (string, error) {
-	ws, err := s.store.WorkspaceForKey(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return "", ErrUnknownKey
+// Principal is who a request acts as: one API key and what it may reach.
+type Principal struct {
+	KeyID string
+	// WorkspaceID is empty for an admin key.
+	WorkspaceID string
+	// Hint names the key in logs without revealing it ("sk-ma-…abcd").
+	Hint  string
+	Admin bool
+	// ExpiresAt is when the key stops working, if it ever does.
+	ExpiresAt *time.Time
+}
+
+// Authenticate returns the principal of an API key, or ErrUnknownKey. Accepted keys are
+// cached; a revocation reaches every API process through the key cache at once.
+func (s *Service) Authenticate(ctx context.Context, key string) (Principal, error) {
+	if p, ok := s.keys.lookup(key, s.now()); ok {
+		return p, nil
 	}
-	return ws, err
+	gen := s.keys.generation()
+	k, err := s.store.KeyBySecret(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return Principal{}, ErrUnknownKey
+	}
+	if err != nil {
+		return Principal{}, err
+	}
+	p := principalOf(k)
+	if !usable(k, s.now()) {
+		return Principal{}, ErrUnknownKey
+	}
+	s.keys.store(key, p, gen)
+	return p, nil
+}
+
+func principalOf(k store.APIKey) Principal {
+	return Principal{KeyID: k.ID, WorkspaceID: k.WorkspaceID, Hint: k.Hint, Admin: k.Admin, ExpiresAt: k.ExpiresAt}
+}
+
+func usable(k store.APIKey, now time.Time) bool {
+	return k.RevokedAt == nil && (k.ExpiresAt == nil || k.ExpiresAt.After(now))
+}
+
+// keyPrefix starts every key the server generates, so a leaked one is recognisable (secret
+// scanners match on it).
+const keyPrefix = "sk-ma-"
+
+// NewKeySecret returns a new API key: the prefix and 256 random bits.
+func NewKeySecret() string {
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return keyPrefix + base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// KeyHint returns what may be shown of a key: its dash-separated prefix ("sk-ma-") and, for
+// a key long enough that four characters leave ≥ 128 unknown bits, its last four characters.
+func KeyHint(key string) string {
+	prefix := ""
+	if i := strings.LastIndex(key[:min(len(key), 12)], "-"); i >= 0 {
+		prefix = key[:i+1]
+	}
+	if len(key)-len(prefix) >= 26 {
+		return prefix + "…" + key[len(key)-4:]
+	}
+	return prefix + "…"
+}
+
+// BindConfiguredKey makes key (MANAGED_AGENT_API_KEY) valid in the workspace named name,
+// ending the configured key it replaces; it returns the workspace.
+func (s *Service) BindConfiguredKey(ctx context.Context, key, name string) (string, error) {
+	ws, err := s.store.EnsureAPIKey(ctx, store.NewAPIKey{Secret: key, Label: "configured", Hint: KeyHint(key)}, name)
+	if err != nil {
+		return "", fmt.Errorf("register the configured api key: %w", err)
+	}
+	return ws, nil
 }

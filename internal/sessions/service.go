@@ -34,6 +34,8 @@ type Service struct {
 	// the constructor stays as it is.
 	wakesOnce sync.Once
 	wakes     *Waker
+	// keys caches accepted API keys; the process's Listener feeds it revocations.
+	keys *KeyCache
 }
 
 // Option configures a Service at construction.
@@ -47,12 +49,16 @@ func WithRunner(r Runner) Option { return func(s *Service) { s.runner = r } }
 // a credential (or giving one a new secret) is refused with a 400 that says so.
 func WithVaultKeys(kr *secretbox.Keyring) Option { return func(s *Service) { s.vaultKeys = kr } }
 
+// Keys is the API key cache: give it to the process's Listener for store.TopicKeys so that
+// revoked keys stop working at once.
+func (s *Service) Keys() *KeyCache { return s.keys }
+
 // New returns a service. The notifier feeds live streams.
 func New(st *store.Store, notifier *store.Notifier, logger *slog.Logger, opts ...Option) *Service {
 	s := &Service{store: st, notifier: notifier, logger: logger, now: func() time.Time {
 		// Microseconds: what PostgreSQL keeps, so echoed and re-read timestamps agree.
 		return time.Now().UTC().Truncate(time.Microsecond)
-	}}
+	}, keys: newKeyCache()}
 	for _, o := range opts {
 		o(s)
 	}

@@ -22,12 +22,6 @@ func (s *Service) WorkspaceExists(ctx context.Context, id string) (bool, error) 
 	return s.store.WorkspaceExists(ctx, id)
 }
 
-// WorkspaceForKey returns the workspace of an API key, creating a workspace named name for
-// the key when it is new (as `serve` does with MANAGED_AGENT_API_KEY).
-func (s *Service) WorkspaceForKey(ctx context.Context, key, name string) (string, error) {
-	return s.store.EnsureAPIKey(ctx, key, name)
-}
-
 // SessionByKey returns the session of the workspace created with the idempotency key,
 // whatever request created it; found is false when there is none. The controller uses it to
 // adopt the session an earlier attempt created before it retries the create, so a spec

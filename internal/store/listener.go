@@ -22,6 +22,9 @@ const (
 	// TopicPreviews carries preview frames (internal/stream's part encoding): many, large and
 	// best-effort.
 	TopicPreviews Topic = "managed_agents_previews"
+	// TopicKeys carries the id of an API key that was revoked, rotated or expired early, sent
+	// in the transaction that changed it, so every API process drops it from its cache at once.
+	TopicKeys Topic = "managed_agents_keys"
 )
 
 // Handler receives one topic's notifications. Both methods run on the topic's own goroutine,

@@ -77,20 +77,36 @@ func TestEnsureAPIKeyIsIdempotent(t *testing.T) {
 	ctx := t.Context()
 	key := newKey()
 
-	first, err := st.EnsureAPIKey(ctx, key, "dev")
+	first, err := st.EnsureAPIKey(ctx, NewAPIKey{Secret: key}, "dev")
 	require.NoError(t, err)
-	again, err := st.EnsureAPIKey(ctx, key, "dev")
+	again, err := st.EnsureAPIKey(ctx, NewAPIKey{Secret: key}, "dev")
 	require.NoError(t, err)
 	require.Equal(t, first, again)
 	found, err := st.WorkspaceForKey(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, first, found)
 
-	other, err := st.EnsureAPIKey(ctx, newKey(), "dev")
+	// A changed configured key reaches the same workspace, and the key it replaces ends.
+	replacement := newKey()
+	other, err := st.EnsureAPIKey(ctx, NewAPIKey{Secret: replacement}, "dev")
 	require.NoError(t, err)
-	require.NotEqual(t, first, other, "another key gets its own workspace")
-	require.Equal(t, 2, countRows(t, st, "workspaces"))
+	require.Equal(t, first, other, "a changed configured key keeps the workspace's data")
+	_, err = st.WorkspaceForKey(ctx, key)
+	require.ErrorIs(t, err, ErrNotFound, "the replaced configured key no longer works")
+	_, err = st.EnsureAPIKey(ctx, NewAPIKey{Secret: key}, "dev")
+	require.ErrorIs(t, err, ErrKeyEnded, "a replaced key is not brought back by configuring it again")
+	require.Equal(t, 1, countRows(t, st, "workspaces"))
 	require.Equal(t, 2, countRows(t, st, "api_keys"))
+
+	// A key made by an operator is not a configured key: configuring another key leaves it.
+	made := newKey()
+	_, err = st.InsertAPIKey(ctx, NewAPIKey{WorkspaceID: first, Secret: made, CreatedBy: "admin"})
+	require.NoError(t, err)
+	_, err = st.EnsureAPIKey(ctx, NewAPIKey{Secret: newKey()}, "dev")
+	require.NoError(t, err)
+	found, err = st.WorkspaceForKey(ctx, made)
+	require.NoError(t, err)
+	require.Equal(t, first, found)
 }
 
 // Several replicas starting at once with the same configured key must agree on one workspace.
@@ -108,7 +124,7 @@ func TestEnsureAPIKeyConcurrentlyCreatesOneWorkspace(t *testing.T) {
 		st := openStore(t, url)
 		for c := range callsEach {
 			wg.Go(func() {
-				ws, err := st.EnsureAPIKey(t.Context(), key, "dev")
+				ws, err := st.EnsureAPIKey(t.Context(), NewAPIKey{Secret: key}, "dev")
 				errs[r*callsEach+c] = err
 				mu.Lock()
 				got[ws]++
