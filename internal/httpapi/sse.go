@@ -128,11 +128,11 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		case <-key.changed:
 			if !key.recheck(ctx, apiKey(r)) {
-				writeAuthErrorFrame(w, rc)
+				writeAuthErrorFrame(w, rc, requestID(ctx))
 				return nil
 			}
 		case <-key.expiry.C:
-			writeAuthErrorFrame(w, rc)
+			writeAuthErrorFrame(w, rc, requestID(ctx))
 			return nil
 		case <-wake:
 		case <-hold.c:
@@ -258,8 +258,10 @@ func writeFrame(b *bytes.Buffer, name, id string, v any) error {
 
 // writeAuthErrorFrame ends a stream whose key stopped working (revoked or expired): the SDK
 // ends the stream with an authentication_error, and reconnecting with the key gets 401.
-func writeAuthErrorFrame(w http.ResponseWriter, rc *http.ResponseController) {
-	_, _ = w.Write([]byte(`event: error` + "\n" + `data: {"type":"error","error":{"type":"authentication_error","message":"the API key was revoked or has expired"}}` + "\n\n"))
+func writeAuthErrorFrame(w http.ResponseWriter, rc *http.ResponseController, requestID string) {
+	body, _ := json.Marshal(wire.ErrorEnvelope{Type: "error", RequestID: requestID,
+		Error: wire.ErrorObject{Type: "authentication_error", Message: "the API key was revoked or has expired"}})
+	_, _ = w.Write([]byte("event: error\ndata: " + string(body) + "\n\n"))
 	_ = rc.Flush()
 }
 
