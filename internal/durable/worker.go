@@ -4,7 +4,10 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
+
+	"github.com/managed-agents/managed-agents/internal/tracing"
 )
 
 // DefaultStopTimeout is how long a stopping worker lets running steps finish when
@@ -45,6 +48,8 @@ func NewWorker(c client.Client, opts WorkerOptions, acts *Activities) worker.Wor
 		// poll was parked on that partition (p99 of a step ~2 s). Eight cover them all.
 		MaxConcurrentActivityTaskPollers: 8,
 		MaxConcurrentWorkflowTaskPollers: 8,
+		// Carries each turn's trace from the workflow to its steps (trace.go).
+		Interceptors: []interceptor.WorkerInterceptor{&traceInterceptor{tracer: tracing.Tracer(acts.Tracer)}},
 	})
 	w.RegisterWorkflow(SessionWorkflow)
 	w.RegisterWorkflow(TeardownWorkflow)
