@@ -12,8 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/managed-agents/managed-agents/internal/sessions"
 	"github.com/managed-agents/managed-agents/internal/stream"
+	"github.com/managed-agents/managed-agents/internal/tracing"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -39,6 +42,8 @@ type Config struct {
 	Heartbeat time.Duration
 	// Previews delivers token previews to streams that ask for them; nil sends none.
 	Previews stream.Hub
+	// Tracer traces every request (trace.go); nil traces nothing.
+	Tracer trace.TracerProvider
 }
 
 // Server is the HTTP API.
@@ -49,6 +54,7 @@ type Server struct {
 	ready     func(ctx context.Context) error
 	heartbeat time.Duration
 	previews  stream.Hub
+	tracer    trace.Tracer
 	mux       *http.ServeMux
 	// draining is closed by CloseStreams: live streams end so a graceful shutdown can finish.
 	draining  chan struct{}
@@ -60,7 +66,7 @@ func (s *Server) CloseStreams() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // New builds the API handler.
 func New(cfg Config) *Server {
-	s := &Server{svc: cfg.Service, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready, heartbeat: cfg.Heartbeat, previews: cfg.Previews, mux: http.NewServeMux(), draining: make(chan struct{})}
+	s := &Server{svc: cfg.Service, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready, heartbeat: cfg.Heartbeat, previews: cfg.Previews, tracer: tracing.Tracer(cfg.Tracer), mux: http.NewServeMux(), draining: make(chan struct{})}
 	if s.heartbeat == 0 {
 		s.heartbeat = 15 * time.Second
 	}
@@ -136,6 +142,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("request-id", rid)
 	info := &requestInfo{}
 	r = r.WithContext(context.WithValue(withRequestID(r.Context(), rid), requestInfoKey, info))
+	r, span := s.startSpan(r, rid)
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	defer func() {
@@ -153,6 +160,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.logger.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("request_id", rid),
 			slog.String("method", r.Method), slog.String("route", routeOf(r)), slog.String("path", wire.Excerpt(r.URL.Path, 256)),
 			slog.String("key", info.keyHint), slog.Int("status", rec.status), slog.Duration("duration", time.Since(start)))
+		endSpan(span, r, rec.status)
 	}()
 	if uncleanPath(r.URL.Path) {
 		// Before the mux, which would redirect (307, HTML body) to the cleaned path.
