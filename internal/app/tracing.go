@@ -49,7 +49,9 @@ func tracingFromLookup(t TracingConfig, get func(string) string) TracingConfig {
 	return t
 }
 
-func (t TracingConfig) exporter() string { return orDefault(strings.TrimSpace(t.Exporter), exporterNone) }
+func (t TracingConfig) exporter() string {
+	return orDefault(strings.TrimSpace(t.Exporter), exporterNone)
+}
 
 func (t TracingConfig) validate() error {
 	switch t.exporter() {

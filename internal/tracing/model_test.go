@@ -21,7 +21,9 @@ type stubModel struct {
 	err  error
 }
 
-func (s stubModel) Create(context.Context, model.Request) (model.Response, error) { return s.resp, s.err }
+func (s stubModel) Create(context.Context, model.Request) (model.Response, error) {
+	return s.resp, s.err
+}
 func (s stubModel) Stream(_ context.Context, _ model.Request, _ func(model.Delta)) (model.Response, error) {
 	return s.resp, s.err
 }
