@@ -30,9 +30,10 @@ func TestTracesFollowATurn(t *testing.T) {
 
 	f.send(userMessage("make a file\n/tool bash {\"command\":\"echo made > f.txt\"}"))
 	f.untilIdle()
-	// Spans end after the events they cover are committed: wait for the turn's last step.
+	// A step's span ends after its activity returns, which may be after the stream saw the
+	// idle it committed: wait for the turn's steps (their children ended before them).
 	first := waitForSpans(t, exp, func(spans tracetest.SpanStubs) bool {
-		return countNamed(spans, "chat claude-opus-5") == 2 && countNamed(spans, "execute_tool bash") == 1 && countNamed(spans, "POST /v1/sessions/{id}/events") == 1
+		return countNamed(spans, "step ModelTurn") == 2 && countNamed(spans, "step ToolCall") == 1 && countNamed(spans, "POST /v1/sessions/{id}/events") == 1
 	})
 	send := named(t, first, "POST /v1/sessions/{id}/events")[0]
 	turn := send.SpanContext.TraceID()
@@ -49,6 +50,13 @@ func TestTracesFollowATurn(t *testing.T) {
 	acquire := named(t, first, "sandbox.acquire")[0]
 	steps := append(named(t, first, "step ModelTurn"), named(t, first, "step ToolCall")...)
 	require.Len(t, steps, 3)
+	// The signal's span (in the API) is the parent of the steps (in the worker).
+	wake := named(t, first, "wake session")[0]
+	require.Equal(t, send.SpanContext.SpanID(), wake.Parent.SpanID())
+	advance := named(t, first, "step Advance")[0]
+	require.Equal(t, wake.SpanContext.SpanID(), advance.Parent.SpanID(), "the first step continues the wake-up")
+	require.Equal(t, wake.SpanContext.SpanID(), steps[0].Parent.SpanID())
+	steps = append(steps, wake, advance, named(t, first, "step AcquireSandbox")[0])
 	for _, s := range append(append([]tracetest.SpanStub{tool, acquire}, models...), steps...) {
 		require.Equal(t, turn, s.SpanContext.TraceID(), "%s is in the turn's trace", s.Name)
 		require.Equal(t, f.sessionID, attr(s, "managed_agents.session_id").AsString(), "%s carries the session", s.Name)
@@ -63,7 +71,7 @@ func TestTracesFollowATurn(t *testing.T) {
 	f.send(userMessage("again"))
 	f.untilIdle()
 	second := waitForSpans(t, exp, func(spans tracetest.SpanStubs) bool {
-		return countNamed(spans, "chat claude-opus-5") == 1 && countNamed(spans, "POST /v1/sessions/{id}/events") == 1
+		return countNamed(spans, "step ModelTurn") == 1 && countNamed(spans, "POST /v1/sessions/{id}/events") == 1
 	})
 	next := named(t, second, "POST /v1/sessions/{id}/events")[0].SpanContext.TraceID()
 	require.NotEqual(t, turn, next)
