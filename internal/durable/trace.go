@@ -142,7 +142,8 @@ func markTurn(ctx context.Context, turn turns.Turn) {
 }
 
 // toolSpan is the span of one tool call: it learns the outcome from the result the call
-// commits (toolSpan.observe wraps the emitter) or from the call's error.
+// commits (toolSpan.observe wraps the emitter) or from the call's error. With tracing off
+// it is nil, and does nothing.
 type toolSpan struct {
 	span    trace.Span
 	outcome string
@@ -150,7 +151,14 @@ type toolSpan struct {
 
 // startTool starts the span of the call toolUse asks for ("execute_tool <name>").
 func (a *Activities) startTool(ctx context.Context, toolUse wire.Event) (context.Context, *toolSpan) {
-	body, _ := wire.DecodeBody[wire.ToolUseBody](toolUse)
+	if !tracing.Enabled(a.Tracer) {
+		return ctx, nil // the tool use is not even decoded
+	}
+	var body struct {
+		Name          string `json:"name"`
+		MCPServerName string `json:"mcp_server_name"`
+	}
+	_ = json.Unmarshal(toolUse.Body, &body)
 	ctx, span := tracing.Start(ctx, tracing.Tracer(a.Tracer), "execute_tool "+body.Name, trace.WithAttributes(
 		genAIToolName.String(body.Name), genAIToolCallID.String(toolUse.ID)))
 	if body.MCPServerName != "" {
@@ -167,6 +175,9 @@ const (
 
 // observe returns in with an emitter that notes the committed result's is_error.
 func (t *toolSpan) observe(in agent.Input) agent.Input {
+	if t == nil {
+		return in
+	}
 	in.Emitter = toolEmitter{next: in.Emitter, span: t}
 	return in
 }
@@ -174,6 +185,9 @@ func (t *toolSpan) observe(in agent.Input) agent.Input {
 // end ends the span with the call's outcome; a call the log says may not run or that
 // another attempt answered is skipped, not failed.
 func (t *toolSpan) end(err error) {
+	if t == nil {
+		return
+	}
 	switch {
 	case errors.Is(err, agent.ErrNotRunnable), errors.Is(err, turns.ErrCallAnswered):
 		err = nil
@@ -212,6 +226,9 @@ func (e toolEmitter) Emit(ctx context.Context, evs []agent.NewEvent) ([]wire.Eve
 
 // traceSandbox runs fn, the session's sandbox acquisition or attachment, under a span.
 func (a *Activities) traceSandbox(ctx context.Context, name string, fn func(context.Context) error) error {
+	if !tracing.Enabled(a.Tracer) {
+		return fn(ctx)
+	}
 	ctx, span := tracing.Start(ctx, tracing.Tracer(a.Tracer), name)
 	err := fn(ctx)
 	tracing.End(span, err)

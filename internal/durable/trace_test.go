@@ -124,3 +124,15 @@ func TestToolSpanOutcome(t *testing.T) {
 		})
 	}
 }
+
+// With tracing off a tool call costs nothing: no span, the emitter as it was.
+func TestToolSpanOff(t *testing.T) {
+	t.Parallel()
+	a := &Activities{}
+	ctx := context.Background()
+	tctx, tool := a.startTool(ctx, wire.Event{ID: "sevt_u", Type: wire.EventAgentToolUse, Body: json.RawMessage(`{"name":"bash"}`)})
+	require.Equal(t, ctx, tctx)
+	in := agent.Input{Emitter: echoEmitter{}}
+	require.Equal(t, in, tool.observe(in))
+	tool.end(errors.New("ignored"))
+}

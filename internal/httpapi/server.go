@@ -54,7 +54,7 @@ type Server struct {
 	ready     func(ctx context.Context) error
 	heartbeat time.Duration
 	previews  stream.Hub
-	tracer    trace.Tracer
+	tracer    trace.Tracer // nil when tracing is off: a request then builds no span at all
 	mux       *http.ServeMux
 	// draining is closed by CloseStreams: live streams end so a graceful shutdown can finish.
 	draining  chan struct{}
@@ -66,9 +66,12 @@ func (s *Server) CloseStreams() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // New builds the API handler.
 func New(cfg Config) *Server {
-	s := &Server{svc: cfg.Service, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready, heartbeat: cfg.Heartbeat, previews: cfg.Previews, tracer: tracing.Tracer(cfg.Tracer), mux: http.NewServeMux(), draining: make(chan struct{})}
+	s := &Server{svc: cfg.Service, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready, heartbeat: cfg.Heartbeat, previews: cfg.Previews, mux: http.NewServeMux(), draining: make(chan struct{})}
 	if s.heartbeat == 0 {
 		s.heartbeat = 15 * time.Second
+	}
+	if tracing.Enabled(cfg.Tracer) {
+		s.tracer = tracing.Tracer(cfg.Tracer)
 	}
 	s.routes()
 	return s

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -15,6 +16,9 @@ import (
 // root: a traceparent the client sent becomes a link, so a client can find its request in
 // the server's trace but cannot choose the server's trace ids or sampling.
 func (s *Server) startSpan(r *http.Request, requestID string) (*http.Request, trace.Span) {
+	if s.tracer == nil {
+		return r, noSpan
+	}
 	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", r.Method), tracing.RequestID.String(requestID))}
 	if remote := tracing.HTTPHeader(propagation.HeaderCarrier(r.Header)); remote.IsValid() {
@@ -23,6 +27,9 @@ func (s *Server) startSpan(r *http.Request, requestID string) (*http.Request, tr
 	ctx, span := s.tracer.Start(r.Context(), r.Method, opts...)
 	return r.WithContext(ctx), span
 }
+
+// noSpan is the span of every request while tracing is off.
+var noSpan = trace.SpanFromContext(context.Background())
 
 // endSpan names the span after the matched route (bounded, unlike the path), records the
 // status and, on a session's routes, the session id, then ends it. A 5xx is an error.

@@ -6,7 +6,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/managed-agents/managed-agents/internal/model"
 )
@@ -30,7 +29,7 @@ const (
 // the stop reason and the token usage as attributes, a failure recorded with its kind.
 // With a nil or no-op provider it returns m itself.
 func Model(m model.Client, tp trace.TracerProvider) model.Client {
-	if _, off := tp.(noop.TracerProvider); off || tp == nil {
+	if !Enabled(tp) {
 		return m
 	}
 	return tracedModel{next: m, tracer: Tracer(tp)}

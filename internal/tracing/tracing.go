@@ -52,6 +52,13 @@ func Tracer(tp trace.TracerProvider) trace.Tracer {
 	return tp.Tracer(Name)
 }
 
+// Enabled reports whether tp records anything: a hot path may skip building a span's
+// attributes when it does not.
+func Enabled(tp trace.TracerProvider) bool {
+	_, off := tp.(noop.TracerProvider)
+	return tp != nil && !off
+}
+
 type sessionKey struct{}
 
 // WithSession marks ctx as work on the session: every span Start makes under it carries
