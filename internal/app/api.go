@@ -63,7 +63,7 @@ func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logg
 	previews := stream.NewPostgresHub(st.Pool(), listener, logger)
 	var opts []sessions.Option
 	if tc != nil {
-		opts = append(opts, sessions.WithRunner(&durable.Runner{Client: tc, TaskQueue: cfg.TaskQueue, Retry: cfg.modelRetry(), Logger: logger}))
+		opts = append(opts, sessions.WithRunner(&durable.Runner{Client: tc, TaskQueue: cfg.TaskQueue, Retry: cfg.modelRetry(), Logger: logger, Tracer: cfg.Tracing.Provider}))
 	}
 	vaultKeys, err := cfg.vaultKeys()
 	if err != nil {
@@ -85,7 +85,7 @@ func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logg
 		notifier: notifier, temporal: tc,
 		services: startstop.Group{listener, previews},
 	}
-	a.Handler = httpapi.New(httpapi.Config{Service: svc, Auth: svc, Logger: logger, Ready: a.ready, Previews: previews, AdminKey: cfg.AdminKey})
+	a.Handler = httpapi.New(httpapi.Config{Service: svc, Auth: svc, Logger: logger, Ready: a.ready, Previews: previews, AdminKey: cfg.AdminKey, Tracer: cfg.Tracing.Provider})
 	if err := a.services.Start(ctx); err != nil {
 		st.Close()
 		return nil, err

@@ -148,6 +148,9 @@ type Config struct {
 	// MCP bounds the worker's connections to MCP servers (mcp.go).
 	MCP MCPConfig
 
+	// Tracing is OpenTelemetry tracing, off by default (tracing.go).
+	Tracing TracingConfig
+
 	// Kubeconfig is the kubeconfig the controller uses (KUBECONFIG, a list of files as kubectl
 	// reads it, or --kubeconfig); empty means in-cluster for `controller`, and no controller at
 	// all for `dev`.
@@ -230,6 +233,7 @@ func (c Config) Validate() error {
 	}
 	check(c.Network.validate())
 	check(c.validateWeb())
+	check(c.Tracing.validate())
 	check(c.parsed("MANAGED_AGENT_WORKER_STOP_TIMEOUT"))
 	if c.WorkerStopTimeout < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_WORKER_STOP_TIMEOUT=%s: must not be negative", c.WorkerStopTimeout))
@@ -533,6 +537,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.DockerPackageTimeout, "MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT")
 	c.Network = networkFromLookup(c.Network, get)
 	c.Web = webFromLookup(c.Web, get)
+	c.Tracing = tracingFromLookup(c.Tracing, get)
 	for _, p := range sandboxProviders {
 		for _, name := range p.settings {
 			if v := get(name); v != "" {

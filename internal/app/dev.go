@@ -32,6 +32,11 @@ func RunDev(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
+	cfg, stopTracing, err := startTracing(ctx, cfg, "dev", logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}

@@ -33,6 +33,11 @@ func RunServe(ctx context.Context, cfg Config, version string) error {
 	if err != nil {
 		return err
 	}
+	cfg, stopTracing, err := startTracing(ctx, cfg, "api", logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	var tc client.Client
 	if cfg.TemporalAddress != "" {
 		if tc, err = DialTemporal(ctx, cfg, logger); err != nil {
@@ -74,6 +79,11 @@ func RunWorker(ctx context.Context, cfg Config, version string) error {
 	if cfg.TemporalAddress == "" {
 		return errors.New("MANAGED_AGENT_TEMPORAL_ADDRESS is not set: a worker needs Temporal")
 	}
+	cfg, stopTracing, err := startTracing(ctx, cfg, "worker", logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err

@@ -30,6 +30,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/startstop"
 	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/stream"
+	"github.com/managed-agents/managed-agents/internal/tracing"
 	"github.com/managed-agents/managed-agents/internal/turns"
 )
 
@@ -266,14 +267,15 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	engine := turns.New(st, logger)
 	acts := &durable.Activities{
 		Turns: engine,
-		Core:  agent.NewCore(m, agent.WithLogger(logger), agent.WithWebTools(web)),
+		Core:  agent.NewCore(tracing.Model(m, c.Tracing.Provider), agent.WithLogger(logger), agent.WithWebTools(web)),
 		Sandboxes: sandbox.NewManager(registry, engine.Sandboxes(), engine.Sandboxes(), sandbox.WithLogger(logger),
 			sandbox.WithTouchInterval(c.touchInterval()), sandbox.WithCeiling(ceiling)),
 		Previews: previews,
 		MCP:      c.mcpConnector(vaultTokens{vaults}, engine, logger),
 		Logger:   logger,
+		Tracer:   c.Tracing.Provider,
 	}
-	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger}
+	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger, Tracer: c.Tracing.Provider}
 	return &Worker{Credentials: vaults, services: startstop.Group{
 		onStop(closeWeb),
 		// Before the steps, so it stops after them: no acquisition claims from a pool being emptied.

@@ -311,6 +311,24 @@ func rules() []rule {
 				internal("internal/httpapi"), internal("internal/sandbox")}, temporal, kubernetes),
 		},
 		{
+			name:    "tracing imports only model and the OpenTelemetry API besides the standard library: app builds the SDK and its exporter",
+			subject: is("internal/tracing"),
+			only: []string{internal("internal/model"), "go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes",
+				"go.opentelemetry.io/otel/propagation", "go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/trace/noop"},
+		},
+		{
+			name:    "tracing never reaches store, sessions, turns, agent, durable, httpapi, Temporal, Kubernetes or the OTel SDK",
+			subject: is("internal/tracing"),
+			reach:   true,
+			forbidden: prefixes([]string{internal("internal/store"), internal("internal/sessions"), internal("internal/turns"), internal("internal/agent"),
+				internal("internal/durable"), internal("internal/httpapi"), "go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters"}, temporal, kubernetes),
+		},
+		{
+			name:      "only app builds the OTel SDK and exporters: every other part gets a TracerProvider",
+			subject:   func(p string) bool { return under(p, module) && p != internal("internal/app") },
+			forbidden: []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters"},
+		},
+		{
 			name:      "wire imports nothing internal",
 			subject:   is("internal/wire"),
 			forbidden: []string{module},

@@ -57,6 +57,8 @@ func TestValuesRefused(t *testing.T) {
 		{"unknown search backend", []string{"--set", "worker.webSearch.backend=bing"}, "at '/worker/webSearch/backend': value must be one of '', 'searxng'"},
 		{"search backend without a URL", []string{"--set", "worker.webSearch.backend=searxng"}, "worker.webSearch.backend needs worker.webSearch.url"},
 		{"short admin key", []string{"--set", "auth.adminKey=short"}, "at '/auth/adminKey': 'short' does not match pattern"},
+		{"unknown trace exporter", []string{"--set", "tracing.exporter=zipkin"}, "at '/tracing/exporter': value must be one of 'none', 'otlp-http', 'otlp-grpc'"},
+		{"trace endpoint without a scheme", []string{"--set", "tracing.exporter=otlp-grpc", "--set", "tracing.endpoint=collector:4317"}, "at '/tracing/endpoint': 'collector:4317' does not match pattern"},
 		{"anthropic with the local sandbox", []string{"--set", "model.provider=anthropic", "--set", "model.anthropic.apiKey=k"}, "needs sandbox.allowUnsafeLocal=true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,6 +114,27 @@ func TestValuesRendered(t *testing.T) {
 		for _, want := range []string{"MANAGED_AGENT_MCP_ALLOW_PRIVATE_NETWORKS\n              value: \"true\"",
 			"MANAGED_AGENT_WEB_SEARCH_BACKEND\n              value: \"searxng\"", "MANAGED_AGENT_WEB_SEARCH_URL\n              value: \"http://searxng.search:8080\""} {
 			require.Contains(t, out, want)
+		}
+	})
+	t.Run("tracing reaches the API and the workers, and only when it is on", func(t *testing.T) {
+		out, err := helmTemplate(t)
+		require.NoError(t, err)
+		require.NotContains(t, out, "MANAGED_AGENT_OTEL_EXPORTER")
+		require.NotContains(t, out, "OTEL_EXPORTER_OTLP_ENDPOINT")
+		out, err = helmTemplate(t, "--set", "tracing.exporter=otlp-grpc", "--set", "tracing.endpoint=http://otel-collector.observability:4317",
+			"--set", "tracing.serviceName=ma-prod")
+		require.NoError(t, err)
+		for _, args := range []string{`args: ["serve"]`, `args: ["worker"]`} {
+			var doc string
+			for _, d := range strings.Split(out, "\n---\n") {
+				if strings.Contains(d, "\nkind: Deployment\n") && strings.Contains(d, args) {
+					doc = d
+				}
+			}
+			for _, want := range []string{"MANAGED_AGENT_OTEL_EXPORTER\n              value: \"otlp-grpc\"",
+				"OTEL_EXPORTER_OTLP_ENDPOINT\n              value: \"http://otel-collector.observability:4317\"", "OTEL_SERVICE_NAME\n              value: \"ma-prod\""} {
+				require.Contains(t, doc, want, args)
+			}
 		}
 	})
 	t.Run("without the controller nothing of it renders", func(t *testing.T) {

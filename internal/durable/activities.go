@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -100,6 +101,8 @@ type Activities struct {
 	// MCP lists and calls the sessions' MCP servers; nil offers no MCP tools.
 	MCP    MCPServers
 	Logger *slog.Logger
+	// Tracer traces steps, tool calls and sandbox acquisitions (trace.go); nil traces nothing.
+	Tracer trace.TracerProvider
 }
 
 // Advance does the lifecycle bookkeeping and returns the next step. The workflow runs it only
@@ -153,6 +156,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (Plan, er
 	if err != nil {
 		return Plan{}, activityError(err)
 	}
+	markTurn(ctx, turn)
 	if turn.Step.Kind == agent.StepModel && len(turn.Agent.MCPServers) > 0 && !turn.MCPListed {
 		turn.MCPTools, err = a.listMCP(ctx, in.SessionID, turn)
 		if errors.Is(err, turns.ErrTurnMoved) {
@@ -197,7 +201,10 @@ func (a *Activities) ToolCall(ctx context.Context, in ToolCallInput) (Plan, erro
 	if toolUse == nil {
 		return Plan{}, temporal.NewNonRetryableApplicationError("tool call "+in.ToolUseID+" is not in the log", errTypeUnknownToolCall, nil)
 	}
-	err = a.Core.ExecuteTool(ctx, a.input(in.SessionID, turn), *toolUse)
+	markTurn(ctx, turn)
+	tctx, tool := a.startTool(ctx, *toolUse)
+	err = a.Core.ExecuteTool(tctx, tool.observe(a.input(in.SessionID, turn)), *toolUse)
+	tool.end(err)
 	switch {
 	case errors.Is(err, agent.ErrNotRunnable):
 		// The log says it may not run (anymore): nothing to do.
@@ -289,7 +296,10 @@ func (a *Activities) Terminate(ctx context.Context, in TerminateInput) error {
 func (a *Activities) AcquireSandbox(ctx context.Context, sessionID string) error {
 	stop := heartbeat(ctx)
 	defer stop()
-	_, err := a.Sandboxes.Acquire(ctx, sessionID)
+	err := a.traceSandbox(ctx, "sandbox.acquire", func(ctx context.Context) error {
+		_, err := a.Sandboxes.Acquire(ctx, sessionID)
+		return err
+	})
 	return activityError(sandboxError(err))
 }
 
@@ -306,8 +316,11 @@ func (a *Activities) input(sessionID string, turn turns.Turn) agent.Input {
 		Agent:   turn.Agent,
 		History: turn.History,
 		Emitter: a.Turns.Emitter(sessionID),
-		Sandbox: agent.SandboxFunc(func(ctx context.Context) (sandbox.Sandbox, error) {
-			sb, err := a.Sandboxes.Sandbox(ctx, sessionID)
+		Sandbox: agent.SandboxFunc(func(ctx context.Context) (sb sandbox.Sandbox, err error) {
+			err = a.traceSandbox(ctx, "sandbox.attach", func(ctx context.Context) (err error) {
+				sb, err = a.Sandboxes.Sandbox(ctx, sessionID)
+				return err
+			})
 			return sb, sandboxError(err)
 		}),
 		MCPTools: turn.MCPTools,

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+
+	"github.com/managed-agents/managed-agents/internal/tracing"
 )
 
 // Runner starts and signals session workflows; it is the sessions service's Runner.
@@ -18,15 +22,23 @@ type Runner struct {
 	TaskQueue string
 	Retry     ModelRetry
 	Logger    *slog.Logger
+	// Tracer traces wake-ups; the signal carries the span's context to the turn's steps
+	// (trace.go). nil traces nothing.
+	Tracer trace.TracerProvider
 }
 
 // Wake signals the session's workflow, starting it if it is not running (SignalWithStart).
-func (r *Runner) Wake(ctx context.Context, sessionID string, interrupt bool) error {
+// The signal carries the trace context of ctx's span (the request that committed the events),
+// so the steps it starts continue that trace.
+func (r *Runner) Wake(ctx context.Context, sessionID string, interrupt bool) (err error) {
 	signal := SignalWake
 	if interrupt {
 		signal = SignalInterrupt
 	}
-	_, err := r.Client.SignalWithStartWorkflow(ctx, WorkflowID(sessionID), signal, nil,
+	ctx, span := tracing.Start(tracing.WithSession(ctx, sessionID), tracing.Tracer(r.Tracer), "wake session",
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attribute.Bool("managed_agents.interrupt", interrupt)))
+	defer func() { tracing.End(span, err) }()
+	_, err = r.Client.SignalWithStartWorkflow(ctx, WorkflowID(sessionID), signal, WakeSignal{Trace: tracing.Inject(ctx)},
 		client.StartWorkflowOptions{ID: WorkflowID(sessionID), TaskQueue: r.queue()},
 		SessionWorkflow, SessionParams{SessionID: sessionID, Retry: r.Retry})
 	if err != nil {

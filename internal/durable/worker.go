@@ -4,7 +4,10 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
+
+	"github.com/managed-agents/managed-agents/internal/tracing"
 )
 
 // DefaultStopTimeout is how long a stopping worker lets running steps finish when
@@ -33,6 +36,12 @@ func NewWorker(c client.Client, opts WorkerOptions, acts *Activities) worker.Wor
 	if stopTimeout <= 0 {
 		stopTimeout = DefaultStopTimeout
 	}
+	var interceptors []interceptor.WorkerInterceptor
+	if tracing.Enabled(acts.Tracer) {
+		// Carries each turn's trace from the workflow to its steps (trace.go); headers only,
+		// so workers with and without it replay each other's histories.
+		interceptors = append(interceptors, &traceInterceptor{tracer: tracing.Tracer(acts.Tracer)})
+	}
 	w := worker.New(c, taskQueue, worker.Options{
 		// Without it the SDK cancels every running activity the moment Stop is called: a
 		// SIGTERM then cut the running command, which a crash (SIGKILL) did not.
@@ -45,6 +54,7 @@ func NewWorker(c client.Client, opts WorkerOptions, acts *Activities) worker.Wor
 		// poll was parked on that partition (p99 of a step ~2 s). Eight cover them all.
 		MaxConcurrentActivityTaskPollers: 8,
 		MaxConcurrentWorkflowTaskPollers: 8,
+		Interceptors:                     interceptors,
 	})
 	w.RegisterWorkflow(SessionWorkflow)
 	w.RegisterWorkflow(TeardownWorkflow)

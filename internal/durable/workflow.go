@@ -64,6 +64,7 @@ func SessionWorkflow(ctx workflow.Context, p SessionParams) error {
 		p:         p,
 		wake:      workflow.GetSignalChannel(ctx, SignalWake),
 		interrupt: workflow.GetSignalChannel(ctx, SignalInterrupt),
+		trace:     stepTrace{SessionID: p.SessionID},
 	}
 	return s.run(ctx)
 }
@@ -73,6 +74,9 @@ type sessionRun struct {
 	wake         workflow.ReceiveChannel
 	interrupt    workflow.ReceiveChannel
 	modelAttempt int
+	// trace is what the steps carry to their spans (trace.go): the trace of the signal that
+	// last woke the workflow from a wait, so a turn's steps stay in one trace.
+	trace stepTrace
 }
 
 var acts *Activities // method values name the activities; the receiver is never used here
@@ -81,11 +85,11 @@ var acts *Activities // method values name the activities; the receiver is never
 // before an activity that ends with Advance is scheduled: that Advance sees the events. One
 // that arrives while a step runs stays pending, so a wait that follows ends at once.
 func (s *sessionRun) run(ctx workflow.Context) error {
-	ctx = workflow.WithActivityOptions(ctx, bookkeepingOptions)
+	ctx = withStepTrace(workflow.WithActivityOptions(ctx, bookkeepingOptions), &s.trace)
 	var plan *Plan // nil: Advance decides
 	for steps := 0; ; steps++ {
 		if plan == nil {
-			s.drain()
+			s.drain(steps == 0)
 			p, err := s.advance(ctx)
 			if err != nil {
 				if isSessionGone(err) {
@@ -230,7 +234,15 @@ func (s *sessionRun) terminate(ctx workflow.Context, cause error) error {
 }
 
 // drain consumes pending signals: the Advance that follows sees everything they announced.
-func (s *sessionRun) drain() {
+// At the start of a run (first) they woke it, so the steps take their trace.
+func (s *sessionRun) drain(first bool) {
+	for first {
+		var sig WakeSignal
+		if !s.wake.ReceiveAsync(&sig) && !s.interrupt.ReceiveAsync(&sig) {
+			break
+		}
+		s.trace.adopt(sig)
+	}
 	s.drainWakes()
 	for s.interrupt.ReceiveAsync(nil) {
 	}
@@ -243,10 +255,16 @@ func (s *sessionRun) drainWakes() {
 
 func (s *sessionRun) signalled() bool { return s.wake.Len() > 0 || s.interrupt.Len() > 0 }
 
+// waitForSignal waits for the signal that starts (or resumes) a turn, and takes its trace.
 func (s *sessionRun) waitForSignal(ctx workflow.Context) {
+	receive := func(c workflow.ReceiveChannel, _ bool) {
+		var sig WakeSignal
+		c.Receive(ctx, &sig)
+		s.trace.adopt(sig)
+	}
 	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(s.wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
-	sel.AddReceive(s.interrupt, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	sel.AddReceive(s.wake, receive)
+	sel.AddReceive(s.interrupt, receive)
 	sel.Select(ctx)
 }
 
@@ -344,6 +362,7 @@ func (s *sessionRun) executeTools(ctx workflow.Context, plan Plan) (*Plan, error
 // the session is gone and ends. Callers may wait for it or not: a controller's finalizer only
 // starts it and later checks that the session is gone.
 func TeardownWorkflow(ctx workflow.Context, sessionID string) error {
+	ctx = withStepTrace(ctx, &stepTrace{SessionID: sessionID})
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, sandboxOptions), acts.Teardown, sessionID).Get(ctx, nil); err != nil {
 		return err
 	}

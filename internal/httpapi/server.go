@@ -12,8 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/managed-agents/managed-agents/internal/sessions"
 	"github.com/managed-agents/managed-agents/internal/stream"
+	"github.com/managed-agents/managed-agents/internal/tracing"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
@@ -45,6 +48,8 @@ type Config struct {
 	// AdminKey, if set, authorises the admin API (MANAGED_AGENT_ADMIN_KEY); admin-flagged
 	// keys do too.
 	AdminKey string
+	// Tracer traces every request (trace.go); nil traces nothing.
+	Tracer trace.TracerProvider
 }
 
 // Server is the HTTP API.
@@ -58,6 +63,7 @@ type Server struct {
 	// adminKeyDigest is the SHA-256 of the configured admin key (nil: none), compared in
 	// constant time.
 	adminKeyDigest []byte
+	tracer         trace.Tracer // nil when tracing is off: a request then builds no span at all
 	mux            *http.ServeMux
 	// draining is closed by CloseStreams: live streams end so a graceful shutdown can finish.
 	draining  chan struct{}
@@ -75,6 +81,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.AdminKey != "" {
 		s.adminKeyDigest = digest(cfg.AdminKey)
+	}
+	if tracing.Enabled(cfg.Tracer) {
+		s.tracer = tracing.Tracer(cfg.Tracer)
 	}
 	s.routes()
 	return s
@@ -158,6 +167,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("request-id", rid)
 	info := &requestInfo{}
 	r = r.WithContext(context.WithValue(withRequestID(r.Context(), rid), requestInfoKey, info))
+	r, span := s.startSpan(r, rid)
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	defer func() {
@@ -175,6 +185,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.logger.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("request_id", rid),
 			slog.String("method", r.Method), slog.String("route", routeOf(r)), slog.String("path", wire.Excerpt(r.URL.Path, 256)),
 			slog.String("key", info.keyHint), slog.Int("status", rec.status), slog.Duration("duration", time.Since(start)))
+		endSpan(span, r, rec.status)
 	}()
 	if uncleanPath(r.URL.Path) {
 		// Before the mux, which would redirect (307, HTML body) to the cleaned path.

@@ -286,7 +286,7 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 		return nil, err
 	}
 	if !replayed {
-		s.wake(sessionID, hasQueuedInterrupt(out))
+		s.wake(ctx, sessionID, hasQueuedInterrupt(out))
 	}
 	return out, nil
 }

@@ -2,6 +2,8 @@ package sessions
 
 import (
 	"context"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Runner runs sessions' turns (the Temporal workflows). The service tells it when committed
@@ -31,10 +33,12 @@ func (s *Service) Wakes() *Waker {
 // wake tells the runner about committed events, in the background: the events are already
 // durable, so the request that committed them is answered without waiting for Temporal (which
 // may be slow or down). The wake-up is retried for a while and then left to the workers'
-// sweep; every run starts from the log, so a later wake-up finds the queued work.
-func (s *Service) wake(sessionID string, interrupt bool) {
+// sweep; every run starts from the log, so a later wake-up finds the queued work. The
+// wake-up keeps the trace context of ctx's span (the request's), so the turn it starts
+// continues that trace.
+func (s *Service) wake(ctx context.Context, sessionID string, interrupt bool) {
 	if s.runner == nil {
 		return
 	}
-	s.Wakes().enqueue(s.runner, sessionID, interrupt)
+	s.Wakes().enqueue(s.runner, sessionID, interrupt, trace.SpanContextFromContext(ctx))
 }

@@ -121,7 +121,7 @@ func (s *Service) CreateSessionKeyed(ctx context.Context, workspaceID, key strin
 		return wire.Session{}, err
 	}
 	if len(initial) > 0 {
-		s.wake(out.ID, false)
+		s.wake(ctx, out.ID, false)
 	}
 	return out, nil
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Waker limits.
@@ -54,6 +56,9 @@ type wakeUp struct {
 	interrupt bool
 	// forget: the session is deleted; its run only needs to notice and end.
 	forget bool
+	// trace is the span context of the request that asked for the wake-up (of the latest one
+	// when they coalesce); the signal carries it to the turn.
+	trace trace.SpanContext
 }
 
 func newWaker(logger *slog.Logger, workers int, retryFor time.Duration) *Waker {
@@ -98,8 +103,8 @@ func (w *Waker) Stop() {
 }
 
 // enqueue asks for a wake-up of the session and returns at once.
-func (w *Waker) enqueue(r Runner, sessionID string, interrupt bool) {
-	w.add(sessionID, wakeUp{runner: r, interrupt: interrupt})
+func (w *Waker) enqueue(r Runner, sessionID string, interrupt bool, sc trace.SpanContext) {
+	w.add(sessionID, wakeUp{runner: r, interrupt: interrupt, trace: sc})
 }
 
 // forget asks for the run of a deleted session to be told, and returns at once.
@@ -179,6 +184,7 @@ func (w *Waker) work() {
 func (w *Waker) deliver(sessionID string, up wakeUp) {
 	ctx, cancel := context.WithTimeout(w.ctx, w.retryFor)
 	defer cancel()
+	ctx = trace.ContextWithSpanContext(ctx, up.trace)
 	if up.forget {
 		up.runner.Forget(ctx, sessionID)
 		return

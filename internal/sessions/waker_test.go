@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // gateRunner records wake-ups; each Wake blocks until the test releases it (or its context
@@ -28,6 +29,8 @@ type wakeCall struct {
 	session   string
 	interrupt bool
 	forget    bool
+	// trace is the span context the wake-up's context carried.
+	trace trace.SpanContext
 }
 
 func newGateRunner() *gateRunner {
@@ -36,7 +39,7 @@ func newGateRunner() *gateRunner {
 
 func (g *gateRunner) Wake(ctx context.Context, sessionID string, interrupt bool) error {
 	g.mu.Lock()
-	g.calls = append(g.calls, wakeCall{session: sessionID, interrupt: interrupt})
+	g.calls = append(g.calls, wakeCall{session: sessionID, interrupt: interrupt, trace: trace.SpanContextFromContext(ctx)})
 	fail := len(g.calls) <= g.failures
 	g.inflight++
 	g.peak = max(g.peak, g.inflight)
@@ -100,11 +103,11 @@ func TestWakerCoalescesPerSession(t *testing.T) {
 	w.Start()
 	defer w.Stop()
 
-	w.enqueue(g, "s1", false)
+	w.enqueue(g, "s1", false, trace.SpanContext{})
 	waitEntered(t, g, 1)
-	w.enqueue(g, "s1", false)
-	w.enqueue(g, "s1", true)
-	w.enqueue(g, "s1", false)
+	w.enqueue(g, "s1", false, trace.SpanContext{})
+	w.enqueue(g, "s1", true, trace.SpanContext{})
+	w.enqueue(g, "s1", false, trace.SpanContext{})
 	// Other workers are idle, yet none signals s1 a second time while the first is in flight.
 	select {
 	case id := <-g.entered:
@@ -127,7 +130,7 @@ func TestWakerBoundsConcurrency(t *testing.T) {
 	w := quietWaker(2)
 	defer w.Stop() // never started: the first enqueue starts it
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
-		w.enqueue(g, id, false)
+		w.enqueue(g, id, false, trace.SpanContext{})
 	}
 	first := waitEntered(t, g, 2)
 	select {
@@ -154,11 +157,11 @@ func TestWakerRetriesFailedSignals(t *testing.T) {
 	w := quietWaker(1)
 	w.Start()
 	defer w.Stop()
-	w.enqueue(g, "s1", true)
+	w.enqueue(g, "s1", true, trace.SpanContext{})
 	waitEntered(t, g, 3)
 	g.release <- struct{}{}
 	calls, _ := g.snapshot()
-	require.Equal(t, []wakeCall{{"s1", true, false}, {"s1", true, false}, {"s1", true, false}}, calls)
+	require.Equal(t, []wakeCall{{session: "s1", interrupt: true}, {session: "s1", interrupt: true}, {session: "s1", interrupt: true}}, calls)
 }
 
 // TestWakerStop: Stop cancels what is in flight, drops what is queued, may be called twice,
@@ -170,9 +173,9 @@ func TestWakerStop(t *testing.T) {
 	w.Start()
 	w.forget(g, "gone")
 	waitEntered(t, g, 1)
-	w.enqueue(g, "s1", false)
+	w.enqueue(g, "s1", false, trace.SpanContext{})
 	waitEntered(t, g, 1)
-	w.enqueue(g, "s2", false) // queued behind s1 on the only worker
+	w.enqueue(g, "s2", false, trace.SpanContext{}) // queued behind s1 on the only worker
 
 	stopped := make(chan struct{})
 	go func() {
@@ -186,7 +189,33 @@ func TestWakerStop(t *testing.T) {
 	}
 	w.Stop()
 	w.Start() // a stopped waker stays stopped
-	w.enqueue(g, "s3", false)
+	w.enqueue(g, "s3", false, trace.SpanContext{})
 	calls, _ := g.snapshot()
 	require.Equal(t, []wakeCall{{session: "gone", forget: true}, {session: "s1"}}, calls, "s2 was dropped at stop, s3 after it")
+}
+
+// TestWakerCarriesTheLatestTrace: a wake-up reaches the runner with the span context of the
+// request that asked for it, that of the latest when wake-ups coalesce, so the turn continues
+// the trace of the send that is answered last.
+func TestWakerCarriesTheLatestTrace(t *testing.T) {
+	t.Parallel()
+	span := func(b byte) trace.SpanContext {
+		return trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{b}, SpanID: trace.SpanID{b}, TraceFlags: trace.FlagsSampled})
+	}
+	g := newGateRunner()
+	w := quietWaker(1)
+	w.Start()
+	defer w.Stop()
+
+	w.enqueue(g, "s1", false, span(1))
+	waitEntered(t, g, 1)
+	w.enqueue(g, "s1", false, span(2))
+	w.enqueue(g, "s1", false, span(3))
+	g.release <- struct{}{}
+	waitEntered(t, g, 1)
+	g.release <- struct{}{}
+	calls, _ := g.snapshot()
+	require.Len(t, calls, 2)
+	require.Equal(t, span(1), calls[0].trace)
+	require.Equal(t, span(3), calls[1].trace, "coalesced wake-ups go with the latest request's trace")
 }

@@ -107,6 +107,18 @@ environment. Optional keys are optional references, so an existingSecret may lea
   value: {{ .Values.logLevel | quote }}
 - name: MANAGED_AGENT_LOG_FORMAT
   value: {{ .Values.logFormat | quote }}
+{{- if ne .Values.tracing.exporter "none" }}
+- name: MANAGED_AGENT_OTEL_EXPORTER
+  value: {{ .Values.tracing.exporter | quote }}
+{{- with .Values.tracing.endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.tracing.serviceName }}
+- name: OTEL_SERVICE_NAME
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
 - name: MANAGED_AGENT_DATABASE_URL
   valueFrom:
     secretKeyRef:
