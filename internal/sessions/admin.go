@@ -85,7 +85,7 @@ func (s *Service) CreateKey(ctx context.Context, actor Actor, req KeyRequest) (N
 	}
 	secret := NewKeySecret()
 	k, err := s.store.InsertAPIKey(ctx, store.NewAPIKey{WorkspaceID: req.WorkspaceID, Secret: secret, Label: req.Label,
-		Hint: KeyHint(secret), Admin: req.Admin, CreatedBy: string(actor), ExpiresAt: req.ExpiresAt})
+		Hint: generatedHint(secret), Admin: req.Admin, CreatedBy: string(actor), ExpiresAt: req.ExpiresAt})
 	if err != nil {
 		return NewKey{}, err
 	}
@@ -134,7 +134,7 @@ func (s *Service) RotateKey(ctx context.Context, actor Actor, keyID string, grac
 			return invalidf("key %s was revoked or has expired: create a new key instead", keyID)
 		}
 		if created, err = q.InsertAPIKey(ctx, store.NewAPIKey{WorkspaceID: cur.WorkspaceID, Secret: secret, Label: cur.Label,
-			Hint: KeyHint(secret), Admin: cur.Admin, CreatedBy: string(actor), ExpiresAt: cur.ExpiresAt}); err != nil {
+			Hint: generatedHint(secret), Admin: cur.Admin, CreatedBy: string(actor), ExpiresAt: cur.ExpiresAt}); err != nil {
 			return err
 		}
 		old, err = q.EndAPIKey(ctx, keyID, s.now().Add(grace), grace == 0)

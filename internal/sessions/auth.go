@@ -73,7 +73,11 @@ func NewKeySecret() string {
 	return keyPrefix + base64.RawURLEncoding.EncodeToString(raw)
 }
 
-// KeyHint returns what may be shown of a key: its dash-separated prefix ("sk-ma-") and, for
+// generatedHint is the hint of a key NewKeySecret made: its random part may hold dashes, so
+// the prefix is known rather than guessed.
+func generatedHint(secret string) string { return keyPrefix + "…" + secret[len(secret)-4:] }
+
+// KeyHint returns what may be shown of a configured key: its dash-separated prefix ("sk-ma-") and, for
 // a key long enough that four characters leave ≥ 128 unknown bits, its last four characters.
 func KeyHint(key string) string {
 	prefix := ""
