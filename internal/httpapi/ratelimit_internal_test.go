@@ -1,11 +1,17 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/sessions"
 )
 
 // TestSetRetryAfter: both headers round up, so a client that waits as told is never early,
@@ -28,4 +34,17 @@ func TestSetRetryAfter(t *testing.T) {
 		require.Equal(t, tc.secs, w.Header().Get("retry-after"), tc.d)
 		require.Equal(t, tc.msec, w.Header().Get("retry-after-ms"), tc.d)
 	}
+}
+
+// TestLimiterFailed: only a limiter that could not answer lets the request through; a
+// refusal, or a client already gone, does not.
+func TestLimiterFailed(t *testing.T) {
+	t.Parallel()
+	s := &Server{logger: slog.New(slog.DiscardHandler)}
+	r := httptest.NewRequest(http.MethodGet, "/v1/agents", nil)
+	require.True(t, s.limiterFailed(r, errors.New("connection refused")))
+	require.False(t, s.limiterFailed(r, &sessions.Error{Kind: sessions.KindRateLimited}))
+	ctx, cancel := context.WithCancel(r.Context())
+	cancel()
+	require.False(t, s.limiterFailed(r.WithContext(ctx), context.Canceled))
 }
