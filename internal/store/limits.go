@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // RateDecision is what the request limiter answered for one request.
@@ -54,26 +55,18 @@ func (s *Store) AcquireStreamLease(ctx context.Context, keyID, leaseID string, m
 	b.Queue(`SELECT pg_advisory_xact_lock(hashtext('managed_agents.stream_leases'), hashtext($1))`, keyID)
 	// A crashed replica's leases go here, on the next acquisition of their key.
 	b.Queue(`DELETE FROM stream_leases WHERE key_id = $1 AND expires_at < now()`, keyID)
+	var inserted pgconn.CommandTag
 	b.Queue(`INSERT INTO stream_leases (id, key_id, expires_at)
 		SELECT $2, $1, now() + $3::interval WHERE (SELECT count(*) FROM stream_leases WHERE key_id = $1) < $4`,
-		keyID, leaseID, ttl, max)
-	res := s.pool.SendBatch(ctx, b)
-	var tagErr error
-	acquired := false
-	for i := range 3 {
-		tag, err := res.Exec()
-		if err != nil {
-			tagErr = err
-			break
-		}
-		if i == 2 {
-			acquired = tag.RowsAffected() == 1
-		}
-	}
-	if err := errors.Join(tagErr, res.Close()); err != nil {
+		keyID, leaseID, ttl, max).Exec(func(tag pgconn.CommandTag) error {
+		inserted = tag
+		return nil
+	})
+	// Close reads every result, and returns the first error.
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return false, fmt.Errorf("acquire a stream lease of key %s: %w", keyID, classify(err))
 	}
-	return acquired, nil
+	return inserted.RowsAffected() == 1, nil
 }
 
 // RenewStreamLease moves the lease's expiry ttl from now. A lease that lapsed meanwhile (the
