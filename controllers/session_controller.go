@@ -154,6 +154,10 @@ func (r *SessionReconciler) create(ctx context.Context, ws string, s *v1alpha1.S
 		case sessions.KindInvalid, sessions.KindKeyReused, sessions.KindConflict:
 			res := r.blocked(s, "Invalid", err.Error())
 			return wire.Session{}, &res, nil
+		case sessions.KindRateLimited:
+			// The workspace's quota on running sessions: created once another session is idle.
+			res := r.blocked(s, "QuotaExceeded", err.Error())
+			return wire.Session{}, &res, nil
 		}
 		return wire.Session{}, nil, fmt.Errorf("create session: %w", err)
 	}

@@ -150,6 +150,8 @@ type Config struct {
 
 	// Tracing is OpenTelemetry tracing, off by default (tracing.go).
 	Tracing TracingConfig
+	// RateLimits are the per-key rate limits and per-workspace quotas (ratelimits.go).
+	RateLimits RateLimitConfig
 
 	// Kubeconfig is the kubeconfig the controller uses (KUBECONFIG, a list of files as kubectl
 	// reads it, or --kubeconfig); empty means in-cluster for `controller`, and no controller at
@@ -234,6 +236,7 @@ func (c Config) Validate() error {
 	check(c.Network.validate())
 	check(c.validateWeb())
 	check(c.Tracing.validate())
+	check(c.validateRateLimits())
 	check(c.parsed("MANAGED_AGENT_WORKER_STOP_TIMEOUT"))
 	if c.WorkerStopTimeout < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_WORKER_STOP_TIMEOUT=%s: must not be negative", c.WorkerStopTimeout))
@@ -571,6 +574,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	c.envDuration(&c.Web.FetchTimeout, "MANAGED_AGENT_WEB_FETCH_TIMEOUT", get("MANAGED_AGENT_WEB_FETCH_TIMEOUT"), "30s")
 	c.envDuration(&c.Web.SearchTimeout, "MANAGED_AGENT_WEB_SEARCH_TIMEOUT", get("MANAGED_AGENT_WEB_SEARCH_TIMEOUT"), "15s")
 	c.mcpFromEnv(get)
+	c.rateLimitsFromLookup(get)
 	return c
 }
 

@@ -219,6 +219,10 @@ func RunController(ctx context.Context, cfg Config, version string) error {
 	} else {
 		logger.Warn("MANAGED_AGENT_TEMPORAL_ADDRESS is not set: sessions the controller creates wait for a worker's sweep, and deleting one with a sandbox fails")
 	}
+	// The workspace quota on running sessions holds for sessions made from resources too
+	// (a refused create is retried with the reconciler's backoff); the per-key limits never
+	// apply here, since the controller uses no key.
+	opts = append(opts, sessions.WithLimits(cfg.sessionLimits()))
 	svc := sessions.New(st, store.NewNotifier(), logger, opts...)
 	svc.Wakes().Start()
 	defer svc.Wakes().Stop()

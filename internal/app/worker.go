@@ -264,7 +264,7 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	if err != nil {
 		return nil, err
 	}
-	engine := turns.New(st, logger)
+	engine := turns.New(st, logger, turns.WithSandboxQuota(c.RateLimits.WorkspaceSandboxes))
 	acts := &durable.Activities{
 		Turns: engine,
 		Core:  agent.NewCore(tracing.Model(m, c.Tracing.Provider), agent.WithLogger(logger), agent.WithWebTools(web)),

@@ -29,6 +29,10 @@ const (
 	// unknown provider appear.
 	errTypeSandboxGone     = "SandboxGone"
 	errTypeSandboxProvider = "SandboxProvider"
+	// errTypeSandboxQuota: the workspace's sandbox quota refused a new sandbox. Retrying at
+	// once would meet the same quota; the turn ends with session.error saying so, and the
+	// session, unharmed, takes the next message.
+	errTypeSandboxQuota = "SandboxQuota"
 	// errTypePermanent: a step failed in a way no retry can heal (classifyError); the
 	// workflow ends the turn with session.error instead of retrying it.
 	errTypePermanent = "PermanentStepFailure"
@@ -374,11 +378,13 @@ func mcpBlocked(env wire.EnvironmentConfig) string {
 
 // sandboxError makes the permanent sandbox failures non-retryable, with their message: the
 // session ends with a session.error saying why, and a teardown fails instead of retrying
-// forever.
+// forever. A quota refusal ends only the turn.
 func sandboxError(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, sandbox.ErrQuota):
+		return temporal.NewNonRetryableApplicationError(err.Error(), errTypeSandboxQuota, nil)
 	case errors.Is(err, sandbox.ErrGone):
 		return temporal.NewNonRetryableApplicationError(err.Error(), errTypeSandboxGone, nil)
 	case errors.Is(err, sandbox.ErrUnknownProvider), errors.Is(err, sandbox.ErrForeignRef), errors.Is(err, sandbox.ErrInvalidRef),

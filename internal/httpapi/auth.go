@@ -22,7 +22,8 @@ func apiKey(r *http.Request) string {
 
 // authenticated checks, in the hosted service's order (API.md §17): a valid key (x-api-key or
 // Authorization: Bearer) else 401, then the managed-agents beta else 404. An admin key
-// belongs to no workspace: it is refused here with 403.
+// belongs to no workspace: it is refused here with 403. Then the key's rate limit: 429 with
+// retry-after when it is over.
 func (s *Server) authenticated(h apiHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := s.principal(w, r)
@@ -37,11 +38,28 @@ func (s *Server) authenticated(h apiHandler) http.Handler {
 			writeError(w, r, http.StatusForbidden, "permission_error", "an admin key cannot use the workspace API: use a workspace's key", "")
 			return
 		}
+		if err := s.svc.AdmitRequest(r.Context(), p); err != nil && !s.limiterFailed(r, err) {
+			s.respondError(w, r, err)
+			return
+		}
 		r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
 		if err := h(w, r); err != nil {
 			s.respondError(w, r, err)
 		}
 	})
+}
+
+// limiterFailed reports whether err is the rate limiter failing rather than refusing, and
+// logs it: the request then goes on unlimited. The limiter guards the database; when the
+// database cannot answer it, the request finds out for itself, and a blip must not turn
+// every request into an error that the handler would not have had.
+func (s *Server) limiterFailed(r *http.Request, err error) bool {
+	var se *sessions.Error
+	if errors.As(err, &se) || r.Context().Err() != nil {
+		return false
+	}
+	s.logger.WarnContext(r.Context(), "rate limiter unavailable; request not limited", "request_id", requestID(r.Context()), "error", err)
+	return true
 }
 
 // principal authenticates the request's key and records it for the access log; on failure

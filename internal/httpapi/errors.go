@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/managed-agents/managed-agents/internal/ids"
 	"github.com/managed-agents/managed-agents/internal/sessions"
@@ -73,6 +75,15 @@ func writeError(w http.ResponseWriter, r *http.Request, status int, errType, msg
 	writeJSON(w, status, env)
 }
 
+// setRetryAfter tells a client over a limit when to try again: retry-after in whole seconds
+// (at least 1, as RFC 9110 has no fractions) and retry-after-ms exactly, which the official
+// SDKs prefer, so a client waits no longer than the limit needs.
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	ms := max(1, (d+time.Millisecond-1)/time.Millisecond)
+	w.Header().Set("retry-after-ms", strconv.FormatInt(int64(ms), 10))
+	w.Header().Set("retry-after", strconv.FormatInt(int64(max(1, (d+time.Second-1)/time.Second)), 10))
+}
+
 // apiError is a request error found by this package (decoding, query parsing).
 type apiError struct {
 	status  int
@@ -103,6 +114,9 @@ func (s *Server) respondError(w http.ResponseWriter, r *http.Request, err error)
 			status, typ = http.StatusConflict, "conflict_error"
 		case sessions.KindStaleVersion:
 			status = http.StatusConflict
+		case sessions.KindRateLimited:
+			status, typ = http.StatusTooManyRequests, "rate_limit_error"
+			setRetryAfter(w, se.RetryAfter)
 		case sessions.KindKeyReused:
 			// 422, as the IETF Idempotency-Key draft answers a key reused with another
 			// payload (its 409 is for a request still in flight, which cannot happen here: the

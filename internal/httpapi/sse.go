@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -50,6 +51,20 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer st.Close()
+	// The key's stream cap: refused with 429 before the stream starts. The heartbeat renews
+	// the lease; a process that dies stops renewing, and its leases lapse.
+	lease, err := s.svc.AcquireStream(ctx, principalOf(ctx), streamLeaseTTL*s.heartbeat)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The request's context is done by now; the release still has to reach the database.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if err := lease.Release(rctx); err != nil {
+			s.logger.WarnContext(ctx, "stream lease not released; it lapses on its own", "request_id", requestID(ctx), "error", err)
+		}
+	}()
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -150,9 +165,22 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			if err := rc.Flush(); err != nil {
 				return nil
 			}
+			if err := lease.Renew(ctx); err != nil && ctx.Err() == nil {
+				// The stream goes on: a lease that lapses meanwhile is recorded again on the
+				// next renewal.
+				s.logger.WarnContext(ctx, "stream lease not renewed", "request_id", requestID(ctx), "error", err)
+			}
 		}
 	}
 }
+
+// streamLeaseTTL is how many heartbeats a stream's lease outlives its last renewal: three
+// renewals may fail (or be late) before the slot lapses, and a replica that dies frees its
+// streams' slots within four heartbeats (a minute by default).
+const streamLeaseTTL = 4
+
+// releaseTimeout bounds releasing a stream's lease after the client has gone.
+const releaseTimeout = 5 * time.Second
 
 // previewHold bounds how long a committed event waits for a preview the connection expects
 // (PreviewFilter.Await). The preview was published before the commit, so it normally arrives

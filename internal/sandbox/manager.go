@@ -40,7 +40,8 @@ type BindingStore interface {
 	// Binding returns the session's binding, or an error wrapping ErrNoBinding.
 	Binding(ctx context.Context, sessionID string) (Binding, error)
 	// InsertBinding writes b (pending) unless the session already has a binding, and returns
-	// the binding that is stored either way.
+	// the binding that is stored either way; an error wrapping ErrQuota when a quota refuses
+	// a new one.
 	InsertBinding(ctx context.Context, b Binding) (Binding, error)
 	// MarkReady records the external id of a pending binding and makes it ready.
 	MarkReady(ctx context.Context, sessionID string, ref Ref) error

@@ -62,6 +62,10 @@ var (
 	// error's message says what failed (the installer's output). A provider returns it only
 	// from a Create that made nothing of the sandbox, so a teardown has nothing to destroy.
 	ErrSetup = errors.New("sandbox setup failed")
+	// ErrQuota is a new sandbox refused by its workspace's quota on sandboxes (a BindingStore
+	// refuses to record it): nothing was made, and the acquisition may succeed once another
+	// session of the workspace has let its sandbox go.
+	ErrQuota = errors.New("workspace sandbox quota reached")
 )
 
 // ExecRequest is one command.

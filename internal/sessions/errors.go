@@ -13,6 +13,7 @@ package sessions
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/managed-agents/managed-agents/internal/store"
 )
@@ -34,6 +35,9 @@ const (
 	// KindKeyReused is an idempotency key sent again with a different request (422: the
 	// request is well-formed but cannot be processed; unlike a 409 the SDKs do not retry it).
 	KindKeyReused
+	// KindRateLimited is a request over a key's rate limit or a workspace's quota (429, with
+	// RetryAfter); nothing was written.
+	KindRateLimited
 )
 
 // Error is a rule violation with a message meant for API clients.
@@ -42,6 +46,8 @@ type Error struct {
 	Message string
 	// Code is the optional stable error_code of API.md §9.2.
 	Code string
+	// RetryAfter is how long a KindRateLimited client should wait before trying again.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Message }

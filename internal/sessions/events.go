@@ -273,6 +273,12 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 			}
 			events[i] = p.NewEvent
 		}
+		if sess.Status == wire.SessionStatusIdle && hasType(events, wire.EventUserMessage) {
+			// The message starts a turn: the workspace quota decides, before anything is written.
+			if err := s.admitTurn(ctx, q, workspaceID, sessionID); err != nil {
+				return err
+			}
+		}
 		now := s.now()
 		if out, err = q.AppendEvents(ctx, sessionID, events, now); err != nil {
 			return err
@@ -335,6 +341,15 @@ func recordSend(ctx context.Context, q *store.Queries, sessionID, key, hash stri
 		return fmt.Errorf("encode the answer of send %q: %w", key, err)
 	}
 	return q.InsertEventSend(ctx, store.EventSend{SessionID: sessionID, Key: key, RequestHash: hash, Response: resp, CreatedAt: now})
+}
+
+func hasType(evs []store.NewEvent, typ string) bool {
+	for _, ev := range evs {
+		if ev.Type == typ {
+			return true
+		}
+	}
+	return false
 }
 
 func hasQueuedInterrupt(evs []wire.Event) bool {

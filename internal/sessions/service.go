@@ -36,6 +36,8 @@ type Service struct {
 	wakes     *Waker
 	// keys caches accepted API keys; the process's Listener feeds it revocations.
 	keys *KeyCache
+	// limits are the rate limits and quotas (limits.go); zero, nothing is limited.
+	limits Limits
 }
 
 // Option configures a Service at construction.

@@ -91,6 +91,12 @@ func (s *Service) CreateSessionKeyed(ctx context.Context, workspaceID, key strin
 		rec := store.SessionRecord{ID: ids.New(ids.Session), WorkspaceID: workspaceID, AgentID: agent.ID, AgentVersion: agent.Version,
 			EnvironmentID: env.ID, Title: p.Title, Metadata: p.Metadata, Agent: rawSnap, Status: initialStatus(initial, s.runner != nil), Usage: usage,
 			CreatedAt: now, UpdatedAt: now, VaultIDs: p.VaultIDs}
+		if len(initial) > 0 {
+			// The initial events start the session's first turn.
+			if err := s.admitTurn(ctx, q, workspaceID, rec.ID); err != nil {
+				return err
+			}
+		}
 		if err := q.InsertSession(ctx, rec); err != nil {
 			if errors.Is(err, store.ErrReferenced) {
 				// The environment was deleted between the check and the insert.

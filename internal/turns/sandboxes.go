@@ -16,6 +16,8 @@ import (
 // sandbox_bindings table and the session's environment.
 type Sandboxes struct {
 	store *store.Store
+	// maxSandboxes is the workspace quota InsertBinding enforces; 0 is none.
+	maxSandboxes int
 }
 
 var (
@@ -24,7 +26,9 @@ var (
 )
 
 // Sandboxes returns the binding store and spec source of the sandbox manager.
-func (s *Service) Sandboxes() Sandboxes { return Sandboxes{store: s.store} }
+func (s *Service) Sandboxes() Sandboxes {
+	return Sandboxes{store: s.store, maxSandboxes: s.maxSandboxes}
+}
 
 // Binding implements sandbox.BindingStore.
 func (b Sandboxes) Binding(ctx context.Context, sessionID string) (sandbox.Binding, error) {
@@ -37,15 +41,19 @@ func (b Sandboxes) Binding(ctx context.Context, sessionID string) (sandbox.Bindi
 
 // InsertBinding implements sandbox.BindingStore: if a concurrent or earlier attempt already
 // wrote the session's binding, that one is returned. A session deleted meanwhile is
-// ErrSessionGone.
+// ErrSessionGone; a workspace at its sandbox quota, sandbox.ErrQuota.
 func (b Sandboxes) InsertBinding(ctx context.Context, nb sandbox.Binding) (sandbox.Binding, error) {
-	err := b.store.InsertBinding(ctx, store.Binding{
+	err := b.store.InsertBindingWithin(ctx, store.Binding{
 		SessionID: nb.SessionID, Provider: nb.Ref.Provider, Name: nb.Name, ExternalID: nb.Ref.ExternalID,
 		SpecHash: nb.SpecHash, State: nb.State,
-	})
+	}, b.maxSandboxes)
+	var quota *store.QuotaError
 	switch {
 	case err == nil:
 		return nb, nil
+	case errors.As(err, &quota):
+		return sandbox.Binding{}, fmt.Errorf("%w: %s (MANAGED_AGENT_WORKSPACE_MAX_SANDBOXES): a sandbox is freed when a session that has one is deleted",
+			sandbox.ErrQuota, quota.Error())
 	case errors.Is(err, store.ErrDuplicate):
 		return b.Binding(ctx, nb.SessionID)
 	case errors.Is(err, store.ErrReferenced):

@@ -19,14 +19,27 @@ type Service struct {
 	store  *store.Store
 	logger *slog.Logger
 	now    func() time.Time
+	// maxSandboxes is the quota on each workspace's sandboxes; 0 is none.
+	maxSandboxes int
 }
 
+// Option configures a Service.
+type Option func(*Service)
+
+// WithSandboxQuota caps each workspace's sandboxes at n (0, the default, is no cap): a
+// session's first acquisition beyond it fails with sandbox.ErrQuota.
+func WithSandboxQuota(n int) Option { return func(s *Service) { s.maxSandboxes = n } }
+
 // New returns the turn engine over st.
-func New(st *store.Store, logger *slog.Logger) *Service {
-	return &Service{store: st, logger: logger, now: func() time.Time {
+func New(st *store.Store, logger *slog.Logger, opts ...Option) *Service {
+	s := &Service{store: st, logger: logger, now: func() time.Time {
 		// Microseconds: what PostgreSQL keeps, so echoed and re-read timestamps agree.
 		return time.Now().UTC().Truncate(time.Microsecond)
 	}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Permanent reports whether err, from one of the engine's calls, can never heal by retrying

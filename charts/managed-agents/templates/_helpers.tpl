@@ -126,6 +126,12 @@ environment. Optional keys are optional references, so an existingSecret may lea
       key: database-url
 - name: MANAGED_AGENT_TEMPORAL_ADDRESS
   value: {{ include "managed-agents.temporalAddress" . | quote }}
+{{- with .Values.workspaceQuotas }}
+- name: MANAGED_AGENT_WORKSPACE_MAX_RUNNING_SESSIONS
+  value: {{ .maxRunningSessions | quote }}
+- name: MANAGED_AGENT_WORKSPACE_MAX_SANDBOXES
+  value: {{ .maxSandboxes | quote }}
+{{- end }}
 - name: MANAGED_AGENT_TEMPORAL_NAMESPACE
   value: {{ .Values.temporal.namespace | quote }}
 {{- with .Values.temporal.taskQueue }}
