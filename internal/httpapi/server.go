@@ -39,7 +39,23 @@ type Config struct {
 	Heartbeat time.Duration
 	// Previews delivers token previews to streams that ask for them; nil sends none.
 	Previews stream.Hub
+	// Observer records requests and open streams (metrics); nil records nothing.
+	Observer Observer
 }
+
+// Observer records what the API serves. route is the matched pattern ("" for none), so its
+// values are the routes of this package, never a request's own path.
+type Observer interface {
+	Request(route string, status int, d time.Duration)
+	StreamOpened()
+	StreamClosed()
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Request(string, int, time.Duration) {}
+func (nopObserver) StreamOpened()                      {}
+func (nopObserver) StreamClosed()                      {}
 
 // Server is the HTTP API.
 type Server struct {
@@ -49,6 +65,7 @@ type Server struct {
 	ready     func(ctx context.Context) error
 	heartbeat time.Duration
 	previews  stream.Hub
+	obs       Observer
 	mux       *http.ServeMux
 	// draining is closed by CloseStreams: live streams end so a graceful shutdown can finish.
 	draining  chan struct{}
@@ -60,9 +77,13 @@ func (s *Server) CloseStreams() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // New builds the API handler.
 func New(cfg Config) *Server {
-	s := &Server{svc: cfg.Service, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready, heartbeat: cfg.Heartbeat, previews: cfg.Previews, mux: http.NewServeMux(), draining: make(chan struct{})}
+	s := &Server{svc: cfg.Service, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready, heartbeat: cfg.Heartbeat, previews: cfg.Previews,
+		obs: cfg.Observer, mux: http.NewServeMux(), draining: make(chan struct{})}
 	if s.heartbeat == 0 {
 		s.heartbeat = 15 * time.Second
+	}
+	if s.obs == nil {
+		s.obs = nopObserver{}
 	}
 	s.routes()
 	return s
@@ -150,9 +171,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// The access log: one line per request, never a body. route is the matched pattern
 		// (bounded), path the request's own (capped), key the key's hint.
+		route, took := routeOf(r), time.Since(start)
 		s.logger.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("request_id", rid),
-			slog.String("method", r.Method), slog.String("route", routeOf(r)), slog.String("path", wire.Excerpt(r.URL.Path, 256)),
-			slog.String("key", info.keyHint), slog.Int("status", rec.status), slog.Duration("duration", time.Since(start)))
+			slog.String("method", r.Method), slog.String("route", route), slog.String("path", wire.Excerpt(r.URL.Path, 256)),
+			slog.String("key", info.keyHint), slog.Int("status", rec.status), slog.Duration("duration", took))
+		s.obs.Request(route, rec.status, took)
 	}()
 	if uncleanPath(r.URL.Path) {
 		// Before the mux, which would redirect (307, HTML body) to the cleaned path.
