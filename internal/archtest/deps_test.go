@@ -317,8 +317,10 @@ func rules() []rule {
 				"github.com/prometheus/client_golang/prometheus/promhttp"},
 		},
 		{
-			name:      "nothing imports metrics but app: the recording packages declare the interfaces it implements",
-			subject:   func(p string) bool { return under(p, module) && p != internal("internal/app") && p != internal("internal/metrics") },
+			name: "nothing imports metrics but app: the recording packages declare the interfaces it implements",
+			subject: func(p string) bool {
+				return under(p, module) && p != internal("internal/app") && p != internal("internal/metrics")
+			},
 			forbidden: []string{internal("internal/metrics")},
 		},
 		{

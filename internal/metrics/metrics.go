@@ -164,7 +164,9 @@ func (m *Metrics) ToolCall(tool, outcome string, d time.Duration) {
 
 // ToolCallUnrun records a tool call the worker did not run (rejected, or delegated to the
 // client as a custom tool), so it has no latency (durable.Observer).
-func (m *Metrics) ToolCallUnrun(tool, outcome string) { m.toolCalls.WithLabelValues(tool, outcome).Inc() }
+func (m *Metrics) ToolCallUnrun(tool, outcome string) {
+	m.toolCalls.WithLabelValues(tool, outcome).Inc()
+}
 
 // ActivityAttempt records one attempt of a Temporal activity (durable.Observer): attempts
 // after the first count as retries, failed ones as failures.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
 )
 
 type appendRecorder struct {
@@ -67,4 +66,3 @@ func TestObserverSeesCommittedAppendsOnly(t *testing.T) {
 	require.ErrorIs(t, err, rollback)
 	require.Equal(t, []string{"user.message", "session.status_running", "agent.message"}, rec.seen(), "a rolled-back append is not reported")
 }
-

@@ -18,15 +18,38 @@ import (
 type Service struct {
 	store  *store.Store
 	logger *slog.Logger
+	obs    Observer
 	now    func() time.Time
 }
 
+// Observer records the turns Advance opens and closes, once their transaction commits
+// (metrics). stopReason is a wire.Stop* type.
+type Observer interface {
+	TurnStarted()
+	TurnFinished(stopReason string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) TurnStarted()        {}
+func (nopObserver) TurnFinished(string) {}
+
+// Option configures New.
+type Option func(*Service)
+
+// WithObserver records opened and closed turns through o (default: nothing is recorded).
+func WithObserver(o Observer) Option { return func(s *Service) { s.obs = o } }
+
 // New returns the turn engine over st.
-func New(st *store.Store, logger *slog.Logger) *Service {
-	return &Service{store: st, logger: logger, now: func() time.Time {
+func New(st *store.Store, logger *slog.Logger, opts ...Option) *Service {
+	s := &Service{store: st, logger: logger, obs: nopObserver{}, now: func() time.Time {
 		// Microseconds: what PostgreSQL keeps, so echoed and re-read timestamps agree.
 		return time.Now().UTC().Truncate(time.Microsecond)
 	}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Permanent reports whether err, from one of the engine's calls, can never heal by retrying
