@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 )
 
@@ -21,6 +22,8 @@ type WorkerOptions struct {
 	// result; one cut at the deadline is retried as after a crash (a bash call then reports
 	// that it was interrupted and is not run again).
 	StopTimeout time.Duration
+	// Observer records every activity attempt (metrics); nil records nothing.
+	Observer Observer
 }
 
 // NewWorker returns a worker for session workflows and their activities.
@@ -33,7 +36,12 @@ func NewWorker(c client.Client, opts WorkerOptions, acts *Activities) worker.Wor
 	if stopTimeout <= 0 {
 		stopTimeout = DefaultStopTimeout
 	}
+	var interceptors []interceptor.WorkerInterceptor
+	if opts.Observer != nil {
+		interceptors = append(interceptors, &activityObserver{obs: opts.Observer})
+	}
 	w := worker.New(c, taskQueue, worker.Options{
+		Interceptors: interceptors,
 		// Without it the SDK cancels every running activity the moment Stop is called: a
 		// SIGTERM then cut the running command, which a crash (SIGKILL) did not.
 		WorkerStopTimeout: stopTimeout,
