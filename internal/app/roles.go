@@ -33,6 +33,15 @@ func RunServe(ctx context.Context, cfg Config, version string) error {
 	if err != nil {
 		return err
 	}
+	cfg, reg, err := withMetrics(cfg)
+	if err != nil {
+		return err
+	}
+	stopMetrics, err := serveMetrics(ctx, cfg, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	var tc client.Client
 	if cfg.TemporalAddress != "" {
 		if tc, err = DialTemporal(ctx, cfg, logger); err != nil {
@@ -74,7 +83,11 @@ func RunWorker(ctx context.Context, cfg Config, version string) error {
 	if cfg.TemporalAddress == "" {
 		return errors.New("MANAGED_AGENT_TEMPORAL_ADDRESS is not set: a worker needs Temporal")
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	cfg, reg, err := withMetrics(cfg)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL, cfg.storeOptions()...)
 	if err != nil {
 		return err
 	}
@@ -82,6 +95,16 @@ func RunWorker(ctx context.Context, cfg Config, version string) error {
 	if err := st.CheckMigrated(ctx); err != nil {
 		return fmt.Errorf("%w: run `managed-agents migrate` (or start `managed-agents serve`) first", err)
 	}
+	unregisterPool, err := cfg.registerPool(st.Pool())
+	if err != nil {
+		return err
+	}
+	defer unregisterPool()
+	stopMetrics, err := serveMetrics(ctx, cfg, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	tc, err := DialTemporal(ctx, cfg, logger)
 	if err != nil {
 		return err
