@@ -213,7 +213,10 @@ func (a *Activities) ToolCall(ctx context.Context, in ToolCallInput) (Plan, erro
 	tin.Emitter = committedEmitter{next: tin.Emitter, seen: func(evs []wire.Event) {
 		for _, ev := range evs {
 			if id, isError, ok := resultOf(ev); ok && id == in.ToolUseID {
-				outcome = map[bool]string{false: OutcomeOK, true: OutcomeError}[isError]
+				outcome = OutcomeOK
+				if isError {
+					outcome = OutcomeError
+				}
 			}
 		}
 	}}
