@@ -76,4 +76,3 @@ func TestActivityObserverRecordsAttempts(t *testing.T) {
 	defer obs.mu.Unlock()
 	require.Equal(t, []attempt{{"Teardown", 1, true}, {"Teardown", 1, false}}, obs.got)
 }
-
