@@ -13,6 +13,7 @@ import (
 // secretVars are the variables that carry credentials.
 var secretVars = []string{
 	"MANAGED_AGENT_API_KEY",
+	"MANAGED_AGENT_ADMIN_KEY",
 	"MANAGED_AGENT_DATABASE_URL", // may hold a password
 	"MANAGED_AGENT_ANTHROPIC_API_KEY",
 	"MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN",

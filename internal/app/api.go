@@ -92,7 +92,8 @@ func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logg
 		notifier: notifier, temporal: tc, unregisterPool: unregisterPool,
 		services: startstop.Group{listener, previews},
 	}
-	a.Handler = httpapi.New(httpapi.Config{Service: svc, Auth: svc, Logger: logger, Ready: a.ready, Previews: previews, Observer: cfg.httpObserver()})
+	a.Handler = httpapi.New(httpapi.Config{Service: svc, Auth: svc, Logger: logger, Ready: a.ready, Previews: previews, AdminKey: cfg.AdminKey,
+		Observer: cfg.httpObserver()})
 	if err := a.services.Start(ctx); err != nil {
 		unregisterPool()
 		st.Close()
@@ -134,7 +135,8 @@ func (a *API) Close() {
 	a.Store.Close()
 }
 
-// BindAPIKey makes key valid, in its own workspace if it is new.
+// BindAPIKey makes key (MANAGED_AGENT_API_KEY) valid in the workspace named "default",
+// ending the configured key it replaces.
 func (a *API) BindAPIKey(ctx context.Context, key string) (string, error) {
 	return a.Service.BindConfiguredKey(ctx, key, "default")
 }

@@ -40,6 +40,9 @@ type Config struct {
 	Addr string
 	// APIKey, if set, is accepted and bound to a workspace at start (MANAGED_AGENT_API_KEY).
 	APIKey string
+	// AdminKey, if set, authorises the admin API (/v1/admin/…) on serve and dev
+	// (MANAGED_AGENT_ADMIN_KEY); keys created with the admin flag do too.
+	AdminKey string
 	// VaultKeys is the keyring that encrypts vault credential secrets
 	// (MANAGED_AGENT_VAULT_KEYS): comma-separated id:base64key entries, each key 32 bytes;
 	// the first encrypts, all decrypt (docs/vaults.md). Empty: serve refuses to store
@@ -200,6 +203,9 @@ type Config struct {
 // addresses, Temporal, then the guard that needs a valid model and sandbox), and reports every
 // problem it finds, each naming its variable and the allowed values. A role calls it before
 // it initialises, starts or writes anything.
+// minAdminKeyLen keeps the admin key out of guessing range.
+const minAdminKeyLen = 24
+
 func (c Config) Validate() error {
 	var errs []error
 	check := func(err error) {
@@ -230,6 +236,9 @@ func (c Config) Validate() error {
 	}
 	check(c.validateIdle())
 	check(c.validateMCP())
+	if c.AdminKey != "" && len(c.AdminKey) < minAdminKeyLen {
+		check(fmt.Errorf("MANAGED_AGENT_ADMIN_KEY: at least %d characters (it can create keys for every workspace; `openssl rand -hex 32` makes one)", minAdminKeyLen))
+	}
 	check(c.Network.validate())
 	check(c.validateWeb())
 	check(c.parsed("MANAGED_AGENT_WORKER_STOP_TIMEOUT"))
@@ -491,6 +500,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.DatabaseURL, "MANAGED_AGENT_DATABASE_URL")
 	set(&c.Addr, "MANAGED_AGENT_ADDR")
 	set(&c.APIKey, "MANAGED_AGENT_API_KEY")
+	set(&c.AdminKey, "MANAGED_AGENT_ADMIN_KEY")
 	set(&c.VaultKeys, "MANAGED_AGENT_VAULT_KEYS")
 	set(&c.LogLevel, "MANAGED_AGENT_LOG_LEVEL")
 	set(&c.LogFormat, "MANAGED_AGENT_LOG_FORMAT")

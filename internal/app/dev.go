@@ -20,6 +20,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/pgserver"
 	"github.com/managed-agents/managed-agents/internal/secretbox"
 	"github.com/managed-agents/managed-agents/internal/startstop"
+	"github.com/managed-agents/managed-agents/internal/store"
 )
 
 // RunDev runs everything a laptop needs in one process on embedded defaults: a private
@@ -56,6 +57,7 @@ func RunDev(ctx context.Context, cfg Config) (err error) {
 			}
 		}()
 		cfg.DatabaseURL = pg.URL()
+		defer writeDatabaseURL(cfg.DataDir, pg.URL(), logger)()
 		watches = append(watches, &childWatch{name: "PostgreSQL", exited: pg.Exited, restart: pg.Restart, logger: logger})
 	}
 	tc, srv, stopTemporal, err := devTemporal(ctx, cfg, logger)
@@ -91,6 +93,17 @@ func RunDev(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	ws, err := api.BindAPIKey(ctx, key)
+	if generated && errors.Is(err, store.ErrKeyEnded) {
+		// The kept key was revoked (or replaced by a configured one): make a new one.
+		logger.Warn("the API key kept in the data dir was revoked or replaced; generating a new one")
+		if err := os.Remove(filepath.Join(cfg.DataDir, "api-key")); err != nil {
+			return fmt.Errorf("remove the ended api key: %w", err)
+		}
+		if key, generated, err = devAPIKey(cfg); err != nil {
+			return err
+		}
+		ws, err = api.BindAPIKey(ctx, key)
+	}
 	if err != nil {
 		return err
 	}

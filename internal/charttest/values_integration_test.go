@@ -56,6 +56,7 @@ func TestValuesRefused(t *testing.T) {
 		{"anthropic without a key", []string{"--set", "model.provider=anthropic", "--set", "sandbox.allowUnsafeLocal=true"}, "model.provider=anthropic needs model.anthropic.apiKey"},
 		{"unknown search backend", []string{"--set", "worker.webSearch.backend=bing"}, "at '/worker/webSearch/backend': value must be one of '', 'searxng'"},
 		{"search backend without a URL", []string{"--set", "worker.webSearch.backend=searxng"}, "worker.webSearch.backend needs worker.webSearch.url"},
+		{"short admin key", []string{"--set", "auth.adminKey=short"}, "at '/auth/adminKey': 'short' does not match pattern"},
 		{"anthropic with the local sandbox", []string{"--set", "model.provider=anthropic", "--set", "model.anthropic.apiKey=k"}, "needs sandbox.allowUnsafeLocal=true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,6 +81,25 @@ func TestValuesRendered(t *testing.T) {
 			require.NotContains(t, doc, "sk-ma-visible-in-secret-only")
 			require.NotContains(t, doc, "sk-ant-secret")
 		}
+	})
+	t.Run("the admin key reaches the API from the Secret only when set", func(t *testing.T) {
+		out, err := helmTemplate(t)
+		require.NoError(t, err)
+		require.NotContains(t, out, "admin-key:", "no admin key in the Secret by default")
+		out, err = helmTemplate(t, "--set", "auth.adminKey=admin-key-0123456789abcdefghij")
+		require.NoError(t, err)
+		var secret, api string
+		for _, doc := range strings.Split(out, "\n---\n") {
+			switch {
+			case strings.Contains(doc, "\nkind: Secret\n"):
+				secret = doc
+			case strings.Contains(doc, "\nkind: Deployment\n") && strings.Contains(doc, "args: [\"serve\"]"):
+				api = doc
+			}
+		}
+		require.Contains(t, secret, "admin-key: ")
+		require.Contains(t, api, "- name: MANAGED_AGENT_ADMIN_KEY")
+		require.NotContains(t, api, "admin-key-0123456789abcdefghij", "the key itself stays in the Secret")
 	})
 	t.Run("the worker's own tools: MCP and web_fetch address guards, the search backend", func(t *testing.T) {
 		out, err := helmTemplate(t)

@@ -19,8 +19,8 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/app"
 	"github.com/managed-agents/managed-agents/internal/ids"
-	"github.com/managed-agents/managed-agents/internal/sessions"
 	"github.com/managed-agents/managed-agents/internal/pgtest"
+	"github.com/managed-agents/managed-agents/internal/sessions"
 )
 
 func TestMain(m *testing.M) {

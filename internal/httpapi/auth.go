@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/managed-agents/managed-agents/internal/sessions"
 )
@@ -64,6 +65,52 @@ func (s *Server) principal(w http.ResponseWriter, r *http.Request) (sessions.Pri
 		info.keyHint = p.Hint
 	}
 	return p, true
+}
+
+// keyWatch ends a stream when its key stops working: a revocation notice (or a missed one)
+// closes changed, after which the key is authenticated again; expiry fires at the key's end.
+type keyWatch struct {
+	auth    Authenticator
+	keyID   string
+	changed <-chan struct{}
+	cancel  func()
+	expiry  *time.Timer
+}
+
+func newKeyWatch(auth Authenticator, p sessions.Principal) *keyWatch {
+	kw := &keyWatch{auth: auth, keyID: p.KeyID}
+	kw.changed, kw.cancel = auth.WatchKey(p.KeyID)
+	kw.expiry = expiryTimer(p.ExpiresAt)
+	return kw
+}
+
+// expiryTimer fires when a key expires; never for a key without expiry.
+func expiryTimer(at *time.Time) *time.Timer {
+	if at == nil {
+		t := time.NewTimer(time.Hour)
+		t.Stop()
+		return t
+	}
+	return time.NewTimer(max(time.Until(*at), 0))
+}
+
+// recheck asks for the key's current state; false when it no longer works (or the check
+// failed: a stream whose key cannot be confirmed ends, and the client reconnects).
+func (kw *keyWatch) recheck(ctx context.Context, key string) bool {
+	kw.cancel()
+	kw.changed, kw.cancel = kw.auth.WatchKey(kw.keyID)
+	p, err := kw.auth.Authenticate(ctx, key)
+	if err != nil || p.KeyID != kw.keyID {
+		return false
+	}
+	kw.expiry.Stop()
+	kw.expiry = expiryTimer(p.ExpiresAt)
+	return true
+}
+
+func (kw *keyWatch) stop() {
+	kw.cancel()
+	kw.expiry.Stop()
 }
 
 // hasBeta looks for want in anthropic-beta values, which may be repeated headers each

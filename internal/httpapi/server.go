@@ -23,9 +23,12 @@ const maxBodyBytes = 32 << 20
 // betaManagedAgents is the beta every Managed Agents route requires.
 const betaManagedAgents = "managed-agents-2026-04-01"
 
-// Authenticator maps an API key to who it is (sessions.ErrUnknownKey for none).
+// Authenticator maps an API key to who it is (sessions.ErrUnknownKey for none) and tells
+// when a key may have changed, so that streams end when their key is revoked.
 type Authenticator interface {
 	Authenticate(ctx context.Context, key string) (sessions.Principal, error)
+	// WatchKey returns a channel closed when the key may have changed, and a cancel func.
+	WatchKey(keyID string) (<-chan struct{}, func())
 }
 
 // Config configures the HTTP API.
@@ -39,6 +42,9 @@ type Config struct {
 	Heartbeat time.Duration
 	// Previews delivers token previews to streams that ask for them; nil sends none.
 	Previews stream.Hub
+	// AdminKey, if set, authorises the admin API (MANAGED_AGENT_ADMIN_KEY); admin-flagged
+	// keys do too.
+	AdminKey string
 	// Observer records requests and open streams (metrics); nil records nothing.
 	Observer Observer
 }
@@ -66,7 +72,10 @@ type Server struct {
 	heartbeat time.Duration
 	previews  stream.Hub
 	obs       Observer
-	mux       *http.ServeMux
+	// adminKeyDigest is the SHA-256 of the configured admin key (nil: none), compared in
+	// constant time.
+	adminKeyDigest []byte
+	mux            *http.ServeMux
 	// draining is closed by CloseStreams: live streams end so a graceful shutdown can finish.
 	draining  chan struct{}
 	drainOnce sync.Once
@@ -84,6 +93,9 @@ func New(cfg Config) *Server {
 	}
 	if s.obs == nil {
 		s.obs = nopObserver{}
+	}
+	if cfg.AdminKey != "" {
+		s.adminKeyDigest = digest(cfg.AdminKey)
 	}
 	s.routes()
 	return s
@@ -128,6 +140,16 @@ func (s *Server) routes() {
 	api("GET /v1/sessions/{id}/events", s.listEvents)
 	api("POST /v1/sessions/{id}/events", s.sendEvents)
 	api("GET /v1/sessions/{id}/events/stream", s.streamEvents)
+
+	admin := func(pattern string, h apiHandler) {
+		s.mux.Handle(pattern, s.adminAuthenticated(textChecked(pattern, h)))
+	}
+	admin("POST /v1/admin/workspaces", s.adminCreateWorkspace)
+	admin("GET /v1/admin/workspaces", s.adminListWorkspaces)
+	admin("POST /v1/admin/keys", s.adminCreateKey)
+	admin("GET /v1/admin/keys", s.adminListKeys)
+	admin("POST /v1/admin/keys/{id}/revoke", s.adminRevokeKey)
+	admin("POST /v1/admin/keys/{id}/rotate", s.adminRotateKey)
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

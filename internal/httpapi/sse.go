@@ -70,6 +70,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		awaited = nil
 	}
 	filter := stream.NewPreviewFilter(awaited, st.Cursor(), st.Live())
+	key := newKeyWatch(s.auth, principalOf(ctx))
+	defer key.stop()
 	heartbeat := time.NewTicker(s.heartbeat)
 	defer heartbeat.Stop()
 	var (
@@ -125,6 +127,14 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		case <-ctx.Done():
 			return nil
 		case <-s.draining:
+			return nil
+		case <-key.changed:
+			if !key.recheck(ctx, apiKey(r)) {
+				writeAuthErrorFrame(w, rc, requestID(ctx))
+				return nil
+			}
+		case <-key.expiry.C:
+			writeAuthErrorFrame(w, rc, requestID(ctx))
 			return nil
 		case <-wake:
 		case <-hold.c:
@@ -246,6 +256,15 @@ func writeFrame(b *bytes.Buffer, name, id string, v any) error {
 	b.Write(data) // json.Marshal output has no raw newlines
 	b.WriteString("\n\n")
 	return nil
+}
+
+// writeAuthErrorFrame ends a stream whose key stopped working (revoked or expired): the SDK
+// ends the stream with an authentication_error, and reconnecting with the key gets 401.
+func writeAuthErrorFrame(w http.ResponseWriter, rc *http.ResponseController, requestID string) {
+	body, _ := json.Marshal(wire.ErrorEnvelope{Type: "error", RequestID: requestID,
+		Error: wire.ErrorObject{Type: "authentication_error", Message: "the API key was revoked or has expired"}})
+	_, _ = w.Write([]byte("event: error\ndata: " + string(body) + "\n\n"))
+	_ = rc.Flush()
 }
 
 func writeErrorFrame(w http.ResponseWriter, rc *http.ResponseController) {

@@ -50,6 +50,10 @@ func (s *Service) Authenticate(ctx context.Context, key string) (Principal, erro
 	return p, nil
 }
 
+// WatchKey returns a channel closed when the key may have changed (revoked, rotated, or a
+// notice may have been missed): the watcher then authenticates again.
+func (s *Service) WatchKey(keyID string) (<-chan struct{}, func()) { return s.keys.Watch(keyID) }
+
 func principalOf(k store.APIKey) Principal {
 	return Principal{KeyID: k.ID, WorkspaceID: k.WorkspaceID, Hint: k.Hint, Admin: k.Admin, ExpiresAt: k.ExpiresAt}
 }

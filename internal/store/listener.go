@@ -45,8 +45,9 @@ type Handler interface {
 // parts (up to megabytes while a model streams) would sit in front of a committed-event
 // wake-up and delay every live stream of the process; a separate connection keeps wake-ups
 // as fast as an idle database. The cost is one connection per listened topic and process
-// (two in an API process, none in a worker, which only publishes previews). A topic is
-// listened to from its Listen call on, so a process holds only the connections it uses.
+// (three in an API process: events, keys and, once a stream asks, previews; none in a
+// worker, which only publishes previews). A topic is listened to from its Listen call on, so
+// a process holds only the connections it uses.
 type Listener struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger

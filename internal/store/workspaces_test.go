@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -183,4 +184,56 @@ func TestEnsureWorkspace(t *testing.T) {
 	ok, err = st.WorkspaceExists(ctx, "wrkspc_unknown")
 	require.NoError(t, err)
 	require.False(t, ok)
+}
+
+func TestEndAPIKey(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := t.Context()
+	ws, err := st.CreateWorkspace(ctx, "ending")
+	require.NoError(t, err)
+	key := newKey()
+	k, err := st.InsertAPIKey(ctx, NewAPIKey{WorkspaceID: ws, Secret: key, Label: "l", Hint: "sk-…x"})
+	require.NoError(t, err)
+	require.Nil(t, k.ExpiresAt)
+
+	// A grace period sets the end; a later, longer one never pushes it back.
+	soon := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	ended, err := st.EndAPIKey(ctx, k.ID, soon, false)
+	require.NoError(t, err)
+	require.True(t, soon.Equal(*ended.ExpiresAt))
+	ended, err = st.EndAPIKey(ctx, k.ID, soon.Add(time.Hour), false)
+	require.NoError(t, err)
+	require.True(t, soon.Equal(*ended.ExpiresAt), "an end is never pushed back")
+	got, err := st.WorkspaceForKey(ctx, key)
+	require.NoError(t, err, "within the grace the key works")
+	require.Equal(t, ws, got)
+
+	revoked, err := st.EndAPIKey(ctx, k.ID, time.Now(), true)
+	require.NoError(t, err)
+	require.NotNil(t, revoked.RevokedAt)
+	again, err := st.EndAPIKey(ctx, k.ID, time.Now().Add(time.Minute), true)
+	require.NoError(t, err)
+	require.True(t, revoked.RevokedAt.Equal(*again.RevokedAt), "revoking twice keeps the first time")
+	_, err = st.WorkspaceForKey(ctx, key)
+	require.ErrorIs(t, err, ErrNotFound)
+	found, err := st.KeyBySecret(ctx, key)
+	require.NoError(t, err, "a revoked key is still found by its secret, for the caller to refuse")
+	require.Equal(t, k.ID, found.ID)
+
+	_, err = st.EndAPIKey(ctx, "apikey_missing", time.Now(), true)
+	require.ErrorIs(t, err, ErrNotFound)
+
+	// Admin keys belong to no workspace, and a workspace key must name one.
+	admin, err := st.InsertAPIKey(ctx, NewAPIKey{Secret: newKey(), Admin: true})
+	require.NoError(t, err)
+	require.Empty(t, admin.WorkspaceID)
+	_, err = st.InsertAPIKey(ctx, NewAPIKey{Secret: newKey()})
+	require.Error(t, err, "a workspace key without a workspace is refused by the schema")
+	all, err := st.ListAPIKeys(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+	mine, err := st.ListAPIKeys(ctx, ws)
+	require.NoError(t, err)
+	require.Len(t, mine, 1)
 }
