@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -117,4 +118,47 @@ func TestMetricsCountATurnWithAToolCall(t *testing.T) {
 			require.NotContains(t, l.GetValue(), f.sessionID, "no session id in a label")
 		}
 	}
+}
+
+// A denied call counts as rejected and a custom tool as delegated to the client; a parked
+// turn counts as finished with requires_action, and its resumption is no new turn.
+func TestMetricsCountRejectedAndDelegatedToolCalls(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	m, err := metrics.New(reg)
+	require.NoError(t, err)
+	e := newRunningEnv(t, func(c *app.Config) { c.Metrics, c.MetricsRegistry = m, reg })
+	srv := httptest.NewServer(metrics.Handler(reg))
+	t.Cleanup(srv.Close)
+	f := newTurnFixtureIn(t, e, builtinTools("always_ask"), anthropic.BetaAgentNewParamsToolUnion{OfCustom: &anthropic.BetaManagedAgentsCustomToolParams{
+		Name: "get_weather", Description: "weather of a city",
+		InputSchema: anthropic.BetaManagedAgentsCustomToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}}}})
+
+	f.send(userMessage("/tool bash {\"command\":\"touch denied\"}"))
+	use := find(t, f.untilIdle(), "agent.tool_use")
+	f.send(anthropic.BetaManagedAgentsEventParamsUnion{OfUserToolConfirmation: &anthropic.BetaManagedAgentsUserToolConfirmationEventParams{
+		ToolUseID: use.ID, Result: anthropic.BetaManagedAgentsUserToolConfirmationEventParamsResultDeny}})
+	require.Equal(t, "end_turn", last(f.untilIdle()).StopReason.Type)
+	f.send(userMessage("/tool get_weather {\"city\":\"Paris\"}"))
+	require.Equal(t, "requires_action", last(f.untilIdle()).StopReason.Type)
+
+	want := []struct {
+		name   string
+		labels map[string]string
+		value  float64
+	}{
+		{"managed_agents_tool_calls_total", map[string]string{"tool": "bash", "outcome": "rejected"}, 1},
+		{"managed_agents_tool_calls_total", map[string]string{"tool": "custom", "outcome": "delegated"}, 1},
+		{"managed_agents_tool_calls_total", map[string]string{"tool": "bash", "outcome": "ok"}, -1},
+		{"managed_agents_turns_started_total", nil, 2},
+		{"managed_agents_turns_finished_total", map[string]string{"stop_reason": "requires_action"}, 2},
+		{"managed_agents_turns_finished_total", map[string]string{"stop_reason": "end_turn"}, 1},
+		{"managed_agents_sandbox_acquisitions_total", nil, -1},
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		fams := scrape(t, srv.URL)
+		for _, w := range want {
+			assert.Equal(c, w.value, sample(fams, w.name, w.labels), "%s %v", w.name, w.labels)
+		}
+	}, 10*time.Second, 20*time.Millisecond)
 }
