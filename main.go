@@ -99,7 +99,7 @@ func controllerCmd() *cobra.Command {
 	cmd.Flags().String("kubeconfig", "", "kubeconfig of the cluster (default KUBECONFIG, else the pod's service account)")
 	// The flags kubebuilder projects' managers take, so manifests written for them fit.
 	cmd.Flags().Bool("leader-elect", true, "elect one active replica through a Lease (MANAGED_AGENT_CONTROLLER_LEADER_ELECT)")
-	cmd.Flags().String("metrics-bind-address", "", "Prometheus metrics address, or 0 for none (MANAGED_AGENT_CONTROLLER_METRICS_ADDR, default :8080)")
+	cmd.Flags().String("metrics-bind-address", "", "Prometheus metrics address, or 0 for none (MANAGED_AGENT_CONTROLLER_METRICS_ADDR; default MANAGED_AGENT_METRICS_ADDR, :9090)")
 	cmd.Flags().String("health-probe-bind-address", "", "/healthz and /readyz address, or 0 for none (MANAGED_AGENT_CONTROLLER_HEALTH_ADDR, default :8081)")
 	return cmd
 }

@@ -35,6 +35,8 @@ type API struct {
 	notifier *store.Notifier
 	services startstop.Group
 	temporal client.Client
+	// unregisterPool removes the pool's collector from the metrics registry.
+	unregisterPool func()
 }
 
 // NewAPI connects to cfg.DatabaseURL, applies migrations, starts listening and builds the
@@ -46,7 +48,7 @@ func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logg
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New(missingDatabaseURL())
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	st, err := store.Open(ctx, cfg.DatabaseURL, cfg.storeOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +56,7 @@ func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logg
 		st.Close()
 		return nil, err
 	}
-	listener := store.NewListener(st.Pool(), logger)
+	listener := store.NewListener(st.Pool(), logger, cfg.listenerOptions()...)
 	notifier := store.NewNotifier()
 	if err := listener.Listen(store.TopicEvents, notifier); err != nil {
 		st.Close()
@@ -79,14 +81,21 @@ func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logg
 		st.Close()
 		return nil, err
 	}
+	unregisterPool, err := cfg.registerPool(st.Pool())
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	svc.Wakes().Start()
 	a := &API{
 		Store: st, Service: svc, Previews: previews,
-		notifier: notifier, temporal: tc,
+		notifier: notifier, temporal: tc, unregisterPool: unregisterPool,
 		services: startstop.Group{listener, previews},
 	}
-	a.Handler = httpapi.New(httpapi.Config{Service: svc, Auth: svc, Logger: logger, Ready: a.ready, Previews: previews, AdminKey: cfg.AdminKey, Tracer: cfg.Tracing.Provider})
+	a.Handler = httpapi.New(httpapi.Config{Service: svc, Auth: svc, Logger: logger, Ready: a.ready, Previews: previews, AdminKey: cfg.AdminKey,
+		Tracer: cfg.Tracing.Provider, Observer: cfg.httpObserver()})
 	if err := a.services.Start(ctx); err != nil {
+		unregisterPool()
 		st.Close()
 		return nil, err
 	}
@@ -122,6 +131,7 @@ func (a *API) ready(ctx context.Context) error {
 func (a *API) Close() {
 	a.Service.Wakes().Stop()
 	a.services.Stop()
+	a.unregisterPool()
 	a.Store.Close()
 }
 

@@ -18,8 +18,10 @@ import (
 
 	units "github.com/docker/go-units"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/managed-agents/managed-agents/internal/durable"
+	"github.com/managed-agents/managed-agents/internal/metrics"
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
 	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes"
 	"github.com/managed-agents/managed-agents/internal/sandboxd"
@@ -160,6 +162,15 @@ type Config struct {
 	// ControllerMetricsAddr is where the controller serves Prometheus metrics
 	// (MANAGED_AGENT_CONTROLLER_METRICS_ADDR, host:port, or 0 for none).
 	ControllerMetricsAddr string
+	// MetricsAddr is where serve and worker serve Prometheus /metrics, and the controller
+	// unless ControllerMetricsAddr is set (MANAGED_AGENT_METRICS_ADDR, host:port, default
+	// :9090; off or 0 for none). dev answers /metrics on its API listener instead.
+	MetricsAddr string
+	// Metrics and MetricsRegistry are what the roles record with and where the database
+	// pool's collector goes; nil records nothing. Not environment variables: the Run functions
+	// make them (metrics.go), tests bring their own.
+	Metrics         *metrics.Metrics
+	MetricsRegistry prometheus.Registerer
 	// ControllerHealthAddr serves /healthz and /readyz (MANAGED_AGENT_CONTROLLER_HEALTH_ADDR,
 	// host:port, or 0 for none).
 	ControllerHealthAddr string
@@ -260,6 +271,7 @@ func (c Config) Validate() error {
 	check(c.parsed("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"))
 	check(validateAddrOrOff("MANAGED_AGENT_CONTROLLER_METRICS_ADDR", c.ControllerMetricsAddr))
 	check(validateAddrOrOff("MANAGED_AGENT_CONTROLLER_HEALTH_ADDR", c.ControllerHealthAddr))
+	check(validateMetricsAddr(c.MetricsAddr))
 	check(c.parsed("MANAGED_AGENT_CONTROLLER_LEADER_ELECT"))
 	check(c.parsed("MANAGED_AGENT_CONTROLLER_WORKSPACE_PER_NAMESPACE"))
 	_, err = c.controllerWorkspaces()
@@ -559,6 +571,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.Kubeconfig, "KUBECONFIG")
 	set(&c.ControllerMetricsAddr, "MANAGED_AGENT_CONTROLLER_METRICS_ADDR")
 	set(&c.ControllerHealthAddr, "MANAGED_AGENT_CONTROLLER_HEALTH_ADDR")
+	set(&c.MetricsAddr, "MANAGED_AGENT_METRICS_ADDR")
 	set(&c.ControllerLeaderElectionNamespace, "MANAGED_AGENT_CONTROLLER_LEADER_ELECTION_NAMESPACE")
 	set(&c.ControllerWorkspaces, "MANAGED_AGENT_CONTROLLER_WORKSPACES")
 	c.envBool(&c.ControllerLeaderElect, "MANAGED_AGENT_CONTROLLER_LEADER_ELECT", get("MANAGED_AGENT_CONTROLLER_LEADER_ELECT"))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"go.temporal.io/sdk/client"
@@ -18,11 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/managed-agents/managed-agents/api/v1alpha1"
 	"github.com/managed-agents/managed-agents/controllers"
 	"github.com/managed-agents/managed-agents/internal/durable"
+	"github.com/managed-agents/managed-agents/internal/metrics"
 	"github.com/managed-agents/managed-agents/internal/sessions"
 	"github.com/managed-agents/managed-agents/internal/store"
 )
@@ -94,7 +97,7 @@ func RunControllerManager(ctx context.Context, cfg Config, d ControllerDeps, log
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                        scheme,
 		Logger:                        log,
-		Metrics:                       metricsserver.Options{BindAddress: orDefault(cfg.ControllerMetricsAddr, ":8080")},
+		Metrics:                       metricsserver.Options{BindAddress: cfg.controllerMetricsAddr()},
 		HealthProbeBindAddress:        orDefault(cfg.ControllerHealthAddr, ":8081"),
 		LeaderElection:                cfg.ControllerLeaderElect,
 		LeaderElectionID:              leaderElectionID,
@@ -120,7 +123,7 @@ func RunControllerManager(ctx context.Context, cfg Config, d ControllerDeps, log
 	}
 	wsMap := &controllers.Workspaces{API: d.Service, Fixed: mapping, PerNamespace: cfg.ControllerWorkspacePerNamespace}
 	wakes := controllers.NewSessionEvents()
-	listener := store.NewListener(d.Store.Pool(), logger)
+	listener := store.NewListener(d.Store.Pool(), logger, cfg.listenerOptions()...)
 	if err := listener.Listen(store.TopicEvents, wakes); err != nil {
 		return err
 	}
@@ -200,7 +203,13 @@ func RunController(ctx context.Context, cfg Config, version string) error {
 	if cfg.DatabaseURL == "" {
 		return errors.New("MANAGED_AGENT_DATABASE_URL is not set")
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if cfg.Metrics == nil {
+		if cfg.Metrics, err = controllerMetrics(); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
+		cfg.MetricsRegistry = ctrlmetrics.Registry
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL, cfg.storeOptions()...)
 	if err != nil {
 		return err
 	}
@@ -208,6 +217,11 @@ func RunController(ctx context.Context, cfg Config, version string) error {
 	if err := st.CheckMigrated(ctx); err != nil {
 		return fmt.Errorf("%w: run `managed-agents migrate` (or start `managed-agents serve`) first", err)
 	}
+	unregisterPool, err := cfg.registerPool(st.Pool())
+	if err != nil {
+		return err
+	}
+	defer unregisterPool()
 	var opts []sessions.Option
 	if cfg.TemporalAddress != "" {
 		tc, err := DialTemporal(ctx, cfg, logger)
@@ -237,6 +251,11 @@ func RunController(ctx context.Context, cfg Config, version string) error {
 	logger.Info("controller running", "version", version)
 	return RunControllerManager(ctx, cfg, deps, logger)
 }
+
+// controllerMetrics are the collectors of the controller role, in controller-runtime's
+// registry (which its metrics server serves beside its own). That registry is the process's:
+// they are made once however often a process runs the role (tests do).
+var controllerMetrics = sync.OnceValues(func() (*metrics.Metrics, error) { return metrics.New(ctrlmetrics.Registry) })
 
 func controllerRunner(cfg Config, tc client.Client, logger *slog.Logger) sessions.Runner {
 	return &durable.Runner{Client: tc, TaskQueue: cfg.TaskQueue, Retry: cfg.modelRetry(), Logger: logger}

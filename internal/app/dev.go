@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/managed-agents/managed-agents/internal/durable"
+	"github.com/managed-agents/managed-agents/internal/metrics"
 	"github.com/managed-agents/managed-agents/internal/pgserver"
 	"github.com/managed-agents/managed-agents/internal/secretbox"
 	"github.com/managed-agents/managed-agents/internal/startstop"
@@ -41,6 +42,11 @@ func RunDev(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}
 	if cfg.VaultKeys, err = devVaultKeys(cfg); err != nil {
+		return err
+	}
+	// Every role of dev records into one registry, answered at the API's own /metrics.
+	cfg, reg, err := newMetrics(cfg)
+	if err != nil {
 		return err
 	}
 	// The children dev started, each brought back when it dies.
@@ -124,7 +130,7 @@ func RunDev(ctx context.Context, cfg Config) (err error) {
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(os.Stdout, "managed-agents dev is running\n  URL:      %s\n  API key:  %s%s\n  data dir: %s\n\nTry:\n  curl -s %s/v1/agents -H 'x-api-key: %s' -H 'anthropic-version: 2023-06-01' -H 'anthropic-beta: managed-agents-2026-04-01'\n\n",
 		url, key, map[bool]string{true: " (generated; kept in the data dir)", false: ""}[generated], cfg.DataDir, url, key)
-	return Serve(ctx, ln, api.Handler, logger, DefaultServerLimits)
+	return Serve(ctx, ln, withMetricsEndpoint{api: api.Handler, metrics: metrics.Handler(reg)}, logger, DefaultServerLimits)
 }
 
 // devTemporal connects to MANAGED_AGENT_TEMPORAL_ADDRESS, or starts the Temporal CLI dev

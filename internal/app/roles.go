@@ -38,6 +38,15 @@ func RunServe(ctx context.Context, cfg Config, version string) error {
 		return err
 	}
 	defer stopTracing()
+	cfg, reg, err := withMetrics(cfg)
+	if err != nil {
+		return err
+	}
+	stopMetrics, err := serveMetrics(ctx, cfg, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	var tc client.Client
 	if cfg.TemporalAddress != "" {
 		if tc, err = DialTemporal(ctx, cfg, logger); err != nil {
@@ -84,7 +93,11 @@ func RunWorker(ctx context.Context, cfg Config, version string) error {
 		return err
 	}
 	defer stopTracing()
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	cfg, reg, err := withMetrics(cfg)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL, cfg.storeOptions()...)
 	if err != nil {
 		return err
 	}
@@ -92,6 +105,16 @@ func RunWorker(ctx context.Context, cfg Config, version string) error {
 	if err := st.CheckMigrated(ctx); err != nil {
 		return fmt.Errorf("%w: run `managed-agents migrate` (or start `managed-agents serve`) first", err)
 	}
+	unregisterPool, err := cfg.registerPool(st.Pool())
+	if err != nil {
+		return err
+	}
+	defer unregisterPool()
+	stopMetrics, err := serveMetrics(ctx, cfg, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	tc, err := DialTemporal(ctx, cfg, logger)
 	if err != nil {
 		return err

@@ -264,23 +264,24 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	if err != nil {
 		return nil, err
 	}
-	engine := turns.New(st, logger, turns.WithSandboxQuota(c.RateLimits.WorkspaceSandboxes))
+	engine := turns.New(st, logger, append(c.turnsOptions(), turns.WithSandboxQuota(c.RateLimits.WorkspaceSandboxes))...)
 	acts := &durable.Activities{
 		Turns: engine,
-		Core:  agent.NewCore(tracing.Model(m, c.Tracing.Provider), agent.WithLogger(logger), agent.WithWebTools(web)),
-		Sandboxes: sandbox.NewManager(registry, engine.Sandboxes(), engine.Sandboxes(), sandbox.WithLogger(logger),
-			sandbox.WithTouchInterval(c.touchInterval()), sandbox.WithCeiling(ceiling)),
+		Core:  agent.NewCore(c.observedModel(tracing.Model(m, c.Tracing.Provider)), agent.WithLogger(logger), agent.WithWebTools(web)),
+		Sandboxes: sandbox.NewManager(registry, engine.Sandboxes(), engine.Sandboxes(), append([]sandbox.ManagerOption{sandbox.WithLogger(logger),
+			sandbox.WithTouchInterval(c.touchInterval()), sandbox.WithCeiling(ceiling)}, c.sandboxOptions()...)...),
 		Previews: previews,
 		MCP:      c.mcpConnector(vaultTokens{vaults}, engine, logger),
 		Logger:   logger,
 		Tracer:   c.Tracing.Provider,
+		Observer: c.durableObserver(),
 	}
 	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger, Tracer: c.Tracing.Provider}
 	return &Worker{Credentials: vaults, services: startstop.Group{
 		onStop(closeWeb),
 		// Before the steps, so it stops after them: no acquisition claims from a pool being emptied.
 		warmPool(registry, logger),
-		&temporalWorker{w: durable.NewWorker(tc, durable.WorkerOptions{TaskQueue: c.TaskQueue, StopTimeout: c.WorkerStopTimeout}, acts)},
+		&temporalWorker{w: durable.NewWorker(tc, durable.WorkerOptions{TaskQueue: c.TaskQueue, StopTimeout: c.WorkerStopTimeout, Observer: c.durableObserver()}, acts)},
 		&Sweep{Engine: engine, Waker: runner, Interval: sweepInterval, Logger: logger},
 		&SandboxSweep{Store: st, Interval: sweepInterval, Logger: logger, Sweeper: &sandbox.Sweeper{
 			Registry: registry, Store: engine.Sandboxes(), IdleStop: c.SandboxIdleStop, Retention: c.SandboxRetention, Logger: logger,

@@ -329,6 +329,19 @@ func rules() []rule {
 			forbidden: []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters"},
 		},
 		{
+			name:    "metrics imports only the Prometheus client besides the standard library: the recording packages declare what they record",
+			subject: is("internal/metrics"),
+			only: []string{"github.com/prometheus/client_golang/prometheus", "github.com/prometheus/client_golang/prometheus/collectors",
+				"github.com/prometheus/client_golang/prometheus/promhttp"},
+		},
+		{
+			name: "nothing imports metrics but app: the recording packages declare the interfaces it implements",
+			subject: func(p string) bool {
+				return under(p, module) && p != internal("internal/app") && p != internal("internal/metrics")
+			},
+			forbidden: []string{internal("internal/metrics")},
+		},
+		{
 			name:      "wire imports nothing internal",
 			subject:   is("internal/wire"),
 			forbidden: []string{module},

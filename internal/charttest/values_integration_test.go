@@ -137,6 +137,63 @@ func TestValuesRendered(t *testing.T) {
 			}
 		}
 	})
+	t.Run("every role serves /metrics on a port of its own; the ServiceMonitor only when asked", func(t *testing.T) {
+		out, err := helmTemplate(t)
+		require.NoError(t, err)
+		deployments := map[string]string{}
+		for _, doc := range strings.Split(out, "\n---\n") {
+			for _, role := range []string{"api", "worker", "controller"} {
+				if strings.Contains(doc, "\nkind: Deployment\n") && strings.Contains(doc, "app.kubernetes.io/component: "+role+"\n") {
+					deployments[role] = doc
+				}
+			}
+		}
+		require.Len(t, deployments, 3)
+		for _, role := range []string{"api", "worker"} {
+			require.Contains(t, deployments[role], "- name: MANAGED_AGENT_METRICS_ADDR\n              value: \":9090\"", role)
+			require.Contains(t, deployments[role], "- name: metrics\n              containerPort: 9090\n", role)
+		}
+		require.Contains(t, deployments["controller"], "--metrics-bind-address=:8081")
+		require.Contains(t, deployments["controller"], "- name: metrics\n              containerPort: 8081\n")
+		require.NotContains(t, out, "kind: ServiceMonitor", "off by default: its CRD may not be installed")
+		require.NotContains(t, out, "-metrics\n")
+
+		out, err = helmTemplate(t, "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=prom",
+			"--set", "metrics.port=9100")
+		require.NoError(t, err)
+		var monitor string
+		services := map[string]string{}
+		for _, doc := range strings.Split(out, "\n---\n") {
+			switch {
+			case strings.Contains(doc, "\nkind: ServiceMonitor\n"):
+				monitor = doc
+			case strings.Contains(doc, "\nkind: Service\n") && strings.Contains(doc, "managed-agents.io/metrics: \"true\""):
+				for _, role := range []string{"api", "worker", "controller"} {
+					if strings.Contains(doc, "name: ma-managed-agents-"+role+"-metrics\n") {
+						services[role] = doc
+					}
+				}
+			}
+		}
+		require.Contains(t, monitor, "apiVersion: monitoring.coreos.com/v1")
+		require.Contains(t, monitor, "release: prom")
+		require.Contains(t, monitor, "- port: metrics\n      path: /metrics\n      interval: 30s")
+		require.Len(t, services, 3)
+		require.Contains(t, services["api"], "port: 9100")
+		require.Contains(t, services["worker"], "app.kubernetes.io/component: worker")
+		require.Contains(t, services["controller"], "port: 8081")
+		require.Contains(t, out, "value: \":9100\"")
+
+		out, err = helmTemplate(t, "--set", "metrics.enabled=false", "--set", "metrics.serviceMonitor.enabled=true")
+		require.NoError(t, err)
+		require.Contains(t, out, "- name: MANAGED_AGENT_METRICS_ADDR\n              value: \"off\"")
+		require.Contains(t, out, "--metrics-bind-address=0")
+		require.NotContains(t, out, "name: metrics")
+		require.NotContains(t, out, "kind: ServiceMonitor", "nothing to scrape")
+
+		_, err = helmTemplate(t, "--set", "metrics.serviceMonitor.interval=often")
+		require.Error(t, err, "the schema refuses an interval that is no duration")
+	})
 	t.Run("without the controller nothing of it renders", func(t *testing.T) {
 		out, err := helmTemplate(t, "--set", "controller.enabled=false")
 		require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -107,6 +108,8 @@ type Activities struct {
 	Logger *slog.Logger
 	// Tracer traces steps, tool calls and sandbox acquisitions (trace.go); nil traces nothing.
 	Tracer trace.TracerProvider
+	// Observer records tool calls (metrics); nil records nothing.
+	Observer Observer
 }
 
 // Advance does the lifecycle bookkeeping and returns the next step. The workflow runs it only
@@ -171,6 +174,14 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (Plan, er
 		}
 	}
 	rin := a.input(in.SessionID, turn)
+	// Custom tools run at the client: the model's asking is all the worker sees of them.
+	rin.Emitter = committedEmitter{next: rin.Emitter, seen: func(evs []wire.Event) {
+		for _, ev := range evs {
+			if ev.Type == wire.EventAgentCustomToolUse {
+				a.observer().ToolCallUnrun(ToolCustom, OutcomeDelegated)
+			}
+		}
+	}}
 	if a.Previews != nil {
 		sink := newPreviewSink(ctx, a.Previews, a.Logger, in.SessionID, turn.History)
 		rin.Previews, rin.Emitter = sink, observingEmitter{next: rin.Emitter, sink: sink}
@@ -207,8 +218,26 @@ func (a *Activities) ToolCall(ctx context.Context, in ToolCallInput) (Plan, erro
 	}
 	markTurn(ctx, turn)
 	tctx, tool := a.startTool(ctx, *toolUse)
-	err = a.Core.ExecuteTool(tctx, tool.observe(a.input(in.SessionID, turn)), *toolUse)
+	start, outcome := time.Now(), ""
+	tin := a.input(in.SessionID, turn)
+	tin.Emitter = committedEmitter{next: tin.Emitter, seen: func(evs []wire.Event) {
+		for _, ev := range evs {
+			if id, isError, ok := resultOf(ev); ok && id == in.ToolUseID {
+				outcome = OutcomeOK
+				if isError {
+					outcome = OutcomeError
+				}
+			}
+		}
+	}}
+	err = a.Core.ExecuteTool(tctx, tool.observe(tin), *toolUse)
 	tool.end(err)
+	if outcome == "" && err != nil && !errors.Is(err, agent.ErrNotRunnable) && !errors.Is(err, turns.ErrCallAnswered) {
+		outcome = OutcomeFailed
+	}
+	if outcome != "" { // else nothing ran: the call was answered or may not run
+		a.observer().ToolCall(toolLabel(*toolUse), outcome, time.Since(start))
+	}
 	switch {
 	case errors.Is(err, agent.ErrNotRunnable):
 		// The log says it may not run (anymore): nothing to do.
@@ -232,8 +261,17 @@ func (a *Activities) RejectTools(ctx context.Context, sessionID string) (Plan, e
 	if err != nil {
 		return Plan{}, activityError(err)
 	}
+	rin := a.input(sessionID, turn)
+	rin.Emitter = committedEmitter{next: rin.Emitter, seen: func(evs []wire.Event) {
+		for _, ev := range evs {
+			id, _, ok := resultOf(ev)
+			if i := slices.IndexFunc(turn.History, func(e wire.Event) bool { return e.ID == id }); ok && i >= 0 {
+				a.observer().ToolCallUnrun(toolLabel(turn.History[i]), OutcomeRejected)
+			}
+		}
+	}}
 	// ErrCallAnswered: an overlapping attempt answered the rejected MCP calls first.
-	if err := a.Core.RejectTools(ctx, a.input(sessionID, turn)); err != nil && !errors.Is(err, turns.ErrCallAnswered) {
+	if err := a.Core.RejectTools(ctx, rin); err != nil && !errors.Is(err, turns.ErrCallAnswered) {
 		return Plan{}, activityError(err)
 	}
 	return a.next(ctx, sessionID)

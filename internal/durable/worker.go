@@ -24,6 +24,8 @@ type WorkerOptions struct {
 	// result; one cut at the deadline is retried as after a crash (a bash call then reports
 	// that it was interrupted and is not run again).
 	StopTimeout time.Duration
+	// Observer records every activity attempt (metrics); nil records nothing.
+	Observer Observer
 }
 
 // NewWorker returns a worker for session workflows and their activities.
@@ -42,7 +44,11 @@ func NewWorker(c client.Client, opts WorkerOptions, acts *Activities) worker.Wor
 		// so workers with and without it replay each other's histories.
 		interceptors = append(interceptors, &traceInterceptor{tracer: tracing.Tracer(acts.Tracer)})
 	}
+	if opts.Observer != nil {
+		interceptors = append(interceptors, &activityObserver{obs: opts.Observer})
+	}
 	w := worker.New(c, taskQueue, worker.Options{
+		Interceptors: interceptors,
 		// Without it the SDK cancels every running activity the moment Stop is called: a
 		// SIGTERM then cut the running command, which a crash (SIGKILL) did not.
 		WorkerStopTimeout: stopTimeout,
@@ -54,7 +60,6 @@ func NewWorker(c client.Client, opts WorkerOptions, acts *Activities) worker.Wor
 		// poll was parked on that partition (p99 of a step ~2 s). Eight cover them all.
 		MaxConcurrentActivityTaskPollers: 8,
 		MaxConcurrentWorkflowTaskPollers: 8,
-		Interceptors:                     interceptors,
 	})
 	w.RegisterWorkflow(SessionWorkflow)
 	w.RegisterWorkflow(TeardownWorkflow)

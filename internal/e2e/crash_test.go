@@ -107,6 +107,8 @@ func TestCrashWorkerKilledRepeatedly(t *testing.T) {
 		"MANAGED_AGENT_TEMPORAL_TASK_QUEUE=" + queue,
 		"MANAGED_AGENT_SANDBOX_DIR=" + sandboxDir,
 		"MANAGED_AGENT_LOG_LEVEL=warn",
+		// Off: a fixed port (:9090 by default) may be taken by another test or process.
+		"MANAGED_AGENT_METRICS_ADDR=off",
 	}
 	logPath := filepath.Join(t.TempDir(), "workers.log")
 	ctx := context.Background()

@@ -20,6 +20,7 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/managed-agents/managed-agents/internal/ids"
@@ -43,6 +44,14 @@ func TestDevCommand(t *testing.T) {
 	ctx := context.Background()
 	client := anthropic.NewClient(option.WithBaseURL("http://"+addr), option.WithAPIKey(strings.TrimSpace(string(key))))
 	sess, seen := devTurn(t, client)
+
+	// Every role of dev records into one registry, answered on the API's listener.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		fams := scrape(t, "http://"+addr)
+		assert.Equal(c, float64(1), sample(fams, "managed_agents_turns_finished_total", map[string]string{"stop_reason": "end_turn"}))
+		assert.Equal(c, float64(1), sample(fams, "managed_agents_http_requests_total", map[string]string{"route": "POST /v1/sessions/{id}/events", "code": "200"}))
+		assert.Positive(c, sample(fams, "managed_agents_db_pool_max_connections", nil))
+	}, 10*time.Second, 20*time.Millisecond)
 
 	// Ctrl-C stops everything dev started: a clean PostgreSQL shutdown removes its pid file.
 	dev.interrupt(t)

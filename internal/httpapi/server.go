@@ -50,7 +50,23 @@ type Config struct {
 	AdminKey string
 	// Tracer traces every request (trace.go); nil traces nothing.
 	Tracer trace.TracerProvider
+	// Observer records requests and open streams (metrics); nil records nothing.
+	Observer Observer
 }
+
+// Observer records what the API serves. route is the matched pattern ("" for none), so its
+// values are the routes of this package, never a request's own path.
+type Observer interface {
+	Request(route string, status int, d time.Duration)
+	StreamOpened()
+	StreamClosed()
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Request(string, int, time.Duration) {}
+func (nopObserver) StreamOpened()                      {}
+func (nopObserver) StreamClosed()                      {}
 
 // Server is the HTTP API.
 type Server struct {
@@ -60,6 +76,7 @@ type Server struct {
 	ready     func(ctx context.Context) error
 	heartbeat time.Duration
 	previews  stream.Hub
+	obs       Observer
 	// adminKeyDigest is the SHA-256 of the configured admin key (nil: none), compared in
 	// constant time.
 	adminKeyDigest []byte
@@ -75,9 +92,13 @@ func (s *Server) CloseStreams() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // New builds the API handler.
 func New(cfg Config) *Server {
-	s := &Server{svc: cfg.Service, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready, heartbeat: cfg.Heartbeat, previews: cfg.Previews, mux: http.NewServeMux(), draining: make(chan struct{})}
+	s := &Server{svc: cfg.Service, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready, heartbeat: cfg.Heartbeat, previews: cfg.Previews,
+		obs: cfg.Observer, mux: http.NewServeMux(), draining: make(chan struct{})}
 	if s.heartbeat == 0 {
 		s.heartbeat = 15 * time.Second
+	}
+	if s.obs == nil {
+		s.obs = nopObserver{}
 	}
 	if cfg.AdminKey != "" {
 		s.adminKeyDigest = digest(cfg.AdminKey)
@@ -182,9 +203,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// The access log: one line per request, never a body. route is the matched pattern
 		// (bounded), path the request's own (capped), key the key's hint.
+		route, took := routeOf(r), time.Since(start)
 		s.logger.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("request_id", rid),
-			slog.String("method", r.Method), slog.String("route", routeOf(r)), slog.String("path", wire.Excerpt(r.URL.Path, 256)),
-			slog.String("key", info.keyHint), slog.Int("status", rec.status), slog.Duration("duration", time.Since(start)))
+			slog.String("method", r.Method), slog.String("route", route), slog.String("path", wire.Excerpt(r.URL.Path, 256)),
+			slog.String("key", info.keyHint), slog.Int("status", rec.status), slog.Duration("duration", took))
+		s.obs.Request(route, rec.status, took)
 		endSpan(span, r, rec.status)
 	}()
 	if uncleanPath(r.URL.Path) {

@@ -72,6 +72,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no") // keep reverse proxies from buffering frames
 	w.WriteHeader(http.StatusOK)
+	s.obs.StreamOpened()
+	defer s.obs.StreamClosed()
 	rc := http.NewResponseController(w)
 	if err := rc.Flush(); err != nil {
 		return nil // the client is gone

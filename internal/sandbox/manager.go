@@ -82,6 +82,7 @@ type Manager struct {
 	activity ActivityStore // nil if the binding store records no activity
 	ceiling  Ceiling
 	every    time.Duration
+	obs      Observer
 
 	mu      sync.Mutex
 	size    int
@@ -123,11 +124,32 @@ func (m *Manager) spec(ctx context.Context, sessionID string) (Spec, error) {
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) ManagerOption { return func(m *Manager) { m.logger = l } }
 
+// Observer records sandbox acquisitions (metrics): provider is a registry name, mode
+// AcquiredCold (the acquisition created the sandbox) or AcquiredWarm (it attached one that
+// existed: after a restart or once its client left the cache). A cached client is no
+// acquisition.
+type Observer interface {
+	SandboxAcquired(provider, mode string, d time.Duration, err error)
+}
+
+// Modes of an acquisition an Observer sees.
+const (
+	AcquiredCold = "cold"
+	AcquiredWarm = "warm"
+)
+
+type nopObserver struct{}
+
+func (nopObserver) SandboxAcquired(string, string, time.Duration, error) {}
+
+// WithObserver records acquisitions through o (default: nothing is recorded).
+func WithObserver(o Observer) ManagerOption { return func(m *Manager) { m.obs = o } }
+
 // NewManager returns a manager that creates with the registry's default provider and keeps
 // bindings in bindings.
 func NewManager(registry *Registry, bindings BindingStore, specs SpecSource, opts ...ManagerOption) *Manager {
 	m := &Manager{registry: registry, bindings: bindings, specs: specs, logger: slog.Default(),
-		size: DefaultCacheSize, order: list.New(), clients: map[string]*list.Element{}, every: DefaultTouchInterval}
+		size: DefaultCacheSize, order: list.New(), clients: map[string]*list.Element{}, every: DefaultTouchInterval, obs: nopObserver{}}
 	m.activity, _ = bindings.(ActivityStore)
 	for _, o := range opts {
 		o(m)
@@ -158,11 +180,14 @@ func (m *Manager) Bound(ctx context.Context, sessionID string) (bool, error) {
 // binding (provider, deterministic name, spec hash) is written before Create, so a create
 // that times out or crashes is adopted by the retry (Create is idempotent on the name)
 // instead of leaking a sandbox per attempt.
-func (m *Manager) Acquire(ctx context.Context, sessionID string) (Sandbox, error) {
+func (m *Manager) Acquire(ctx context.Context, sessionID string) (_ Sandbox, err error) {
 	if sb, err := m.fresh(ctx, sessionID); sb != nil || err != nil {
 		return sb, err
 	}
-	b, err := m.bindings.Binding(ctx, sessionID)
+	start, mode := time.Now(), AcquiredWarm
+	var b Binding
+	defer func() { m.observe(b, mode, start, err) }()
+	b, err = m.bindings.Binding(ctx, sessionID)
 	if errors.Is(err, ErrNoBinding) {
 		b, err = m.insertPending(ctx, sessionID)
 	}
@@ -173,11 +198,22 @@ func (m *Manager) Acquire(ctx context.Context, sessionID string) (Sandbox, error
 		return nil, expiredError(b)
 	}
 	if b.State != BindingReady {
+		mode = AcquiredCold
 		if b, err = m.create(ctx, b); err != nil {
 			return nil, fmt.Errorf("acquire sandbox: %w", err)
 		}
 	}
 	return m.attach(ctx, b)
+}
+
+// observe records an acquisition of b's sandbox; before a binding names its provider, the
+// acquisition is the default provider's.
+func (m *Manager) observe(b Binding, mode string, start time.Time, err error) {
+	provider := b.Ref.Provider
+	if provider == "" {
+		provider = m.registry.Default().Name()
+	}
+	m.obs.SandboxAcquired(provider, mode, time.Since(start), err)
 }
 
 // Sandbox returns the session's existing sandbox (ErrNoBinding if it has none ready).
@@ -195,7 +231,10 @@ func (m *Manager) Sandbox(ctx context.Context, sessionID string) (Sandbox, error
 	if b.State != BindingReady {
 		return nil, fmt.Errorf("the session's sandbox is still being created: %w", ErrNoBinding)
 	}
-	return m.attach(ctx, b)
+	start := time.Now()
+	sb, err := m.attach(ctx, b)
+	m.observe(b, AcquiredWarm, start, err)
+	return sb, err
 }
 
 func (m *Manager) insertPending(ctx context.Context, sessionID string) (Binding, error) {

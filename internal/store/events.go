@@ -80,6 +80,7 @@ func (q *Queries) AppendEvents(ctx context.Context, sessionID string, evs []NewE
 	if err := q.notify(ctx, sessionID, last); err != nil {
 		return nil, err
 	}
+	q.recordAppended(types)
 	return out, nil
 }
 

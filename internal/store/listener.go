@@ -51,6 +51,7 @@ type Handler interface {
 type Listener struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
+	obs    Observer
 
 	mu       sync.Mutex
 	handlers map[Topic]Handler
@@ -59,10 +60,20 @@ type Listener struct {
 	wg       sync.WaitGroup
 }
 
+// ListenerOption configures NewListener.
+type ListenerOption func(*Listener)
+
+// ListenerObserver records every reconnect through o (default: nothing is recorded).
+func ListenerObserver(o Observer) ListenerOption { return func(l *Listener) { l.obs = o } }
+
 // NewListener returns a listener over pool; it listens to nothing until a topic has a handler
 // and it is started.
-func NewListener(pool *pgxpool.Pool, logger *slog.Logger) *Listener {
-	return &Listener{pool: pool, logger: logger, handlers: map[Topic]Handler{}}
+func NewListener(pool *pgxpool.Pool, logger *slog.Logger, opts ...ListenerOption) *Listener {
+	l := &Listener{pool: pool, logger: logger, obs: nopObserver{}, handlers: map[Topic]Handler{}}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
 }
 
 // Listen hands topic's notifications to h from now on (once the listener is started). A
@@ -130,6 +141,7 @@ func (l *Listener) run(ctx context.Context, topic Topic, h Handler) {
 			backoff = listenInitialBackoff // a working connection that later broke starts over
 		}
 		l.logger.WarnContext(ctx, "LISTEN connection lost; reconnecting", "topic", topic, "error", err, "backoff", backoff)
+		l.obs.ListenerReconnecting(string(topic))
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

@@ -4,6 +4,8 @@ package store
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,7 +84,13 @@ func listenConnections(t *testing.T, st *Store) int {
 // every topic listens.
 func startListener(t *testing.T, st *Store, topics ...Topic) (*Listener, map[Topic]*recordingHandler) {
 	t.Helper()
-	l := NewListener(st.Pool(), discardLogger())
+	return startListenerWith(t, st, nil, topics...)
+}
+
+// startListenerWith is startListener with options.
+func startListenerWith(t *testing.T, st *Store, opts []ListenerOption, topics ...Topic) (*Listener, map[Topic]*recordingHandler) {
+	t.Helper()
+	l := NewListener(st.Pool(), discardLogger(), opts...)
 	handlers := map[Topic]*recordingHandler{}
 	for _, topic := range topics {
 		handlers[topic] = newRecordingHandler()
@@ -118,7 +126,8 @@ func TestListenerKeepsTopicsApart(t *testing.T) {
 func TestListenerReconnectTellsEveryTopic(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
-	_, hs := startListener(t, st, TopicEvents, TopicPreviews)
+	reconnects := &reconnectRecorder{}
+	_, hs := startListenerWith(t, st, []ListenerOption{ListenerObserver(reconnects)}, TopicEvents, TopicPreviews)
 
 	var killed int
 	// Only this test's database: other tests' listeners share the server.
@@ -129,6 +138,7 @@ func TestListenerReconnectTellsEveryTopic(t *testing.T) {
 	for topic, h := range hs {
 		h.requireConnected(t, string(topic)+" is told about the reconnect")
 	}
+	require.ElementsMatch(t, []string{string(TopicEvents), string(TopicPreviews)}, reconnects.list(), "the observer counts each lost connection")
 	for topic, h := range hs {
 		notify(t, st, topic, "after")
 		h.requirePayload(t, "after", string(topic)+" receives again after the reconnect")
@@ -176,4 +186,23 @@ func TestListenerHoldsConnectionsOnlyForListenedTopics(t *testing.T) {
 	l.Stop()
 	require.Eventually(t, func() bool { return listenConnections(t, st) == 0 }, waitFor, 10*time.Millisecond,
 		"Stop closes the connections, and a second Stop is harmless")
+}
+
+type reconnectRecorder struct {
+	mu     sync.Mutex
+	topics []string
+}
+
+func (r *reconnectRecorder) EventsAppended([]string) {}
+
+func (r *reconnectRecorder) ListenerReconnecting(topic string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.topics = append(r.topics, topic)
+}
+
+func (r *reconnectRecorder) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.topics)
 }

@@ -44,17 +44,49 @@ type querier interface {
 // Store is the database handle.
 type Store struct {
 	pool *pgxpool.Pool
+	obs  Observer
 	// Queries run outside any explicit transaction.
 	*Queries
 }
 
 // Queries runs the project's queries against the pool or a transaction.
 type Queries struct {
-	db querier
+	db  querier
+	obs Observer
+	// appended collects the types of the events a transaction appends, reported when it
+	// commits (a rolled-back append appended nothing); nil outside a transaction.
+	appended *[]string
+}
+
+// Observer records what the store commits and how its LISTEN connections fare (metrics).
+// Event types and topics are fixed sets, never ids.
+type Observer interface {
+	EventsAppended(types []string)
+	ListenerReconnecting(topic string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) EventsAppended([]string)     {}
+func (nopObserver) ListenerReconnecting(string) {}
+
+// Option configures Open.
+type Option func(*Store)
+
+// WithObserver records committed events through o (default: nothing is recorded).
+func WithObserver(o Observer) Option { return func(s *Store) { s.obs = o } }
+
+// recordAppended reports appended event types now, or at the commit of the transaction q runs in.
+func (q *Queries) recordAppended(types []string) {
+	if q.appended != nil {
+		*q.appended = append(*q.appended, types...)
+		return
+	}
+	q.obs.EventsAppended(types)
 }
 
 // Open connects to PostgreSQL. It does not migrate.
-func Open(ctx context.Context, url string) (*Store, error) {
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
@@ -67,7 +99,12 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
-	return &Store{pool: pool, Queries: &Queries{db: pool}}, nil
+	s := &Store{pool: pool, obs: nopObserver{}}
+	for _, o := range opts {
+		o(s)
+	}
+	s.Queries = &Queries{db: pool, obs: s.obs}
+	return s, nil
 }
 
 // Close releases every connection.
@@ -82,9 +119,14 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 // InTx runs fn in one transaction: committed if fn returns nil, rolled back otherwise, so a
 // rejected request writes nothing.
 func (s *Store) InTx(ctx context.Context, fn func(q *Queries) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return fn(&Queries{db: tx})
+	var appended []string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return fn(&Queries{db: tx, obs: s.obs, appended: &appended})
 	})
+	if err == nil && len(appended) > 0 {
+		s.obs.EventsAppended(appended)
+	}
+	return err
 }
 
 // Migrate applies the embedded migrations. A session-level advisory lock makes concurrent

@@ -18,13 +18,29 @@ import (
 type Service struct {
 	store  *store.Store
 	logger *slog.Logger
+	obs    Observer
 	now    func() time.Time
 	// maxSandboxes is the quota on each workspace's sandboxes; 0 is none.
 	maxSandboxes int
 }
 
-// Option configures a Service.
+// Observer records the turns Advance opens and closes, once their transaction commits
+// (metrics). stopReason is a wire.Stop* type.
+type Observer interface {
+	TurnStarted()
+	TurnFinished(stopReason string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) TurnStarted()        {}
+func (nopObserver) TurnFinished(string) {}
+
+// Option configures New.
 type Option func(*Service)
+
+// WithObserver records opened and closed turns through o (default: nothing is recorded).
+func WithObserver(o Observer) Option { return func(s *Service) { s.obs = o } }
 
 // WithSandboxQuota caps each workspace's sandboxes at n (0, the default, is no cap): a
 // session's first acquisition beyond it fails with sandbox.ErrQuota.
@@ -32,7 +48,7 @@ func WithSandboxQuota(n int) Option { return func(s *Service) { s.maxSandboxes =
 
 // New returns the turn engine over st.
 func New(st *store.Store, logger *slog.Logger, opts ...Option) *Service {
-	s := &Service{store: st, logger: logger, now: func() time.Time {
+	s := &Service{store: st, logger: logger, obs: nopObserver{}, now: func() time.Time {
 		// Microseconds: what PostgreSQL keeps, so echoed and re-read timestamps agree.
 		return time.Now().UTC().Truncate(time.Microsecond)
 	}}

@@ -48,6 +48,8 @@ type Turn struct {
 // so calling it again after a crash repeats nothing.
 func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 	var out Turn
+	var opened int
+	var finished []string
 	err := s.store.InTx(ctx, func(q *store.Queries) error {
 		rec, err := lockLive(ctx, q, sessionID)
 		if err != nil {
@@ -66,8 +68,17 @@ func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 			}
 		}
 		out = Turn{Step: t.step, History: t.log, EnvironmentID: rec.EnvironmentID, Agent: t.agent}
+		opened, finished = t.opened, t.finished
 		return nil
 	})
+	if err == nil {
+		for range opened {
+			s.obs.TurnStarted()
+		}
+		for _, stop := range finished {
+			s.obs.TurnFinished(stop)
+		}
+	}
 	return out, err
 }
 
@@ -106,6 +117,10 @@ type turnTx struct {
 	lastSeq int64
 	step    agent.Step
 	dirty   bool
+	// opened counts the turns this transaction opened, finished the stop reasons of those it
+	// closed: reported once it commits.
+	opened   int
+	finished []string
 }
 
 func (s *Service) openTurnTx(ctx context.Context, q *store.Queries, rec store.SessionRecord) (*turnTx, error) {
@@ -184,6 +199,7 @@ func (t *turnTx) openTurn(ctx context.Context, eventIDs []string) error {
 	if err := t.markRunning(ctx); err != nil {
 		return err
 	}
+	t.opened++
 	// The base is everything the old window counted, not the usage the last finish recorded:
 	// a step that outlived its turn (a model call cut off by an interrupt) can append a span
 	// after the finish, and the whole-log sum always counted it.
@@ -293,6 +309,7 @@ func (t *turnTx) finish(ctx context.Context, stop wire.StopReason) error {
 		return err
 	}
 	t.rec.Status, t.rec.StopReason, t.rec.Usage, t.rec.UpdatedAt, t.dirty = wire.SessionStatusIdle, stopRaw, usageRaw, t.now, true
+	t.finished = append(t.finished, stop.Type)
 	return t.emit(ctx,
 		body{wire.EventSessionThreadStatusIdle, thread},
 		body{wire.EventSessionUsage, wire.NewSessionUsageBody(usage)},
