@@ -192,6 +192,7 @@ type keyJSON struct {
 	Hint        string     `json:"hint"`
 	Admin       bool       `json:"admin"`
 	CreatedBy   string     `json:"created_by"`
+	EndedBy     string     `json:"ended_by,omitempty"`
 	CreatedAt   time.Time  `json:"created_at"`
 	ExpiresAt   *time.Time `json:"expires_at"`
 	RevokedAt   *time.Time `json:"revoked_at"`
@@ -199,7 +200,7 @@ type keyJSON struct {
 }
 
 func keyOut(k sessions.APIKey, secret string) keyJSON {
-	return keyJSON{ID: k.ID, WorkspaceID: k.WorkspaceID, Label: k.Label, Hint: k.Hint, Admin: k.Admin, CreatedBy: k.CreatedBy,
+	return keyJSON{ID: k.ID, WorkspaceID: k.WorkspaceID, Label: k.Label, Hint: k.Hint, Admin: k.Admin, CreatedBy: k.CreatedBy, EndedBy: k.EndedBy,
 		CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, Key: secret}
 }
 

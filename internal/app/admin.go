@@ -31,8 +31,7 @@ const databaseURLFile = "database-url"
 // OpenAdmin connects to MANAGED_AGENT_DATABASE_URL, or to the private PostgreSQL of a
 // running `dev` in cfg.DataDir, and checks the schema is current.
 func OpenAdmin(ctx context.Context, cfg Config) (*Admin, error) {
-	logger, err := start(cfg)
-	if err != nil {
+	if _, err := start(cfg); err != nil {
 		return nil, err
 	}
 	url := cfg.DatabaseURL
@@ -54,7 +53,10 @@ func OpenAdmin(ctx context.Context, cfg Config) (*Admin, error) {
 		st.Close()
 		return nil, fmt.Errorf("%w: run `managed-agents migrate` (or start the API) first", err)
 	}
-	return &Admin{Service: sessions.New(st, store.NewNotifier(), logger), store: st, Actor: cliActor()}, nil
+	// The audit lines (msg="admin action") go to stderr at info whatever the log level: the
+	// command's other output stays quiet, its record of what it did does not.
+	audit := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return &Admin{Service: sessions.New(st, store.NewNotifier(), audit), store: st, Actor: cliActor()}, nil
 }
 
 // Close releases the database pool.

@@ -204,13 +204,13 @@ type Config struct {
 	unparsed map[string]string
 }
 
+// minAdminKeyLen keeps the admin key out of guessing range.
+const minAdminKeyLen = 24
+
 // Validate checks every value, in a fixed order (model, sandbox, durations, logging,
 // addresses, Temporal, then the guard that needs a valid model and sandbox), and reports every
 // problem it finds, each naming its variable and the allowed values. A role calls it before
 // it initialises, starts or writes anything.
-// minAdminKeyLen keeps the admin key out of guessing range.
-const minAdminKeyLen = 24
-
 func (c Config) Validate() error {
 	var errs []error
 	check := func(err error) {
@@ -241,6 +241,9 @@ func (c Config) Validate() error {
 	}
 	check(c.validateIdle())
 	check(c.validateMCP())
+	if c.AdminKey != "" && c.AdminKey == c.APIKey {
+		check(errors.New("MANAGED_AGENT_ADMIN_KEY equals MANAGED_AGENT_API_KEY: the admin key must be a secret of its own"))
+	}
 	if c.AdminKey != "" && len(c.AdminKey) < minAdminKeyLen {
 		check(fmt.Errorf("MANAGED_AGENT_ADMIN_KEY: at least %d characters (it can create keys for every workspace; `openssl rand -hex 32` makes one)", minAdminKeyLen))
 	}

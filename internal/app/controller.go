@@ -243,7 +243,10 @@ func RunController(ctx context.Context, cfg Config, version string) error {
 	deps := ControllerDeps{Store: st, Service: svc}
 	if cfg.APIKey != "" {
 		ws, err := svc.BindConfiguredKey(ctx, cfg.APIKey, "default")
-		if err != nil {
+		if errors.Is(err, store.ErrKeyEnded) {
+			// The key's workspace still serves namespace default; the key itself stays refused.
+			logger.Error("MANAGED_AGENT_API_KEY was revoked or has expired: namespace default keeps its workspace; configure a new key", "error", err)
+		} else if err != nil {
 			return err
 		}
 		deps.Workspaces = map[string]string{"default": ws}

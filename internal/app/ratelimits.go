@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 	"strconv"
 
 	"github.com/managed-agents/managed-agents/internal/sessions"
@@ -86,6 +87,13 @@ func (c *Config) rateLimitsFromLookup(get func(string) string) {
 }
 
 // validateRateLimits checks the limits; every problem names its variable.
+// minRequestsPerSecond and maxBurstWindow keep the limiter's durations (1/rps and
+// burst/rps) far from overflowing time.Duration.
+const (
+	minRequestsPerSecond = 0.001
+	maxBurstWindow       = 24 * time.Hour
+)
+
 func (c Config) validateRateLimits() error {
 	var errs []error
 	for _, name := range rateLimitVars {
@@ -97,11 +105,15 @@ func (c Config) validateRateLimits() error {
 		return errors.Join(errs...)
 	}
 	l := c.RateLimits
-	if l.RequestsPerSecond < 0 || l.RequestsPerSecond > maxRequestsPerSecond || math.IsNaN(l.RequestsPerSecond) {
-		errs = append(errs, fmt.Errorf("MANAGED_AGENT_RATE_LIMIT_RPS=%g: must be from 0 (no limit) to %d", l.RequestsPerSecond, maxRequestsPerSecond))
-	}
-	if l.RequestsPerSecond > 0 && l.Burst < 1 {
+	if math.IsNaN(l.RequestsPerSecond) || l.RequestsPerSecond < 0 || l.RequestsPerSecond > maxRequestsPerSecond ||
+		(l.RequestsPerSecond > 0 && l.RequestsPerSecond < minRequestsPerSecond) {
+		errs = append(errs, fmt.Errorf("MANAGED_AGENT_RATE_LIMIT_RPS=%g: must be 0 (no limit) or from %g to %d", l.RequestsPerSecond, minRequestsPerSecond, maxRequestsPerSecond))
+	} else if l.RequestsPerSecond > 0 && l.Burst < 1 {
 		errs = append(errs, fmt.Errorf("MANAGED_AGENT_RATE_LIMIT_BURST=%d: must be at least 1 with a request limit (MANAGED_AGENT_RATE_LIMIT_RPS=%g)", l.Burst, l.RequestsPerSecond))
+	} else if l.RequestsPerSecond > 0 && float64(l.Burst)/l.RequestsPerSecond > maxBurstWindow.Seconds() {
+		// The bucket's depth is burst/rps seconds; past a day the arithmetic of the limiter
+		// (durations in nanoseconds) would overflow, and no real limit needs it.
+		errs = append(errs, fmt.Errorf("MANAGED_AGENT_RATE_LIMIT_BURST=%d: at MANAGED_AGENT_RATE_LIMIT_RPS=%g it would take more than %s to refill; lower it", l.Burst, l.RequestsPerSecond, maxBurstWindow))
 	}
 	for _, v := range []struct {
 		name string

@@ -62,7 +62,11 @@ func RunServe(ctx context.Context, cfg Config, version string) error {
 	}
 	defer api.Close()
 	if cfg.APIKey != "" {
-		if _, err := api.BindAPIKey(ctx, cfg.APIKey); err != nil {
+		// A configured key an operator revoked stays refused; the API still serves every
+		// other key rather than crash-loop on each restart until the variable changes.
+		if _, err := api.BindAPIKey(ctx, cfg.APIKey); errors.Is(err, store.ErrKeyEnded) {
+			logger.Error("MANAGED_AGENT_API_KEY was revoked or has expired: it is not accepted; configure a new key", "error", err)
+		} else if err != nil {
 			return err
 		}
 	}

@@ -146,6 +146,7 @@ func markTurn(ctx context.Context, turn turns.Turn) {
 // it is nil, and does nothing.
 type toolSpan struct {
 	span    trace.Span
+	callID  string // the tool use's event id: only its result sets the outcome
 	outcome string
 }
 
@@ -164,7 +165,7 @@ func (a *Activities) startTool(ctx context.Context, toolUse wire.Event) (context
 	if body.MCPServerName != "" {
 		span.SetAttributes(tracing.MCPServer.String(body.MCPServerName))
 	}
-	return ctx, &toolSpan{span: span, outcome: "skipped"}
+	return ctx, &toolSpan{span: span, callID: toolUse.ID, outcome: "skipped"}
 }
 
 // GenAI semantic-convention keys of a tool call span.
@@ -209,16 +210,11 @@ func (e toolEmitter) Emit(ctx context.Context, evs []agent.NewEvent) ([]wire.Eve
 		return out, err
 	}
 	for _, ev := range out {
-		if ev.Type != wire.EventAgentToolResult && ev.Type != wire.EventAgentMCPToolResult {
-			continue
-		}
-		var r struct {
-			IsError bool `json:"is_error"`
-		}
-		_ = json.Unmarshal(ev.Body, &r)
-		e.span.outcome = "ok"
-		if r.IsError {
-			e.span.outcome = "error"
+		if id, isError, ok := resultOf(ev); ok && id == e.span.callID {
+			e.span.outcome = "ok"
+			if isError {
+				e.span.outcome = "error"
+			}
 		}
 	}
 	return out, err

@@ -112,18 +112,34 @@ func expiryTimer(at *time.Time) *time.Timer {
 	return time.NewTimer(max(time.Until(*at), 0))
 }
 
-// recheck asks for the key's current state; false when it no longer works (or the check
-// failed: a stream whose key cannot be confirmed ends, and the client reconnects).
-func (kw *keyWatch) recheck(ctx context.Context, key string) bool {
+// keyState is what a recheck found.
+type keyState int
+
+const (
+	keyValid keyState = iota
+	// keyEnded: revoked, expired, or no longer this key.
+	keyEnded
+	// keyUnknown: the check itself failed (the database did not answer).
+	keyUnknown
+)
+
+// recheck re-arms the watch, then asks for the key's current state (in that order, so a
+// change during the check fires the new watch).
+func (kw *keyWatch) recheck(ctx context.Context, key string) keyState {
 	kw.cancel()
 	kw.changed, kw.cancel = kw.auth.WatchKey(kw.keyID)
 	p, err := kw.auth.Authenticate(ctx, key)
-	if err != nil || p.KeyID != kw.keyID {
-		return false
+	switch {
+	case errors.Is(err, sessions.ErrUnknownKey):
+		return keyEnded
+	case err != nil:
+		return keyUnknown
+	case p.KeyID != kw.keyID:
+		return keyEnded
 	}
 	kw.expiry.Stop()
 	kw.expiry = expiryTimer(p.ExpiresAt)
-	return true
+	return keyValid
 }
 
 func (kw *keyWatch) stop() {

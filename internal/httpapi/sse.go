@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -46,6 +47,16 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		defer unsubscribe()
 		previews = ch
 	}
+	// Watch the key before anything else, then check it once: a revocation that landed
+	// between authentication and the watch would otherwise go unseen by this stream.
+	key := newKeyWatch(s.auth, principalOf(ctx))
+	defer key.stop()
+	switch key.recheck(ctx, apiKey(r)) {
+	case keyEnded:
+		return &apiError{status: http.StatusUnauthorized, errType: "authentication_error", msg: "invalid x-api-key"}
+	case keyUnknown:
+		return errors.New("the stream's API key could not be checked")
+	}
 	st, err := s.svc.OpenStream(ctx, workspace(ctx), r.PathValue("id"), resume)
 	if err != nil {
 		return err
@@ -54,7 +65,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	// The key's stream cap: refused with 429 before the stream starts. The heartbeat renews
 	// the lease; a process that dies stops renewing, and its leases lapse.
 	lease, err := s.svc.AcquireStream(ctx, principalOf(ctx), streamLeaseTTL*s.heartbeat)
-	if err != nil {
+	if err != nil && !s.limiterFailed(r, err) {
 		return err
 	}
 	defer func() {
@@ -85,8 +96,6 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		awaited = nil
 	}
 	filter := stream.NewPreviewFilter(awaited, st.Cursor(), st.Live())
-	key := newKeyWatch(s.auth, principalOf(ctx))
-	defer key.stop()
 	heartbeat := time.NewTicker(s.heartbeat)
 	defer heartbeat.Stop()
 	var (
@@ -144,8 +153,14 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		case <-s.draining:
 			return nil
 		case <-key.changed:
-			if !key.recheck(ctx, apiKey(r)) {
+			switch key.recheck(ctx, apiKey(r)) {
+			case keyEnded:
 				writeAuthErrorFrame(w, rc, requestID(ctx))
+				return nil
+			case keyUnknown:
+				// The check failed (the database, say): not the key's fault. The client
+				// reconnects with after_id and is checked again then.
+				writeErrorFrame(w, rc)
 				return nil
 			}
 		case <-key.expiry.C:

@@ -189,6 +189,7 @@ func (m *Manager) Acquire(ctx context.Context, sessionID string) (_ Sandbox, err
 	defer func() { m.observe(b, mode, start, err) }()
 	b, err = m.bindings.Binding(ctx, sessionID)
 	if errors.Is(err, ErrNoBinding) {
+		mode = AcquiredCold // a refusal here (a quota) is of a cold acquisition too
 		b, err = m.insertPending(ctx, sessionID)
 	}
 	if err != nil {

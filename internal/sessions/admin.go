@@ -3,7 +3,6 @@ package sessions
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -104,7 +103,7 @@ func (s *Service) RevokeKey(ctx context.Context, actor Actor, keyID string) (API
 	var k APIKey
 	err := s.store.InTx(ctx, func(q *store.Queries) error {
 		var err error
-		k, err = q.EndAPIKey(ctx, keyID, s.now(), true)
+		k, err = q.EndAPIKey(ctx, keyID, s.now(), true, string(actor))
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -126,7 +125,7 @@ func (s *Service) RotateKey(ctx context.Context, actor Actor, keyID string, grac
 	secret := NewKeySecret()
 	var created, old APIKey
 	err := s.store.InTx(ctx, func(q *store.Queries) error {
-		cur, err := q.APIKeyByID(ctx, keyID)
+		cur, err := q.APIKeyForUpdate(ctx, keyID)
 		if err != nil {
 			return err
 		}
@@ -137,7 +136,7 @@ func (s *Service) RotateKey(ctx context.Context, actor Actor, keyID string, grac
 			Hint: generatedHint(secret), Admin: cur.Admin, CreatedBy: string(actor), ExpiresAt: cur.ExpiresAt}); err != nil {
 			return err
 		}
-		old, err = q.EndAPIKey(ctx, keyID, s.now().Add(grace), grace == 0)
+		old, err = q.EndAPIKey(ctx, keyID, s.now().Add(grace), grace == 0, string(actor))
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -157,20 +156,4 @@ func keyAttrs(k APIKey) []slog.Attr {
 // audit logs an admin action at info with who did it; it is the audit trail.
 func (s *Service) audit(ctx context.Context, actor Actor, action string, attrs ...slog.Attr) {
 	s.logger.LogAttrs(ctx, slog.LevelInfo, "admin action", append([]slog.Attr{slog.String("action", action), slog.String("actor", string(actor))}, attrs...)...)
-}
-
-// ErrNotAdmin is returned by AuthenticateAdmin for a key that may not use the admin API.
-var ErrNotAdmin = errors.New("not an admin key")
-
-// AuthenticateAdmin returns the actor of an admin request: the configured admin key, or a key
-// with the admin flag. A workspace key is ErrNotAdmin; an unknown one ErrUnknownKey.
-func (s *Service) AuthenticateAdmin(ctx context.Context, key string) (Actor, error) {
-	p, err := s.Authenticate(ctx, key)
-	if err != nil {
-		return "", err
-	}
-	if !p.Admin {
-		return "", ErrNotAdmin
-	}
-	return Actor(fmt.Sprintf("key %s (%s)", p.KeyID, p.Hint)), nil
 }

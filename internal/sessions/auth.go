@@ -6,7 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"strings"
+	"regexp"
 	"time"
 
 	"github.com/managed-agents/managed-agents/internal/store"
@@ -77,25 +77,28 @@ func NewKeySecret() string {
 // the prefix is known rather than guessed.
 func generatedHint(secret string) string { return keyPrefix + "…" + secret[len(secret)-4:] }
 
-// KeyHint returns what may be shown of a configured key: its dash-separated prefix ("sk-ma-") and, for
-// a key long enough that four characters leave ≥ 128 unknown bits, its last four characters.
+// KeyHint returns what may be shown of a configured key: a vendor-style prefix of short
+// lowercase words ("sk-ma-", "sk-ant-"; never hex or digits, which would be secret bits of a
+// UUID or hex key) and, for a key of at least 32 characters, its last four characters.
 func KeyHint(key string) string {
-	prefix := ""
-	if i := strings.LastIndex(key[:min(len(key), 12)], "-"); i >= 0 {
-		prefix = key[:i+1]
-	}
-	if len(key)-len(prefix) >= 26 {
+	prefix := hintPrefix.FindString(key)
+	if len(key) >= 32 {
 		return prefix + "…" + key[len(key)-4:]
 	}
 	return prefix + "…"
 }
+
+// hintPrefix matches a key's public prefix: up to three dash-ended words of 2–4 lowercase
+// letters.
+var hintPrefix = regexp.MustCompile(`^(?:[a-z]{2,4}-){1,3}`)
 
 // BindConfiguredKey makes key (MANAGED_AGENT_API_KEY) valid in the workspace named name,
 // ending the configured key it replaces; it returns the workspace.
 func (s *Service) BindConfiguredKey(ctx context.Context, key, name string) (string, error) {
 	ws, err := s.store.EnsureAPIKey(ctx, store.NewAPIKey{Secret: key, Label: "configured", Hint: KeyHint(key)}, name)
 	if err != nil {
-		return "", fmt.Errorf("register the configured api key: %w", err)
+		// With store.ErrKeyEnded the workspace is known too: the caller may run on without the key.
+		return ws, fmt.Errorf("register the configured api key: %w", err)
 	}
 	return ws, nil
 }

@@ -15,7 +15,10 @@ func TestKeyHint(t *testing.T) {
 	}{
 		{"configured key", "sk-ma-ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef", "sk-ma-…cdef"},
 		{"dev key", "sk-ma-dev-ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef", "sk-ma-dev-…cdef"},
+		{"anthropic-style key", "sk-ant-api03-ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef", "sk-ant-…cdef"},
 		{"short key shows no characters", "sk-test-abc", "sk-test-…"},
+		{"uuid key shows no leading hex", "1b4e28ba-2fa1-11d2-883f-0016d3cca427", "…a427"},
+		{"hex-looking words are not a prefix", "abcd-ef01-" + "0123456789abcdef0123456789", "abcd-…6789"},
 		{"no prefix, short", "hunter2", "…"},
 		{"no prefix, long", "abcdefghijklmnopqrstuvwxyz0123456789", "…6789"},
 		{"empty", "", "…"},

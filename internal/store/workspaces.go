@@ -35,6 +35,8 @@ type APIKey struct {
 	Hint      string
 	Admin     bool
 	CreatedBy string
+	// EndedBy names who revoked the key or set its end (rotation), for the audit trail.
+	EndedBy   string
 	CreatedAt time.Time
 	ExpiresAt *time.Time
 	RevokedAt *time.Time
@@ -51,11 +53,11 @@ type NewAPIKey struct {
 	ExpiresAt   *time.Time
 }
 
-const apiKeyColumns = `id, coalesce(workspace_id, ''), label, hint, admin, created_by, created_at, expires_at, revoked_at`
+const apiKeyColumns = `id, coalesce(workspace_id, ''), label, hint, admin, created_by, ended_by, created_at, expires_at, revoked_at`
 
 func scanAPIKey(row pgx.Row) (APIKey, error) {
 	var k APIKey
-	err := row.Scan(&k.ID, &k.WorkspaceID, &k.Label, &k.Hint, &k.Admin, &k.CreatedBy, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt)
+	err := row.Scan(&k.ID, &k.WorkspaceID, &k.Label, &k.Hint, &k.Admin, &k.CreatedBy, &k.EndedBy, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt)
 	return k, err
 }
 
@@ -117,9 +119,10 @@ func (q *Queries) KeyBySecret(ctx context.Context, key string) (APIKey, error) {
 	return k, nil
 }
 
-// APIKeyByID returns one key, or ErrNotFound.
-func (q *Queries) APIKeyByID(ctx context.Context, id string) (APIKey, error) {
-	k, err := scanAPIKey(q.db.QueryRow(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE id = $1`, id))
+// APIKeyForUpdate returns one key, locked until the transaction ends (two rotations of one
+// key must not both succeed), or ErrNotFound.
+func (q *Queries) APIKeyForUpdate(ctx context.Context, id string) (APIKey, error) {
+	k, err := scanAPIKey(q.db.QueryRow(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE id = $1 FOR UPDATE`, id))
 	if err != nil {
 		return APIKey{}, fmt.Errorf("look up api key %s: %w", id, classify(err))
 	}
@@ -144,14 +147,15 @@ func (q *Queries) ListAPIKeys(ctx context.Context, workspaceID string) ([]APIKey
 // EndAPIKey makes a key stop working at `at` (now or later): a revocation when at is now,
 // a grace period otherwise. An earlier end is never pushed back. Every API process is told in
 // the same transaction (TopicKeys), so a key revoked now is refused everywhere at once.
-func (q *Queries) EndAPIKey(ctx context.Context, id string, at time.Time, revoke bool) (APIKey, error) {
+func (q *Queries) EndAPIKey(ctx context.Context, id string, at time.Time, revoke bool, by string) (APIKey, error) {
 	var row pgx.Row
 	if revoke {
-		row = q.db.QueryRow(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2)
-			WHERE id = $1 RETURNING `+apiKeyColumns, id, at)
+		row = q.db.QueryRow(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2),
+			ended_by = CASE WHEN revoked_at IS NULL THEN $3 ELSE ended_by END
+			WHERE id = $1 RETURNING `+apiKeyColumns, id, at, by)
 	} else {
-		row = q.db.QueryRow(ctx, `UPDATE api_keys SET expires_at = least(coalesce(expires_at, $2), $2)
-			WHERE id = $1 RETURNING `+apiKeyColumns, id, at)
+		row = q.db.QueryRow(ctx, `UPDATE api_keys SET expires_at = least(coalesce(expires_at, $2), $2), ended_by = $3
+			WHERE id = $1 RETURNING `+apiKeyColumns, id, at, by)
 	}
 	k, err := scanAPIKey(row)
 	if err != nil {
@@ -175,7 +179,8 @@ func (q *Queries) WorkspaceForKey(ctx context.Context, key string) (string, erro
 	return ws, nil
 }
 
-// EnsureAPIKey returns the workspace of k.Secret, binding a new key to the oldest workspace
+// EnsureAPIKey returns the workspace of k.Secret (also with ErrKeyEnded, so a caller can
+// run on without the key), binding a new key to the oldest workspace
 // named name (created if there is none). serve, dev and the controller use it for
 // MANAGED_AGENT_API_KEY: a configured key keeps its data across restarts, and a changed key
 // reaches the same data while the key it replaces (the workspace's other configured keys)
@@ -189,10 +194,16 @@ func (s *Store) EnsureAPIKey(ctx context.Context, k NewAPIKey, name string) (str
 		}
 		found, err := q.KeyBySecret(ctx, k.Secret)
 		if err == nil {
+			ws = found.WorkspaceID
 			if found.Admin || found.RevokedAt != nil || (found.ExpiresAt != nil && !found.ExpiresAt.After(time.Now())) {
 				return fmt.Errorf("%w: %s (%s)", ErrKeyEnded, found.ID, found.Hint)
 			}
-			ws = found.WorkspaceID
+			if found.Hint == "" && k.Hint != "" {
+				// A key stored before keys had hints (migration 00008).
+				if _, err := q.db.Exec(ctx, `UPDATE api_keys SET hint = $2 WHERE id = $1`, found.ID, k.Hint); err != nil {
+					return fmt.Errorf("record the key's hint: %w", err)
+				}
+			}
 			return nil
 		}
 		if !errors.Is(err, ErrNotFound) {
@@ -214,7 +225,7 @@ func (s *Store) EnsureAPIKey(ctx context.Context, k NewAPIKey, name string) (str
 const ConfiguredKey = "MANAGED_AGENT_API_KEY"
 
 func (q *Queries) revokeOtherConfiguredKeys(ctx context.Context, ws, keep string) error {
-	rows, err := q.db.Query(ctx, `UPDATE api_keys SET revoked_at = now()
+	rows, err := q.db.Query(ctx, `UPDATE api_keys SET revoked_at = now(), ended_by = 'replaced by a new MANAGED_AGENT_API_KEY'
 		WHERE workspace_id = $1 AND created_by = $2 AND key_hash <> $3 AND revoked_at IS NULL RETURNING id`,
 		ws, ConfiguredKey, hashKey(keep))
 	if err != nil {

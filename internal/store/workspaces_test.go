@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/managed-agents/managed-agents/internal/ids"
+	"github.com/managed-agents/managed-agents/internal/pgtest"
 )
 
 func newKey() string { return "sk-ant-test-" + ids.New("") }
@@ -199,29 +200,30 @@ func TestEndAPIKey(t *testing.T) {
 
 	// A grace period sets the end; a later, longer one never pushes it back.
 	soon := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
-	ended, err := st.EndAPIKey(ctx, k.ID, soon, false)
+	ended, err := st.EndAPIKey(ctx, k.ID, soon, false, "test")
 	require.NoError(t, err)
 	require.True(t, soon.Equal(*ended.ExpiresAt))
-	ended, err = st.EndAPIKey(ctx, k.ID, soon.Add(time.Hour), false)
+	ended, err = st.EndAPIKey(ctx, k.ID, soon.Add(time.Hour), false, "test")
 	require.NoError(t, err)
 	require.True(t, soon.Equal(*ended.ExpiresAt), "an end is never pushed back")
 	got, err := st.WorkspaceForKey(ctx, key)
 	require.NoError(t, err, "within the grace the key works")
 	require.Equal(t, ws, got)
 
-	revoked, err := st.EndAPIKey(ctx, k.ID, time.Now(), true)
+	revoked, err := st.EndAPIKey(ctx, k.ID, time.Now(), true, "test")
 	require.NoError(t, err)
 	require.NotNil(t, revoked.RevokedAt)
-	again, err := st.EndAPIKey(ctx, k.ID, time.Now().Add(time.Minute), true)
+	again, err := st.EndAPIKey(ctx, k.ID, time.Now().Add(time.Minute), true, "test")
 	require.NoError(t, err)
 	require.True(t, revoked.RevokedAt.Equal(*again.RevokedAt), "revoking twice keeps the first time")
+	require.Equal(t, "test", again.EndedBy, "who ended the key is kept")
 	_, err = st.WorkspaceForKey(ctx, key)
 	require.ErrorIs(t, err, ErrNotFound)
 	found, err := st.KeyBySecret(ctx, key)
 	require.NoError(t, err, "a revoked key is still found by its secret, for the caller to refuse")
 	require.Equal(t, k.ID, found.ID)
 
-	_, err = st.EndAPIKey(ctx, "apikey_missing", time.Now(), true)
+	_, err = st.EndAPIKey(ctx, "apikey_missing", time.Now(), true, "test")
 	require.ErrorIs(t, err, ErrNotFound)
 
 	// Admin keys belong to no workspace, and a workspace key must name one.
@@ -236,4 +238,37 @@ func TestEndAPIKey(t *testing.T) {
 	mine, err := st.ListAPIKeys(ctx, ws)
 	require.NoError(t, err)
 	require.Len(t, mine, 1)
+}
+
+// A database from before keys were manageable (migration 00008): its keys all came from
+// MANAGED_AGENT_API_KEY, so a changed configured key must end them, and configuring one
+// again fills in its hint.
+func TestKeysFromBeforeMigration8(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, pgtest.URL(t))
+	ctx := t.Context()
+	provider, closeDB, err := st.migrations()
+	require.NoError(t, err)
+	_, err = provider.UpTo(ctx, 7)
+	closeDB()
+	require.NoError(t, err)
+	old := newKey()
+	_, err = st.Pool().Exec(ctx, `INSERT INTO workspaces (id, name) VALUES ('wrkspc_old', 'default')`)
+	require.NoError(t, err)
+	_, err = st.Pool().Exec(ctx, `INSERT INTO api_keys (id, workspace_id, key_hash) VALUES ('apikey_old', 'wrkspc_old', $1)`, hashKey(old))
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(ctx, discardLogger()))
+
+	ws, err := st.EnsureAPIKey(ctx, NewAPIKey{Secret: old, Hint: "sk-ant-…old"}, "default")
+	require.NoError(t, err)
+	require.Equal(t, "wrkspc_old", ws)
+	k, err := st.KeyBySecret(ctx, old)
+	require.NoError(t, err)
+	require.Equal(t, ConfiguredKey, k.CreatedBy)
+	require.Equal(t, "sk-ant-…old", k.Hint, "the hint is filled in by the next start")
+
+	_, err = st.EnsureAPIKey(ctx, NewAPIKey{Secret: newKey()}, "default")
+	require.NoError(t, err)
+	_, err = st.WorkspaceForKey(ctx, old)
+	require.ErrorIs(t, err, ErrNotFound, "a changed configured key ends the key from before the upgrade")
 }
