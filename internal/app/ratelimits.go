@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 	"strconv"
+	"time"
 
 	"github.com/managed-agents/managed-agents/internal/sessions"
 )
