@@ -263,13 +263,17 @@ func TestAdminCLI(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	bin := managedAgentsBinary(t)
+	var audit strings.Builder
 	run := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(bin, append([]string{"admin"}, args...)...)
 		cmd.Env = append(os.Environ(), "MANAGED_AGENT_DATABASE_URL="+e.dbURL)
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "admin %v: %s", args, out)
-		return string(out)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		require.NoError(t, err, "admin %v: %s%s", args, stdout.String(), stderr.String())
+		audit.WriteString(stderr.String())
+		return stdout.String()
 	}
 	var ws struct{ ID string }
 	require.NoError(t, json.Unmarshal([]byte(run("workspaces", "create", "cli-team", "--json")), &ws))
@@ -301,6 +305,13 @@ func TestAdminCLI(t *testing.T) {
 	run("keys", "revoke", fieldOf(t, rotated, "id:"))
 	_, err = nc.Beta.Agents.List(ctx, anthropic.BetaAgentListParams{})
 	requireAPIErr(t, err, http.StatusUnauthorized, "authentication_error", "")
+
+	// Each action left an audit line naming the operator, whatever the log level.
+	for _, action := range []string{"workspace.create", "key.create", "key.rotate", "key.revoke"} {
+		require.Contains(t, audit.String(), "action="+action, "audit lines:\n%s", audit.String())
+	}
+	require.Contains(t, audit.String(), `actor="admin CLI (`)
+	require.NotContains(t, audit.String(), key, "an audit line never holds a secret")
 
 	// Errors are clear and exit non-zero.
 	cmd := exec.Command(bin, "admin", "keys", "revoke", "apikey_nope")
