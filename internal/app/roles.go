@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 
 	"github.com/managed-agents/managed-agents/internal/credentials"
@@ -33,15 +34,11 @@ func RunServe(ctx context.Context, cfg Config, version string) error {
 	if err != nil {
 		return err
 	}
-	cfg, stopTracing, err := startTracing(ctx, cfg, "api", logger)
+	cfg, reg, stopTracing, err := instrument(ctx, cfg, "api", logger)
 	if err != nil {
 		return err
 	}
 	defer stopTracing()
-	cfg, reg, err := withMetrics(cfg)
-	if err != nil {
-		return err
-	}
 	stopMetrics, err := serveMetrics(ctx, cfg, reg, logger)
 	if err != nil {
 		return err
@@ -92,15 +89,11 @@ func RunWorker(ctx context.Context, cfg Config, version string) error {
 	if cfg.TemporalAddress == "" {
 		return errors.New("MANAGED_AGENT_TEMPORAL_ADDRESS is not set: a worker needs Temporal")
 	}
-	cfg, stopTracing, err := startTracing(ctx, cfg, "worker", logger)
+	cfg, reg, stopTracing, err := instrument(ctx, cfg, "worker", logger)
 	if err != nil {
 		return err
 	}
 	defer stopTracing()
-	cfg, reg, err := withMetrics(cfg)
-	if err != nil {
-		return err
-	}
 	st, err := store.Open(ctx, cfg.DatabaseURL, cfg.storeOptions()...)
 	if err != nil {
 		return err
@@ -189,4 +182,18 @@ func RunVaultRekey(ctx context.Context, cfg Config, out io.Writer) error {
 	n, err := credentials.Rekey(ctx, st, keys, logger)
 	fmt.Fprintf(out, "resealed %d vault credentials with key %s\n", n, keys.Primary())
 	return err
+}
+
+// instrument starts a role's tracing and makes its metrics registry (nil when metrics are
+// off or the caller brought its own); stopTracing flushes the spans.
+func instrument(ctx context.Context, cfg Config, role string, logger *slog.Logger) (_ Config, reg *prometheus.Registry, stopTracing func(), err error) {
+	cfg, stopTracing, err = startTracing(ctx, cfg, role, logger)
+	if err != nil {
+		return cfg, nil, nil, err
+	}
+	if cfg, reg, err = withMetrics(cfg); err != nil {
+		stopTracing()
+		return cfg, nil, nil, err
+	}
+	return cfg, reg, stopTracing, nil
 }

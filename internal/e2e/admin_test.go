@@ -6,9 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -235,17 +233,10 @@ func TestAdminRevocationReachesOtherReplicas(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t, app.Config{AdminKey: testAdminKey}, nil)
 	ctx := context.Background()
-	replica, err := app.NewAPI(ctx, app.Config{DatabaseURL: e.dbURL}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	require.NoError(t, err)
-	srv2 := httptest.NewServer(replica.Handler)
-	t.Cleanup(func() {
-		srv2.CloseClientConnections()
-		srv2.Close()
-		replica.Close()
-	})
+	replicaURL := e.replica(t, app.Config{})
 	_, keyID, key := adminKeyIn(t, e, "two-replicas")
-	c2 := anthropic.NewClient(option.WithBaseURL(srv2.URL), option.WithAPIKey(key), option.WithMaxRetries(0))
-	_, err = c2.Beta.Agents.List(ctx, anthropic.BetaAgentListParams{})
+	c2 := anthropic.NewClient(option.WithBaseURL(replicaURL), option.WithAPIKey(key), option.WithMaxRetries(0))
+	_, err := c2.Beta.Agents.List(ctx, anthropic.BetaAgentListParams{})
 	require.NoError(t, err, "the replica accepts (and caches) the key")
 
 	status, body := adminCall(t, e.srv.URL, testAdminKey, "POST", "/v1/admin/keys/"+keyID+"/revoke", "")
