@@ -61,7 +61,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 			for _, p := range idle.Processes {
 				per := "-"
 				if idle.Opened > 0 {
-					per = mib(float64(p.RSSAfterBytes-p.RSSBeforeBytes) / float64(idle.Opened))
+					per = fmt.Sprintf("%.0fKiB", float64(p.RSSAfterBytes-p.RSSBeforeBytes)/float64(idle.Opened)/(1<<10))
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t\n", p.Name, p.PID, mib(float64(p.RSSBeforeBytes)), mib(float64(p.RSSAfterBytes)), per, mib(float64(p.PeakRSSBytes)))
 			}
