@@ -42,7 +42,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), devCmd(), adminCmd(), workerCmd(), migrateCmd(), vaultRekeyCmd(), egressProxyCmd(), versionCmd(), controllerCmd(), sandboxdCmd(), installBinaryCmd())
+	root.AddCommand(serveCmd(), devCmd(), adminCmd(), workerCmd(), migrateCmd(), vaultRekeyCmd(), egressProxyCmd(), versionCmd(), controllerCmd(), sandboxdCmd(), installBinaryCmd(), benchCmd())
 	return root
 }
 

@@ -342,6 +342,18 @@ func rules() []rule {
 			forbidden: []string{internal("internal/metrics")},
 		},
 		{
+			name:    "loadtest imports only the official Go SDK besides the standard library: it measures a server as a client does",
+			subject: is("internal/loadtest"),
+			only: []string{"github.com/anthropics/anthropic-sdk-go/v2", "github.com/anthropics/anthropic-sdk-go/v2/option",
+				"github.com/anthropics/anthropic-sdk-go/v2/packages/param", "github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"},
+		},
+		{
+			name:      "loadtest never reaches any package of this module, Temporal or Kubernetes",
+			subject:   is("internal/loadtest"),
+			reach:     true,
+			forbidden: prefixes([]string{module}, temporal, kubernetes),
+		},
+		{
 			name:      "wire imports nothing internal",
 			subject:   is("internal/wire"),
 			forbidden: []string{module},
