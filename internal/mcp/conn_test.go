@@ -30,11 +30,14 @@ func TestSessionOutlivesTheConnectTimeout(t *testing.T) {
 			}
 			srv := mcptest.Start(t, opts...)
 			ctx, cancel := context.WithCancel(t.Context())
-			c, err := mcp.Dial(ctx, mcp.Server{Name: "s", URL: srv.URL}, mcp.Options{ConnectTimeout: 200 * time.Millisecond})
+			// Long enough for a connect under -race on a loaded CI machine (200 ms was not: a
+			// connect ran out of it once), short enough to wait out below.
+			const connectTimeout = 2 * time.Second
+			c, err := mcp.Dial(ctx, mcp.Server{Name: "s", URL: srv.URL}, mcp.Options{ConnectTimeout: connectTimeout})
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, c.Close()); require.NoError(t, c.Close()) })
 			cancel() // nor to Dial's context
-			time.Sleep(400 * time.Millisecond)
+			time.Sleep(connectTimeout + 200*time.Millisecond)
 			res, err := c.CallTool(t.Context(), "echo", json.RawMessage(`{"text":"still here"}`), mcp.CallLimits{})
 			require.NoError(t, err)
 			require.Equal(t, []string{"still here"}, texts(res))
