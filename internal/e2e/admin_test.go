@@ -285,17 +285,25 @@ func TestAdminCLI(t *testing.T) {
 	require.Contains(t, listing, "active until")
 	require.NotContains(t, listing, key, "a listing never shows a secret")
 
+	// The CLI is another process: the API learns of its changes by NOTIFY, milliseconds later.
+	refusedSoon := func(c anthropic.Client) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			_, err := c.Beta.Agents.List(ctx, anthropic.BetaAgentListParams{})
+			return err != nil
+		}, 10*time.Second, 10*time.Millisecond)
+		_, err := c.Beta.Agents.List(ctx, anthropic.BetaAgentListParams{})
+		requireAPIErr(t, err, http.StatusUnauthorized, "authentication_error", "")
+	}
 	rotated := run("keys", "rotate", id)
 	newKey := fieldOf(t, rotated, "key:")
-	_, err = c.Beta.Agents.List(ctx, anthropic.BetaAgentListParams{})
-	requireAPIErr(t, err, http.StatusUnauthorized, "authentication_error", "")
+	refusedSoon(c)
 	nc := e.clientFor(newKey)
 	_, err = nc.Beta.Agents.List(ctx, anthropic.BetaAgentListParams{})
 	require.NoError(t, err)
 
 	run("keys", "revoke", fieldOf(t, rotated, "id:"))
-	_, err = nc.Beta.Agents.List(ctx, anthropic.BetaAgentListParams{})
-	requireAPIErr(t, err, http.StatusUnauthorized, "authentication_error", "")
+	refusedSoon(nc)
 
 	// Each action left an audit line naming the operator, whatever the log level.
 	for _, action := range []string{"workspace.create", "key.create", "key.rotate", "key.revoke"} {

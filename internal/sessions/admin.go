@@ -112,6 +112,9 @@ func (s *Service) RevokeKey(ctx context.Context, actor Actor, keyID string) (API
 	if err != nil {
 		return APIKey{}, err
 	}
+	// This process drops the key now; the NOTIFY reaches the others (and this one again,
+	// harmlessly) a moment later.
+	s.keys.Notify(ctx, keyID)
 	s.audit(ctx, actor, "key.revoke", keyAttrs(k)...)
 	return k, nil
 }
@@ -145,6 +148,7 @@ func (s *Service) RotateKey(ctx context.Context, actor Actor, keyID string, grac
 	if err != nil {
 		return NewKey{}, APIKey{}, err
 	}
+	s.keys.Notify(ctx, keyID)
 	s.audit(ctx, actor, "key.rotate", append(keyAttrs(old), slog.String("new_key_id", created.ID), slog.Duration("grace", grace))...)
 	return NewKey{APIKey: created, Secret: secret}, old, nil
 }
