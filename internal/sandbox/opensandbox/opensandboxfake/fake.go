@@ -655,9 +655,11 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, b *box) {
 	go func() {
 		err := cmd.Wait()
 		// Children that outlive the command may hold the pipes: read what is there, then stop
-		// (execd stops tailing the output when the command exits).
-		_ = outR.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		_ = errR.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		// (execd stops tailing the output when the command exits). A deadline that has passed
+		// fails a read before it looks at the pipe, so it allows for a reader not scheduled at
+		// once on a loaded machine (100 ms lost a command's whole output once in CI).
+		_ = outR.SetReadDeadline(time.Now().Add(time.Second))
+		_ = errR.SetReadDeadline(time.Now().Add(time.Second))
 		waited <- err
 	}()
 	readersDone := make(chan struct{})
