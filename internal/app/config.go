@@ -166,6 +166,9 @@ type Config struct {
 	// unless ControllerMetricsAddr is set (MANAGED_AGENT_METRICS_ADDR, host:port, default
 	// :9090; off or 0 for none). dev answers /metrics on its API listener instead.
 	MetricsAddr string
+	// PprofAddr is where serve, worker and dev serve Go's profiles (/debug/pprof/), host:port;
+	// empty or 0 for none (MANAGED_AGENT_PPROF_ADDR, default none).
+	PprofAddr string
 	// Metrics and MetricsRegistry are what the roles record with and where the database
 	// pool's collector goes; nil records nothing. Not environment variables: the Run functions
 	// make them (metrics.go), tests bring their own.
@@ -275,6 +278,7 @@ func (c Config) Validate() error {
 	check(validateAddrOrOff("MANAGED_AGENT_CONTROLLER_METRICS_ADDR", c.ControllerMetricsAddr))
 	check(validateAddrOrOff("MANAGED_AGENT_CONTROLLER_HEALTH_ADDR", c.ControllerHealthAddr))
 	check(validateMetricsAddr(c.MetricsAddr))
+	check(validateAddrOrOff("MANAGED_AGENT_PPROF_ADDR", c.PprofAddr))
 	check(c.parsed("MANAGED_AGENT_CONTROLLER_LEADER_ELECT"))
 	check(c.parsed("MANAGED_AGENT_CONTROLLER_WORKSPACE_PER_NAMESPACE"))
 	_, err = c.controllerWorkspaces()
@@ -575,6 +579,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.ControllerMetricsAddr, "MANAGED_AGENT_CONTROLLER_METRICS_ADDR")
 	set(&c.ControllerHealthAddr, "MANAGED_AGENT_CONTROLLER_HEALTH_ADDR")
 	set(&c.MetricsAddr, "MANAGED_AGENT_METRICS_ADDR")
+	set(&c.PprofAddr, "MANAGED_AGENT_PPROF_ADDR")
 	set(&c.ControllerLeaderElectionNamespace, "MANAGED_AGENT_CONTROLLER_LEADER_ELECTION_NAMESPACE")
 	set(&c.ControllerWorkspaces, "MANAGED_AGENT_CONTROLLER_WORKSPACES")
 	c.envBool(&c.ControllerLeaderElect, "MANAGED_AGENT_CONTROLLER_LEADER_ELECT", get("MANAGED_AGENT_CONTROLLER_LEADER_ELECT"))

@@ -38,6 +38,11 @@ func RunDev(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	defer stopTracing()
+	stopPprof, err := servePprof(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}

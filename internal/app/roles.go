@@ -44,6 +44,11 @@ func RunServe(ctx context.Context, cfg Config, version string) error {
 		return err
 	}
 	defer stopMetrics()
+	stopPprof, err := servePprof(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 	var tc client.Client
 	if cfg.TemporalAddress != "" {
 		if tc, err = DialTemporal(ctx, cfg, logger); err != nil {
@@ -112,6 +117,11 @@ func RunWorker(ctx context.Context, cfg Config, version string) error {
 		return err
 	}
 	defer stopMetrics()
+	stopPprof, err := servePprof(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 	tc, err := DialTemporal(ctx, cfg, logger)
 	if err != nil {
 		return err

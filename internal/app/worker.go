@@ -224,8 +224,8 @@ func CheckSandboxGuard(c Config) error {
 
 // Worker is the worker role: a Temporal worker that runs session turns with the configured
 // model and sandbox, and the sweep that re-wakes sessions whose wake-up may have been lost.
-// It needs the store, Temporal and a place for previews; it runs no migrations, holds no
-// LISTEN connection and serves no HTTP.
+// It needs the store, Temporal and a place for previews; it runs no migrations, serves no
+// HTTP and holds one LISTEN connection, for interrupts (turns.Interrupts).
 type Worker struct {
 	// Credentials resolves the MCP credentials of sessions from their vaults (the MCP
 	// toolset's bearer tokens).
@@ -265,20 +265,28 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 		return nil, err
 	}
 	engine := turns.New(st, logger, append(c.turnsOptions(), turns.WithSandboxQuota(c.RateLimits.WorkspaceSandboxes))...)
+	interrupts := turns.NewInterrupts()
+	listener := store.NewListener(st.Pool(), logger, c.listenerOptions()...)
+	if err := listener.Listen(store.TopicInterrupts, interrupts); err != nil {
+		closeWeb()
+		return nil, err
+	}
 	acts := &durable.Activities{
 		Turns: engine,
 		Core:  agent.NewCore(c.observedModel(tracing.Model(m, c.Tracing.Provider)), agent.WithLogger(logger), agent.WithWebTools(web)),
 		Sandboxes: sandbox.NewManager(registry, engine.Sandboxes(), engine.Sandboxes(), append([]sandbox.ManagerOption{sandbox.WithLogger(logger),
 			sandbox.WithTouchInterval(c.touchInterval()), sandbox.WithCeiling(ceiling)}, c.sandboxOptions()...)...),
-		Previews: previews,
-		MCP:      c.mcpConnector(vaultTokens{vaults}, engine, logger),
-		Logger:   logger,
-		Tracer:   c.Tracing.Provider,
-		Observer: c.durableObserver(),
+		Previews:   previews,
+		MCP:        c.mcpConnector(vaultTokens{vaults}, engine, logger),
+		Logger:     logger,
+		Tracer:     c.Tracing.Provider,
+		Observer:   c.durableObserver(),
+		Interrupts: interrupts,
 	}
 	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger, Tracer: c.Tracing.Provider}
 	return &Worker{Credentials: vaults, services: startstop.Group{
 		onStop(closeWeb),
+		listener,
 		// Before the steps, so it stops after them: no acquisition claims from a pool being emptied.
 		warmPool(registry, logger),
 		&temporalWorker{w: durable.NewWorker(tc, durable.WorkerOptions{TaskQueue: c.TaskQueue, StopTimeout: c.WorkerStopTimeout, Observer: c.durableObserver()}, acts)},

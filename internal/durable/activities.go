@@ -41,6 +41,9 @@ const (
 	// have. Retrying the same plan cannot help.
 	errTypeUnknownToolCall = "UnknownToolCall"
 	errTypeUnknownPlan     = "UnknownPlan"
+	// errTypeInterrupted: a step running as a local activity stopped because its session was
+	// interrupted (InterruptWatch); the workflow then lets Advance deliver the interrupt.
+	errTypeInterrupted = "Interrupted"
 )
 
 // Plan is what Advance, and every step after its own work, answers: small, so workflow
@@ -54,6 +57,12 @@ type Plan struct {
 	// NeedsSandbox: a call needs a sandbox and the session has none bound yet, so
 	// AcquireSandbox runs first. A bound sandbox is attached by ToolCall itself.
 	NeedsSandbox bool
+}
+
+// InterruptWatch tells a step that its session was interrupted (turns.Interrupts): a step
+// running as a local activity hears of it from the workflow only at the workflow's next task.
+type InterruptWatch interface {
+	Watch(sessionID string) (interrupted <-chan struct{}, stop func())
 }
 
 // MCPServers lists and calls the MCP servers of sessions (mcpsession.Connector).
@@ -110,6 +119,9 @@ type Activities struct {
 	Tracer trace.TracerProvider
 	// Observer records tool calls (metrics); nil records nothing.
 	Observer Observer
+	// Interrupts stops a step running as a local activity when its session is interrupted;
+	// nil leaves that to the workflow (at its next task, within seconds).
+	Interrupts InterruptWatch
 }
 
 // Advance does the lifecycle bookkeeping and returns the next step. The workflow runs it only
@@ -157,6 +169,12 @@ func (a *Activities) hasSandbox(ctx context.Context, sessionID string) (bool, er
 // non-retryable ModelError application errors carrying a ModelFailure: the workflow owns
 // their retries.
 func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (Plan, error) {
+	ctx, done := a.interruptible(ctx, in.SessionID)
+	plan, err := a.modelTurn(ctx, in)
+	return done(plan, err)
+}
+
+func (a *Activities) modelTurn(ctx context.Context, in ModelTurnInput) (Plan, error) {
 	stop := heartbeat(ctx)
 	defer stop()
 	turn, err := a.Turns.LoadConversation(ctx, in.SessionID)
@@ -201,6 +219,12 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (Plan, er
 // ToolCall runs one allowed built-in call, records its result and returns the plan after it.
 // A sandbox the session has bound is attached here; AcquireSandbox only creates the first.
 func (a *Activities) ToolCall(ctx context.Context, in ToolCallInput) (Plan, error) {
+	ctx, done := a.interruptible(ctx, in.SessionID)
+	plan, err := a.toolCall(ctx, in)
+	return done(plan, err)
+}
+
+func (a *Activities) toolCall(ctx context.Context, in ToolCallInput) (Plan, error) {
 	stop := heartbeat(ctx)
 	defer stop()
 	turn, err := a.Turns.LoadTurn(ctx, in.SessionID)
@@ -493,6 +517,40 @@ func classifyError(err error) errorClass {
 		return errorPermanent
 	}
 	return errorTransient
+}
+
+var errInterrupted = errors.New("the session was interrupted")
+
+// interruptible makes a step running as a local activity stop when its session is
+// interrupted: ctx is cancelled with errInterrupted, and done turns the step's answer into
+// an Interrupted error (also when the step finished anyway: its plan was made before the
+// interrupt was delivered, as the workflow's own cancellation treats it). A regular activity
+// learns of interrupts through its heartbeats, so it is left as it is.
+func (a *Activities) interruptible(ctx context.Context, sessionID string) (context.Context, func(Plan, error) (Plan, error)) {
+	if a.Interrupts == nil || !activity.IsActivity(ctx) || !activity.GetInfo(ctx).IsLocalActivity {
+		return ctx, func(p Plan, err error) (Plan, error) { return p, err }
+	}
+	interrupted, stopWatch := a.Interrupts.Watch(sessionID)
+	ctx, cancel := context.WithCancelCause(ctx)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		select {
+		case <-interrupted:
+			cancel(errInterrupted)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func(p Plan, err error) (Plan, error) {
+		stopWatch()
+		wasInterrupted := errors.Is(context.Cause(ctx), errInterrupted)
+		cancel(nil)
+		<-watching
+		if wasInterrupted {
+			return Plan{}, temporal.NewNonRetryableApplicationError(errInterrupted.Error(), errTypeInterrupted, nil)
+		}
+		return p, err
+	}
 }
 
 // heartbeatInterval is how often a running activity records a heartbeat: a dead worker is

@@ -147,11 +147,16 @@ func TestRecordHistories(t *testing.T) {
 			sc.drive(s)
 			h := r.save(t, durable.WorkflowID(s.id), sc.name)
 			acts := scheduledActivities(h)
+			for _, ev := range h.Events {
+				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+					require.Equal(t, "AcquireSandbox", a.GetActivityType().GetName(), "a step ran as an activity, not a local one")
+				}
+			}
 			for name, n := range sc.want {
 				require.GreaterOrEqual(t, acts[name], n, "%s scheduled %v", name, acts)
 			}
 			require.Equal(t, sc.timers, countEvents(h, enumspb.EVENT_TYPE_TIMER_STARTED), "backoff timers")
-			require.Equal(t, sc.cancel, countEvents(h, enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED) > 0, "step canceled")
+			require.Equal(t, sc.cancel, stepStopped(h), "step canceled")
 		})
 	}
 	// Deleting a session with a sandbox runs TeardownWorkflow (teardown, then the finishing
@@ -268,14 +273,55 @@ func (r *recorder) waitQuiet(t *testing.T, workflowID string) {
 	}
 }
 
+// scheduledActivities counts the activities a history ran by type: scheduled activities and
+// local activities (their markers).
 func scheduledActivities(h *historypb.History) map[string]int {
 	out := map[string]int{}
 	for _, ev := range h.Events {
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 			out[a.GetActivityType().GetName()]++
 		}
+		if m, ok := localActivityMarker(ev); ok {
+			out[m.ActivityType]++
+		}
 	}
 	return out
+}
+
+// localMarker is what the SDK records of a local activity in its marker's "data" detail.
+type localMarker struct {
+	ActivityType string
+	// Failed: the activity failed (its failure is the marker's); Interrupted: with the
+	// Interrupted application error of a step its session's interrupt stopped.
+	Failed, Interrupted bool
+}
+
+func localActivityMarker(ev *historypb.HistoryEvent) (localMarker, bool) {
+	a := ev.GetMarkerRecordedEventAttributes()
+	if a == nil || a.GetMarkerName() != "LocalActivity" {
+		return localMarker{}, false
+	}
+	var data struct{ ActivityType string }
+	if p := a.GetDetails()["data"].GetPayloads(); len(p) > 0 {
+		_ = json.Unmarshal(p[0].GetData(), &data)
+	}
+	f := a.GetFailure()
+	return localMarker{ActivityType: data.ActivityType, Failed: f != nil,
+		Interrupted: f.GetApplicationFailureInfo().GetType() == "Interrupted" || f.GetCause().GetApplicationFailureInfo().GetType() == "Interrupted"}, true
+}
+
+// stepStopped reports whether a history shows a step stopped by an interrupt: an activity's
+// cancellation requested, or a local step that ended Interrupted.
+func stepStopped(h *historypb.History) bool {
+	if countEvents(h, enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED) > 0 {
+		return true
+	}
+	for _, ev := range h.Events {
+		if m, ok := localActivityMarker(ev); ok && m.Interrupted {
+			return true
+		}
+	}
+	return false
 }
 
 // recordedSession follows one session's committed events from before its first message.

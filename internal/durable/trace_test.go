@@ -58,9 +58,18 @@ func TestSessionWorkflowStepsContinueTheTraceOfTheirWakeUp(t *testing.T) {
 	require.Equal(t, traceID(2), seen[1])
 	require.True(t, seen[2].IsValid())
 	require.NotContains(t, []trace.TraceID{traceID(1), traceID(2)}, seen[2], "a wake-up without a trace starts a new one")
+	// The test environment runs a mocked local activity's interceptors twice (its own
+	// wrapper, then the mock), nesting one step span in another; a worker runs them once.
+	// Count the outer ones.
 	var steps int
+	stepSpans := map[trace.SpanID]bool{}
 	for _, s := range exp.GetSpans() {
-		if s.Name != "step ModelTurn" {
+		if s.Name == "step ModelTurn" {
+			stepSpans[s.SpanContext.SpanID()] = true
+		}
+	}
+	for _, s := range exp.GetSpans() {
+		if s.Name != "step ModelTurn" || stepSpans[s.Parent.SpanID()] {
 			continue
 		}
 		steps++

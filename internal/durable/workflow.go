@@ -65,9 +65,17 @@ func SessionWorkflow(ctx workflow.Context, p SessionParams) error {
 		wake:      workflow.GetSignalChannel(ctx, SignalWake),
 		interrupt: workflow.GetSignalChannel(ctx, SignalInterrupt),
 		trace:     stepTrace{SessionID: p.SessionID},
+		// Runs started before steps became local activities keep running them as activities
+		// until they continue as new: their histories must replay as they were written.
+		localSteps: workflow.GetVersion(ctx, changeLocalSteps, workflow.DefaultVersion, 1) == 1,
 	}
 	return s.run(ctx)
 }
+
+// changeLocalSteps is the workflow.GetVersion change id of running a turn's steps as local
+// activities (version 1): a turn with no sandbox to create then runs in one workflow task,
+// with no activity task, instead of one workflow task and one activity task per step.
+const changeLocalSteps = "local-steps"
 
 type sessionRun struct {
 	p            SessionParams
@@ -77,6 +85,8 @@ type sessionRun struct {
 	// trace is what the steps carry to their spans (trace.go): the trace of the signal that
 	// last woke the workflow from a wait, so a turn's steps stay in one trace.
 	trace stepTrace
+	// localSteps: the steps run as local activities (changeLocalSteps).
+	localSteps bool
 }
 
 var acts *Activities // method values name the activities; the receiver is never used here
@@ -152,20 +162,29 @@ func (s *sessionRun) step(ctx workflow.Context, plan Plan) (*Plan, error) {
 	case agent.StepExecute:
 		return s.executeTools(ctx, plan)
 	case agent.StepReject:
-		return bookkeeping(ctx, acts.RejectTools, s.p.SessionID)
+		return s.bookkeeping(ctx, acts.RejectTools, s.p.SessionID)
 	case agent.StepCap:
-		return bookkeeping(ctx, acts.StopAtCap, s.p.SessionID)
+		return s.bookkeeping(ctx, acts.StopAtCap, s.p.SessionID)
 	}
 	return nil, temporal.NewNonRetryableApplicationError("unknown plan "+string(plan.Kind), errTypeUnknownPlan, nil)
 }
 
 // bookkeeping runs a short step activity that returns the next plan.
-func bookkeeping(ctx workflow.Context, activity any, arg any) (*Plan, error) {
+func (s *sessionRun) bookkeeping(ctx workflow.Context, activity any, arg any) (*Plan, error) {
 	var plan Plan
-	if err := workflow.ExecuteActivity(ctx, activity, arg).Get(ctx, &plan); err != nil {
+	if err := s.execute(ctx, activity, arg).Get(ctx, &plan); err != nil {
 		return nil, err
 	}
 	return &plan, nil
+}
+
+// execute runs a bookkeeping activity: local in runs with localSteps, so it costs no round
+// trip through Temporal's matching of its own.
+func (s *sessionRun) execute(ctx workflow.Context, activity any, arg any) workflow.Future {
+	if s.localSteps {
+		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localBookkeepingOptions), activity, arg)
+	}
+	return workflow.ExecuteActivity(ctx, activity, arg)
 }
 
 // fail handles a step (or Advance) that failed for good: a permanent error, or a transient
@@ -184,7 +203,7 @@ func (s *sessionRun) fail(ctx workflow.Context, cause error) (*Plan, error) {
 		return nil, s.terminate(ctx, cause)
 	}
 	workflow.GetLogger(ctx).Warn("a step failed for good; ending the turn", "session_id", s.p.SessionID, "error", cause)
-	plan, err := bookkeeping(ctx, acts.FailTurn, FailTurnInput{SessionID: s.p.SessionID, Message: failureMessage(cause)})
+	plan, err := s.bookkeeping(ctx, acts.FailTurn, FailTurnInput{SessionID: s.p.SessionID, Message: failureMessage(cause)})
 	if err == nil {
 		return plan, nil
 	}
@@ -227,7 +246,7 @@ func failureMessage(cause error) string {
 // terminate ends the session after a failure of the session itself, or of the bookkeeping
 // that would end only the turn. Terminated tells the client why it stopped.
 func (s *sessionRun) terminate(ctx workflow.Context, cause error) error {
-	if err := workflow.ExecuteActivity(ctx, acts.Terminate, TerminateInput{SessionID: s.p.SessionID, Message: failureMessage(cause)}).Get(ctx, nil); err != nil {
+	if err := s.execute(ctx, acts.Terminate, TerminateInput{SessionID: s.p.SessionID, Message: failureMessage(cause)}).Get(ctx, nil); err != nil {
 		return err
 	}
 	return cause
@@ -271,11 +290,18 @@ func (s *sessionRun) waitForSignal(ctx workflow.Context) {
 // cancellable runs one step activity and cancels it if an interrupt arrives first. It returns
 // the activity's plan, or nil with the activity's error (a canceled error after an
 // interrupt). A step that finished although it was interrupted returns no plan either: it
-// was made before the interrupt was delivered.
+// was made before the interrupt was delivered. A local step learns of an interrupt from the
+// worker (InterruptWatch) before the workflow does, and says so with an Interrupted error:
+// nil, nil, so Advance delivers it.
 func (s *sessionRun) cancellable(ctx workflow.Context, activity any, arg any) (*Plan, error) {
-	actx, cancel := workflow.WithCancel(workflow.WithActivityOptions(ctx, stepOptions))
+	actx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
-	fut := workflow.ExecuteActivity(actx, activity, arg)
+	var fut workflow.Future
+	if s.localSteps {
+		fut = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(actx, localStepOptions), activity, arg)
+	} else {
+		fut = workflow.ExecuteActivity(workflow.WithActivityOptions(actx, stepOptions), activity, arg)
+	}
 	var (
 		plan        Plan
 		err         error
@@ -291,6 +317,9 @@ func (s *sessionRun) cancellable(ctx workflow.Context, activity any, arg any) (*
 	})
 	for !done {
 		sel.Select(ctx)
+	}
+	if isInterrupted(err) {
+		return nil, nil
 	}
 	if err != nil || interrupted {
 		return nil, err
@@ -315,7 +344,7 @@ func (s *sessionRun) modelTurn(ctx workflow.Context) (*Plan, error) {
 		return nil, err
 	}
 	if failure.Retryable && s.modelAttempt <= s.p.Retry.MaxRetries {
-		if err := workflow.ExecuteActivity(ctx, acts.Reschedule, RescheduleInput{SessionID: s.p.SessionID, Failure: failure}).Get(ctx, nil); err != nil {
+		if err := s.execute(ctx, acts.Reschedule, RescheduleInput{SessionID: s.p.SessionID, Failure: failure}).Get(ctx, nil); err != nil {
 			return nil, err
 		}
 		wait := s.p.Retry.backoff(s.modelAttempt, failure.RetryAfter)
@@ -325,7 +354,7 @@ func (s *sessionRun) modelTurn(ctx workflow.Context) (*Plan, error) {
 		return nil, nil
 	}
 	s.modelAttempt = 0
-	return bookkeeping(ctx, acts.Exhaust, RescheduleInput{SessionID: s.p.SessionID, Failure: failure})
+	return s.bookkeeping(ctx, acts.Exhaust, RescheduleInput{SessionID: s.p.SessionID, Failure: failure})
 }
 
 // sleepUnlessInterrupted waits d or until an interrupt arrives, and reports the interrupt.
@@ -397,7 +426,15 @@ var (
 	// A local activity's retries end at its schedule-to-close timeout, which defaults to
 	// one start-to-close: give Advance the time its maxAttempts take, as the others have.
 	advanceOptions = workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute, ScheduleToCloseTimeout: 5 * time.Minute, RetryPolicy: retryBounded}
-	stepOptions    = workflow.ActivityOptions{
+	// localBookkeepingOptions are bookkeepingOptions for a local activity.
+	localBookkeepingOptions = advanceOptions
+	// localStepOptions are stepOptions for a local activity. It has no heartbeat: while it
+	// runs the SDK keeps the workflow task alive (it completes it and takes a new one before
+	// the task's timeout), a dead worker is noticed at the task's timeout, and an interrupt
+	// reaches it through InterruptWatch, or at the next such task. Its retries, with
+	// retryBounded's backoff, end at the schedule-to-close timeout.
+	localStepOptions = workflow.LocalActivityOptions{StartToCloseTimeout: 15 * time.Minute, ScheduleToCloseTimeout: 30 * time.Minute, RetryPolicy: retryBounded}
+	stepOptions      = workflow.ActivityOptions{
 		StartToCloseTimeout: 15 * time.Minute,
 		// A few heartbeat intervals: one late heartbeat must not fail a healthy step.
 		HeartbeatTimeout:    5 * time.Second,
@@ -413,6 +450,11 @@ var (
 		RetryPolicy:         retryBounded,
 	}
 )
+
+func isInterrupted(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == errTypeInterrupted
+}
 
 func isSessionGone(err error) bool {
 	var appErr *temporal.ApplicationError

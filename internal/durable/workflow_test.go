@@ -83,6 +83,18 @@ func newFixture(t *testing.T, plans ...Plan) *fixture {
 		defer f.mu.Unlock()
 		f.started[info.ActivityID] = true
 	})
+	// The steps run as local activities (changeLocalSteps), which have listeners of their own.
+	f.env.SetOnLocalActivityCanceledListener(func(info *activity.Info) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.canceledTypes = append(f.canceledTypes, info.ActivityType.Name)
+		f.canceled = append(f.canceled, info.ActivityID)
+	})
+	f.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.started[info.ActivityID] = true
+	})
 	f.env.OnActivity(nilActs.Advance, mock.Anything, mock.Anything).Return(f.advance)
 	f.env.OnActivity(nilActs.ModelTurn, mock.Anything, mock.Anything).Return(func(ctx context.Context, in ModelTurnInput) (Plan, error) {
 		f.log(fmt.Sprintf("ModelTurn#%d", in.Attempt))
@@ -436,9 +448,12 @@ func TestSessionWorkflowInterruptCancelsStep(t *testing.T) {
 			calls, _ := f.snapshot()
 			require.Equal(t, tc.wantCalls, calls)
 			f.mu.Lock()
-			require.Equal(t, []string{tc.canceled}, f.canceledTypes, "the workflow canceled the step")
+			// One step was canceled; the test environment names a mocked local activity after
+			// its mock function, so which one is told by the step that saw the cancellation.
+			require.Len(t, f.canceledTypes, 1, "the workflow canceled the step")
 			f.mu.Unlock()
-			// The step itself saw the cancellation (a guard, not a timing assertion).
+			// The step itself (the blocked fake of tc.canceled) saw the cancellation (a guard,
+			// not a timing assertion).
 			select {
 			case err := <-stopped:
 				require.ErrorIs(t, err, context.Canceled)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,21 +65,22 @@ func (q *Queries) AppendEvents(ctx context.Context, sessionID string, evs []NewE
 		}
 		evIDs[i], types[i], bodies[i], processed[i] = out[i].ID, ev.Type, string(body), out[i].ProcessedAt
 	}
+	// One statement, one round trip: the seqs, the rows and the wake-up NOTIFY (and, for a
+	// user.interrupt, the interrupt NOTIFY) together.
 	var last int64
 	err := q.db.QueryRow(ctx, `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq),
 		ins AS (INSERT INTO events (session_id, seq, id, type, body, processed_at, created_at)
 			SELECT $1, s.last_seq - $2 + u.n, u.i, u.t, u.b::jsonb, u.p, $7
 			FROM s, unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[]) WITH ORDINALITY AS u(i, t, b, p, n))
-		SELECT last_seq FROM s`,
-		sessionID, len(evs), evIDs, types, bodies, processed, now).Scan(&last)
+		SELECT last_seq, pg_notify($8, $1 || ':' || last_seq),
+			CASE WHEN $9::bool THEN pg_notify($10, $1) END FROM s`,
+		sessionID, len(evs), evIDs, types, bodies, processed, now,
+		string(TopicEvents), slices.Contains(types, wire.EventUserInterrupt), string(TopicInterrupts)).Scan(&last, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("append events: %w", classify(err))
 	}
 	for i := range out {
 		out[i].Seq = last - int64(len(evs)) + int64(i) + 1
-	}
-	if err := q.notify(ctx, sessionID, last); err != nil {
-		return nil, err
 	}
 	q.recordAppended(types)
 	return out, nil

@@ -25,6 +25,10 @@ const (
 	// TopicKeys carries the id of an API key that was revoked, rotated or expired early, sent
 	// in the transaction that changed it, so every API process drops it from its cache at once.
 	TopicKeys Topic = "managed_agents_keys"
+	// TopicInterrupts carries the id of a session a user.interrupt was appended to, sent in
+	// the appending transaction, so the worker running the session's step stops it at once
+	// rather than when the workflow next hears of the interrupt.
+	TopicInterrupts Topic = "managed_agents_interrupts"
 )
 
 // Handler receives one topic's notifications. Both methods run on the topic's own goroutine,
@@ -45,8 +49,8 @@ type Handler interface {
 // parts (up to megabytes while a model streams) would sit in front of a committed-event
 // wake-up and delay every live stream of the process; a separate connection keeps wake-ups
 // as fast as an idle database. The cost is one connection per listened topic and process
-// (three in an API process: events, keys and, once a stream asks, previews; none in a
-// worker, which only publishes previews). A topic is listened to from its Listen call on, so
+// (three in an API process: events, keys and, once a stream asks, previews; one in a
+// worker, for interrupts: it only publishes previews). A topic is listened to from its Listen call on, so
 // a process holds only the connections it uses.
 type Listener struct {
 	pool   *pgxpool.Pool

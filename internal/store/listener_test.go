@@ -206,3 +206,36 @@ func (r *reconnectRecorder) list() []string {
 	defer r.mu.Unlock()
 	return slices.Clone(r.topics)
 }
+
+// An append notifies its session's subscribers (TopicEvents: "<session>:<last seq>") and, when
+// it holds a user.interrupt, the workers (TopicInterrupts: the session id), in the appending
+// statement itself; an append without an interrupt sends no interrupt notice.
+func TestAppendNotifiesEventsAndInterrupts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	l := NewListener(f.st.Pool(), discardLogger())
+	events, interrupts := newRecordingHandler(), newRecordingHandler()
+	require.NoError(t, l.Listen(TopicEvents, events))
+	require.NoError(t, l.Listen(TopicInterrupts, interrupts))
+	require.NoError(t, l.Start(t.Context()))
+	t.Cleanup(l.Stop)
+	events.requireConnected(t, "events never listened")
+	interrupts.requireConnected(t, "interrupts never listened")
+	sid := f.newSession(t)
+
+	_, err := f.st.AppendEvents(t.Context(), sid, []NewEvent{{Type: "user.message"}, {Type: "user.message"}}, time.Now())
+	require.NoError(t, err)
+	events.requirePayload(t, sid+":2", "the append's wake-up names its last seq")
+	interrupts.requireQuiet(t, "no interrupt in the append")
+
+	_, err = f.st.AppendEvents(t.Context(), sid, []NewEvent{{Type: "user.message"}, {Type: "user.interrupt"}}, time.Now())
+	require.NoError(t, err)
+	events.requirePayload(t, sid+":4", "the append's wake-up names its last seq")
+	interrupts.requirePayload(t, sid, "the interrupt reaches the workers")
+
+	// A failed append (no such session) notifies no one.
+	_, err = f.st.AppendEvents(t.Context(), "sesn_missing", []NewEvent{{Type: "user.interrupt"}}, time.Now())
+	require.Error(t, err)
+	interrupts.requireQuiet(t, "a failed append sends nothing")
+	events.requireQuiet(t, "a failed append sends nothing")
+}
