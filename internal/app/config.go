@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +65,9 @@ type Config struct {
 	// (MANAGED_AGENT_TEMPORAL_API_KEY).
 	TemporalTLS    bool
 	TemporalAPIKey string
+	// TemporalCompression is the gRPC compression to Temporal (MANAGED_AGENT_TEMPORAL_COMPRESSION):
+	// gzip, none, or empty for gzip unless the address is a loopback one.
+	TemporalCompression string
 	// TaskQueue of session workflows (MANAGED_AGENT_TEMPORAL_TASK_QUEUE), default
 	// managed-agents-sessions. API and workers of one deployment must agree.
 	TaskQueue string
@@ -274,6 +278,9 @@ func (c Config) Validate() error {
 	check(validateHostPort("MANAGED_AGENT_TEMPORAL_ADDRESS", c.TemporalAddress))
 	check(validateHostPort("MANAGED_AGENT_SANDBOXD_ADDR", c.SandboxdAddr))
 	check(c.parsed("MANAGED_AGENT_TEMPORAL_TLS"))
+	if !slices.Contains([]string{"", "gzip", "none"}, c.TemporalCompression) {
+		check(fmt.Errorf("MANAGED_AGENT_TEMPORAL_COMPRESSION=%q: must be gzip or none (unset: gzip unless the address is a loopback one)", c.TemporalCompression))
+	}
 	check(c.parsed("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"))
 	check(validateAddrOrOff("MANAGED_AGENT_CONTROLLER_METRICS_ADDR", c.ControllerMetricsAddr))
 	check(validateAddrOrOff("MANAGED_AGENT_CONTROLLER_HEALTH_ADDR", c.ControllerHealthAddr))
@@ -522,6 +529,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.TemporalAddress, "MANAGED_AGENT_TEMPORAL_ADDRESS")
 	set(&c.TemporalNamespace, "MANAGED_AGENT_TEMPORAL_NAMESPACE")
 	set(&c.TemporalAPIKey, "MANAGED_AGENT_TEMPORAL_API_KEY")
+	set(&c.TemporalCompression, "MANAGED_AGENT_TEMPORAL_COMPRESSION")
 	set(&c.TaskQueue, "MANAGED_AGENT_TEMPORAL_TASK_QUEUE")
 	set(&c.Model, "MANAGED_AGENT_MODEL")
 	set(&c.AnthropicBaseURL, "MANAGED_AGENT_ANTHROPIC_BASE_URL")

@@ -458,7 +458,7 @@ func DialTemporal(ctx context.Context, c Config, logger *slog.Logger) (client.Cl
 	if c.TemporalAddress == "" {
 		return nil, errors.New("MANAGED_AGENT_TEMPORAL_ADDRESS is not set")
 	}
-	return durable.Dial(ctx, durable.Config{Address: c.TemporalAddress, Namespace: c.TemporalNamespace, TLS: c.TemporalTLS, APIKey: c.TemporalAPIKey}, logger)
+	return durable.Dial(ctx, durable.Config{Address: c.TemporalAddress, Namespace: c.TemporalNamespace, TLS: c.TemporalTLS, APIKey: c.TemporalAPIKey, Compression: c.TemporalCompression}, logger)
 }
 
 func (c Config) modelRetry() durable.ModelRetry {
