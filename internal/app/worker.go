@@ -427,10 +427,28 @@ type Sweep struct {
 	loop     startstop.Loop
 }
 
-// Start starts sweeping.
+// firstSweepTimeout bounds the sweep Start runs itself: Temporal down must not hold the
+// worker's start (the loop tries again at the next interval).
+const firstSweepTimeout = 10 * time.Second
+
+// Start sweeps once, then starts sweeping every Interval. The first sweep runs before Start
+// returns, so it only sees what was committed before the worker started: run in the
+// background it raced the API's own wake-ups of new messages, and a session it woke took
+// its turn under the sweep's trace instead of the request's.
 func (s *Sweep) Start(ctx context.Context) error {
+	first, cancel := context.WithTimeout(ctx, firstSweepTimeout)
+	s.sweep(first)
+	cancel()
 	s.loop.Start(ctx, s.run)
 	return nil
+}
+
+func (s *Sweep) sweep(ctx context.Context) {
+	if n, err := s.Engine.WakeStale(ctx, s.Waker); err != nil && !errors.Is(ctx.Err(), context.Canceled) {
+		s.Logger.WarnContext(ctx, "sweep for sessions needing a run failed", "error", err)
+	} else if n > 0 {
+		s.Logger.InfoContext(ctx, "woke sessions that may have had pending work", "sessions", n)
+	}
 }
 
 // Stop stops sweeping and waits for a sweep in progress; it may be called more than once.
@@ -440,16 +458,12 @@ func (s *Sweep) run(ctx context.Context) {
 	t := time.NewTicker(s.Interval)
 	defer t.Stop()
 	for {
-		if n, err := s.Engine.WakeStale(ctx, s.Waker); err != nil && ctx.Err() == nil {
-			s.Logger.WarnContext(ctx, "sweep for sessions needing a run failed", "error", err)
-		} else if n > 0 {
-			s.Logger.InfoContext(ctx, "woke sessions that may have had pending work", "sessions", n)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		s.sweep(ctx)
 	}
 }
 
