@@ -97,21 +97,28 @@ func serveMetrics(ctx context.Context, cfg Config, reg *prometheus.Registry, log
 	if addr == "" || reg == nil {
 		return func() {}, nil
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s (MANAGED_AGENT_METRICS_ADDR): %w", addr, err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(reg))
+	return serveSide(ctx, "metrics", addr, "MANAGED_AGENT_METRICS_ADDR", mux, logger)
+}
+
+// serveSide serves h on addr (named by variable in errors) until ctx ends or stop is
+// called: a side listener of a role, beside its main work (metrics, profiles). A bind error
+// fails at once.
+func serveSide(ctx context.Context, what, addr, variable string, h http.Handler, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (%s): %w", addr, variable, err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := Serve(ctx, ln, mux, logger, DefaultServerLimits); err != nil {
-			logger.Error("metrics server stopped", "error", err)
+		if err := Serve(ctx, ln, h, logger, DefaultServerLimits); err != nil {
+			logger.Error(what+" server stopped", "error", err)
 		}
 	}()
-	logger.Info("serving metrics", "addr", ln.Addr().String())
+	logger.Info("serving "+what, "addr", ln.Addr().String())
 	return func() {
 		cancel()
 		<-done

@@ -2,9 +2,7 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/pprof"
 )
@@ -17,27 +15,11 @@ func servePprof(ctx context.Context, cfg Config, logger *slog.Logger) (stop func
 	if cfg.PprofAddr == "" || cfg.PprofAddr == "0" {
 		return func() {}, nil
 	}
-	ln, err := net.Listen("tcp", cfg.PprofAddr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s (MANAGED_AGENT_PPROF_ADDR): %w", cfg.PprofAddr, err)
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := Serve(ctx, ln, mux, logger, DefaultServerLimits); err != nil {
-			logger.Error("pprof server stopped", "error", err)
-		}
-	}()
-	logger.Info("serving pprof", "addr", ln.Addr().String())
-	return func() {
-		cancel()
-		<-done
-	}, nil
+	return serveSide(ctx, "pprof", cfg.PprofAddr, "MANAGED_AGENT_PPROF_ADDR", mux, logger)
 }
