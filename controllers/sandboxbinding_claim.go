@@ -19,6 +19,18 @@ import (
 // warm pool pod of the same template, else a pod of its own (b's name) to create. It
 // records the choice in b.Status (PodName, TokenSecret, WarmPool).
 func (r *SandboxBindingReconciler) choosePod(ctx context.Context, b *v1alpha1.SandboxBinding) error {
+	// The cache may hold b from before a status write that chose its pod: were its pool pod
+	// then deleted, a choice made again from that copy would find no claim and make a pod of
+	// b's own, which a binding whose claimed pod is gone must never get. Decide from the
+	// apiserver's b.
+	var fresh v1alpha1.SandboxBinding
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), &fresh); err != nil {
+		return fmt.Errorf("read sandbox binding %s: %w", b.Name, err)
+	}
+	if fresh.Status.PodName != "" {
+		*b = fresh
+		return nil
+	}
 	claimed, err := r.claimedPods(ctx, b)
 	if err != nil {
 		return err
