@@ -561,6 +561,10 @@ const heartbeatInterval = time.Second
 // heartbeat reports liveness while a step runs, so a dead worker is noticed within the
 // heartbeat timeout and cancellation (interrupts) reaches the step.
 func heartbeat(ctx context.Context) (stop func()) {
+	if activity.IsActivity(ctx) && activity.GetInfo(ctx).IsLocalActivity {
+		// A local activity's heartbeats go nowhere (the SDK drops them): no ticker for it.
+		return func() {}
+	}
 	done := make(chan struct{})
 	go func() {
 		t := time.NewTicker(heartbeatInterval)
