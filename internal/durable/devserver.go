@@ -35,6 +35,18 @@ var devServerArgs = []string{
 	"--dynamic-config-value", "frontend.enableServerVersionCheck=false",
 }
 
+// devServerFileArgs are the SQLite settings of a dev server that keeps its state in a file.
+// SQLite's default rollback journal writes and fsyncs a journal file for every commit, and
+// the history service commits several times per workflow task: measured with `managed-agents
+// bench`, Temporal's CPU per plain turn fell from 22–28 ms to 12–13 ms with a write-ahead log
+// and fsyncs only at checkpoints, as fast as the in-memory server. synchronous=NORMAL in WAL
+// mode keeps every commit across a crash of the server process (a SIGKILL); only a power loss
+// or an OS crash may lose the last commits, which a dev server can afford.
+var devServerFileArgs = []string{
+	"--sqlite-pragma", "journal_mode=wal",
+	"--sqlite-pragma", "synchronous=normal",
+}
+
 const (
 	// devServerReadyTimeout bounds a start when the caller's context has no deadline.
 	devServerReadyTimeout = time.Minute
@@ -136,6 +148,7 @@ func StartDevServer(ctx context.Context, opts DevServerOptions) (*DevServer, err
 		}
 		if db != "" {
 			s.args = append(s.args, "--db-filename", db)
+			s.args = append(s.args, devServerFileArgs...)
 			s.pidFile = db + ".pid"
 		}
 		s.args = append(s.args, devServerArgs...)

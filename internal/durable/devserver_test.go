@@ -80,3 +80,31 @@ func TestDevServerRestart(t *testing.T) {
 	_, err = srv.Client().CheckHealth(ctx, &client.CheckHealthRequest{})
 	require.NoError(t, err)
 }
+
+// TestDevServerFileSurvivesAKill: a file-backed server runs SQLite with a write-ahead log
+// (devServerFileArgs), and what it committed before a SIGKILL is there after the restart.
+func TestDevServerFileSurvivesAKill(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "temporal.db")
+	srv, err := StartDevServer(ctx, DevServerOptions{DBFile: db})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, srv.Stop()) })
+	run, err := srv.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "survives-a-kill", TaskQueue: "nobody-polls"}, "SomeWorkflow")
+	require.NoError(t, err)
+
+	srv.Kill()
+	<-srv.Exited()
+	// The SQLite header's read and write format versions are 2 in WAL mode, 1 otherwise.
+	f, err := os.Open(db)
+	require.NoError(t, err)
+	header := make([]byte, 20)
+	_, err = f.ReadAt(header, 0)
+	require.NoError(t, f.Close())
+	require.NoError(t, err)
+	require.Equal(t, []byte{2, 2}, header[18:20], "journal mode of %s", db)
+
+	require.NoError(t, srv.Restart(ctx))
+	desc, err := srv.Client().DescribeWorkflowExecution(ctx, "survives-a-kill", "")
+	require.NoError(t, err)
+	require.Equal(t, run.GetRunID(), desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+}
