@@ -78,8 +78,12 @@ func (f SandboxFunc) Sandbox(ctx context.Context) (sandbox.Sandbox, error) { ret
 type Input struct {
 	// Agent is the session's immutable agent snapshot: model, system prompt, resolved tools.
 	Agent wire.SessionAgent
-	// History is the session's log as committed so far, in log order.
+	// History is the session's log as committed so far, in log order: the current turn's
+	// part of it (turns.Service.LoadTurn) or, for a model request, all of it.
 	History []wire.Event
+	// TurnStart is the seq where the current turn starts in History (0: at its start); the
+	// turn is planned from there on (TurnPart).
+	TurnStart int64
 	// Emitter appends the step's events to the log.
 	Emitter Emitter
 	// Previews receives stream previews; nil sends none.
@@ -92,6 +96,9 @@ type Input struct {
 	// MCP calls MCP tools; nil answers every MCP call with an error result.
 	MCP MCPCaller
 }
+
+// turn is the part of History that plans the current turn.
+func (in Input) turn() []wire.Event { return TurnPart(in.History, in.TurnStart) }
 
 // ErrNotRunnable is returned by ExecuteTool for a call the log does not allow to run: it waits
 // for a confirmation, was denied, or is a custom tool call.
@@ -160,7 +167,7 @@ type ModelTurnResult struct {
 // span.model_request_end with is_error true; retrying, backoff and session.error belong to
 // the caller.
 func (c *Core) ModelTurn(ctx context.Context, in Input) (ModelTurnResult, error) {
-	step, err := Next(in.History)
+	step, err := Next(in.turn())
 	if err != nil {
 		return ModelTurnResult{}, err
 	}
@@ -235,7 +242,7 @@ func (c *Core) failRequest(ctx context.Context, in Input, startID string, modelE
 // that outlived its worker, or, for a run that died unrecorded (also one cut short by a
 // cancelled ctx), gets an is_error result saying the call was interrupted.
 func (c *Core) ExecuteTool(ctx context.Context, in Input, toolUse wire.Event) error {
-	d, err := readDue(in.History)
+	d, err := readDue(in.turn())
 	if err != nil {
 		return err
 	}
@@ -297,7 +304,7 @@ func (c *Core) run(ctx context.Context, in Input, call ToolCall) (ToolResult, er
 // RejectTools emits an error agent.tool_result for every call the log says is denied (denied
 // by confirmation, or evaluated deny), all in one Emit call. With none due it does nothing.
 func (c *Core) RejectTools(ctx context.Context, in Input) error {
-	d, err := readDue(in.History)
+	d, err := readDue(in.turn())
 	if err != nil || len(d.reject) == 0 {
 		return err
 	}
@@ -319,7 +326,7 @@ func (c *Core) RejectTools(ctx context.Context, in Input) error {
 // log says the round cap is reached; the turn then ends with retries_exhausted. Otherwise it
 // does nothing.
 func (c *Core) StopAtCap(ctx context.Context, in Input) error {
-	step, err := Next(in.History)
+	step, err := Next(in.turn())
 	if err != nil || step.Kind != StepCap {
 		return err
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/managed-agents/managed-agents/internal/model"
 	"github.com/managed-agents/managed-agents/internal/tools"
@@ -204,6 +205,25 @@ func classify(c call, a answers) (state callState, rejectText string) {
 		return callRejected, unavailableText(c.name)
 	}
 	return callRunnable, ""
+}
+
+// TurnPart is the part of history that plans the current turn when the turn starts at seq
+// start: the events from there on and every queued event, in log order. It is history itself
+// when history holds nothing else (start 0: the whole log is the turn's). Next gives the same
+// step from either, but reads every span and call of the log when given it all: a model
+// request's step works from the whole conversation and plans from this part.
+func TurnPart(history []wire.Event, start int64) []wire.Event {
+	i := slices.IndexFunc(history, func(ev wire.Event) bool { return ev.Seq < start && delivered(ev) })
+	if i < 0 {
+		return history
+	}
+	out := slices.Clone(history[:i])
+	for _, ev := range history[i:] {
+		if ev.Seq >= start || !delivered(ev) {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 // Next decides the next step of the current turn from the log alone. It is pure: the same

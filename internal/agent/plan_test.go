@@ -291,3 +291,71 @@ func TestTurnUsage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, model.Usage{InputTokens: 40, OutputTokens: 8}, all)
 }
+
+// withSeqs numbers a hand-written log as the store would (1, 2, …).
+func withSeqs(h []wire.Event) []wire.Event {
+	for i := range h {
+		h[i].Seq = int64(i + 1)
+	}
+	return h
+}
+
+func TestTurnPart(t *testing.T) {
+	t.Parallel()
+	running := func(id string) wire.Event { return ev(id, wire.EventSessionStatusRunning, `{}`) }
+	h := withSeqs(hist(running("r1"), userMsg("u1", "hi"), queued(userMsg("u2", "later")), response("1", agentMsg("m1", "a")),
+		idle("i1", "end_turn"), running("r2"), userMsg("u3", "go")))
+	ids := func(evs []wire.Event) []string {
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		start int64
+		want  []string
+	}{
+		{name: "no window: the whole log", start: 0, want: ids(h)},
+		{name: "from the first event: the whole log", start: 1, want: ids(h)},
+		{name: "the second turn and the message still queued in the first", start: 8, want: []string{"u2", "r2", "u3"}},
+		{name: "past the end: only what is queued", start: 100, want: []string{"u2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, ids(agent.TurnPart(h, tt.start)))
+		})
+	}
+}
+
+// TestNextFromTheTurnPart: for every prefix of a log of several turns, the step planned from
+// the turn's part (from the session.status_running that opened it on; a resume after a park
+// opens no turn) is the step planned from the whole log.
+func TestNextFromTheTurnPart(t *testing.T) {
+	t.Parallel()
+	const in = `{"command":"true"}`
+	running := func(id string) wire.Event { return ev(id, wire.EventSessionStatusRunning, `{}`) }
+	h := withSeqs(hist(
+		running("r1"), userMsg("u1", "go"), response("1", toolUse("tu1", "bash", in, "allow")), toolResult("tr1", "tu1", "ok", false),
+		response("2", agentMsg("m1", "done")), idle("i1", "end_turn"),
+		running("r2"), userMsg("u2", "again"), queued(userMsg("u3", "queued")), response("3", toolUse("tu2", "bash", in, "ask")),
+		idle("i2", "requires_action"), confirm("c1", "tu2", "deny", "no"), running("resume"),
+		toolResult("tr2", "tu2", "Permission to use bash has been rejected. Rejection message: no", true),
+		spanStart("start4"), spanEnd("end4", "start4", true), sessionError("e1", "model_overloaded_error", "retrying"),
+		response("5", customUse("cu1", "get_weather", `{}`)), idle("i3", "requires_action"),
+	))
+	for k := range len(h) + 1 {
+		var start int64
+		for _, e := range h[:k] {
+			if e.Type == wire.EventSessionStatusRunning && e.ID != "resume" {
+				start = e.Seq
+			}
+		}
+		whole, err := agent.Next(h[:k])
+		require.NoError(t, err)
+		part, err := agent.Next(agent.TurnPart(h[:k], start))
+		require.NoError(t, err)
+		require.Equal(t, summarize(whole), summarize(part), "the first %d events", k)
+	}
+}

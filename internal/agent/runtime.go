@@ -45,7 +45,7 @@ func (r *Runtime) Run(ctx context.Context, in Input) (Outcome, error) {
 	in.Emitter = rec
 	for {
 		in.History = rec.history
-		step, err := Next(in.History)
+		step, err := Next(in.turn())
 		if err != nil {
 			return Outcome{}, err
 		}

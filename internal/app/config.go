@@ -146,6 +146,10 @@ type Config struct {
 	// (MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX, a boolean).
 	AllowUnsafeLocalSandbox bool
 
+	// ConversationCache is how much of its sessions' logs a worker keeps so that a model
+	// request reads only what is new (MANAGED_AGENT_CONVERSATION_CACHE, a size; default 64m,
+	// 0 keeps none).
+	ConversationCache string
 	// WorkerStopTimeout is how long a stopping worker (SIGTERM, Ctrl-C) lets running steps
 	// finish before it cuts them (MANAGED_AGENT_WORKER_STOP_TIMEOUT, a duration; default
 	// durable.DefaultStopTimeout).
@@ -248,6 +252,8 @@ func (c Config) Validate() error {
 	}
 	check(c.validateIdle())
 	check(c.validateMCP())
+	_, err = c.conversationCacheBytes()
+	check(err)
 	if c.AdminKey != "" && c.AdminKey == c.APIKey {
 		check(errors.New("MANAGED_AGENT_ADMIN_KEY equals MANAGED_AGENT_API_KEY: the admin key must be a secret of its own"))
 	}
@@ -588,6 +594,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.ControllerHealthAddr, "MANAGED_AGENT_CONTROLLER_HEALTH_ADDR")
 	set(&c.MetricsAddr, "MANAGED_AGENT_METRICS_ADDR")
 	set(&c.PprofAddr, "MANAGED_AGENT_PPROF_ADDR")
+	set(&c.ConversationCache, "MANAGED_AGENT_CONVERSATION_CACHE")
 	set(&c.ControllerLeaderElectionNamespace, "MANAGED_AGENT_CONTROLLER_LEADER_ELECTION_NAMESPACE")
 	set(&c.ControllerWorkspaces, "MANAGED_AGENT_CONTROLLER_WORKSPACES")
 	c.envBool(&c.ControllerLeaderElect, "MANAGED_AGENT_CONTROLLER_LEADER_ELECT", get("MANAGED_AGENT_CONTROLLER_LEADER_ELECT"))

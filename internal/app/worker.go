@@ -253,6 +253,10 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 		return nil, err
 	}
 	c.Network.warn(c.Sandbox, ceiling, logger)
+	cacheBytes, err := c.conversationCacheBytes()
+	if err != nil {
+		return nil, err
+	}
 	vaultKeys, err := c.vaultKeys()
 	if err != nil {
 		return nil, err
@@ -264,7 +268,8 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	if err != nil {
 		return nil, err
 	}
-	engine := turns.New(st, logger, append(c.turnsOptions(), turns.WithSandboxQuota(c.RateLimits.WorkspaceSandboxes))...)
+	engine := turns.New(st, logger, append(c.turnsOptions(), turns.WithSandboxQuota(c.RateLimits.WorkspaceSandboxes),
+		turns.WithConversationCache(cacheBytes))...)
 	interrupts := turns.NewInterrupts()
 	listener := store.NewListener(st.Pool(), logger, c.listenerOptions()...)
 	if err := listener.Listen(store.TopicInterrupts, interrupts); err != nil {

@@ -36,10 +36,12 @@ type SessionRecord struct {
 const sessionColumns = `t.id, t.workspace_id, t.agent_id, t.agent_version, t.environment_id, t.title, t.metadata, t.agent,
 	t.status, t.stop_reason, t.usage, t.active_seconds, t.last_seq, t.created_at, t.updated_at, t.archived_at, t.terminated_at, t.vault_ids`
 
-func scanSession(row pgx.Row) (SessionRecord, error) {
+// scanSession scans sessionColumns, then any further columns into more.
+func scanSession(row pgx.Row, more ...any) (SessionRecord, error) {
 	var r SessionRecord
-	err := row.Scan(&r.ID, &r.WorkspaceID, &r.AgentID, &r.AgentVersion, &r.EnvironmentID, &r.Title, &r.Metadata, &r.Agent,
-		&r.Status, &r.StopReason, &r.Usage, &r.ActiveSeconds, &r.LastSeq, &r.CreatedAt, &r.UpdatedAt, &r.ArchivedAt, &r.TerminatedAt, &r.VaultIDs)
+	err := row.Scan(append([]any{&r.ID, &r.WorkspaceID, &r.AgentID, &r.AgentVersion, &r.EnvironmentID, &r.Title, &r.Metadata, &r.Agent,
+		&r.Status, &r.StopReason, &r.Usage, &r.ActiveSeconds, &r.LastSeq, &r.CreatedAt, &r.UpdatedAt, &r.ArchivedAt, &r.TerminatedAt, &r.VaultIDs},
+		more...)...)
 	return r, err
 }
 

@@ -51,6 +51,41 @@ func (q *Queries) TurnLog(ctx context.Context, sessionID string, fromSeq int64) 
 	return out, nil
 }
 
+// Conversation is what a model request of a session is built from, read by
+// ConversationSince.
+type Conversation struct {
+	Session SessionRecord
+	Window  TurnWindow
+	// Events are the session's events with a seq above the afterSeq asked for, and every
+	// queued client event wherever it is, in log order.
+	Events []wire.Event
+}
+
+// ConversationSince reads a session's row, its turn window and its log from afterSeq on (with
+// every queued event) in one round trip: the statements go as one batch. A caller that keeps
+// the processed events up to afterSeq has the whole log with it: a processed event never
+// changes and a new or newly delivered one always takes a seq above every seq in use.
+func (s *Store) ConversationSince(ctx context.Context, sessionID string, afterSeq int64) (Conversation, error) {
+	var c Conversation
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+sessionColumns+`, t.turn_start_seq, t.turn_base_usage FROM sessions t WHERE t.id = $1`, sessionID).
+		QueryRow(func(row pgx.Row) (err error) {
+			c.Session, err = scanSession(row, &c.Window.StartSeq, &c.Window.BaseUsage)
+			return err
+		})
+	b.Queue(`SELECT `+eventColumns+` FROM events
+		WHERE session_id = $1 AND (seq > $2 OR processed_at IS NULL) ORDER BY seq`, sessionID, afterSeq).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			c.Events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Event, error) { return scanEvent(r) })
+			return err
+		})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return Conversation{}, fmt.Errorf("read conversation of %s: %w", sessionID, classify(err))
+	}
+	return c, nil
+}
+
 // TurnWindow is where a session's current (or latest) turn starts in its log, and the
 // session's cumulative usage before it (a wire.Usage object; empty for zero).
 type TurnWindow struct {

@@ -22,6 +22,8 @@ type Service struct {
 	now    func() time.Time
 	// maxSandboxes is the quota on each workspace's sandboxes; 0 is none.
 	maxSandboxes int
+	// conv keeps conversations for model requests; nil keeps none.
+	conv *conversations
 }
 
 // Observer records the turns Advance opens and closes, once their transaction commits
@@ -42,13 +44,20 @@ type Option func(*Service)
 // WithObserver records opened and closed turns through o (default: nothing is recorded).
 func WithObserver(o Observer) Option { return func(s *Service) { s.obs = o } }
 
+// WithConversationCache bounds the conversations kept for model requests to maxBytes
+// (default DefaultConversationCacheBytes); 0 keeps none, and every model request reads its
+// session's whole log.
+func WithConversationCache(maxBytes int) Option {
+	return func(s *Service) { s.conv = newConversations(maxBytes) }
+}
+
 // WithSandboxQuota caps each workspace's sandboxes at n (0, the default, is no cap): a
 // session's first acquisition beyond it fails with sandbox.ErrQuota.
 func WithSandboxQuota(n int) Option { return func(s *Service) { s.maxSandboxes = n } }
 
 // New returns the turn engine over st.
 func New(st *store.Store, logger *slog.Logger, opts ...Option) *Service {
-	s := &Service{store: st, logger: logger, obs: nopObserver{}, now: func() time.Time {
+	s := &Service{store: st, logger: logger, obs: nopObserver{}, conv: newConversations(DefaultConversationCacheBytes), now: func() time.Time {
 		// Microseconds: what PostgreSQL keeps, so echoed and re-read timestamps agree.
 		return time.Now().UTC().Truncate(time.Microsecond)
 	}}

@@ -33,8 +33,8 @@ type Turn struct {
 	// client events (LoadTurn, Advance), or the whole log (LoadConversation).
 	History       []wire.Event
 	EnvironmentID string
-	// TurnStartSeq is where the current (or latest) turn starts in the log (LoadTurn, and
-	// LoadConversation for an agent with MCP servers): the version of its MCP listing.
+	// TurnStartSeq is where the current (or latest) turn starts in the log: the version of
+	// its MCP listing.
 	TurnStartSeq int64
 	// MCPTools is what the agent's MCP servers listed for the current turn, and MCPListed
 	// whether they were listed for it yet (LoadTurn and LoadConversation).
@@ -512,16 +512,6 @@ func sessionError(cause error, retry string) wire.SessionError {
 // LoadTurn reads what a step of the current turn works from, without changing anything: the
 // turn's log (events since the turn started plus queued client events) and the next step.
 func (s *Service) LoadTurn(ctx context.Context, sessionID string) (Turn, error) {
-	return s.load(ctx, sessionID, false)
-}
-
-// LoadConversation is LoadTurn with the whole log: what a model request projects into the
-// conversation it sends.
-func (s *Service) LoadConversation(ctx context.Context, sessionID string) (Turn, error) {
-	return s.load(ctx, sessionID, true)
-}
-
-func (s *Service) load(ctx context.Context, sessionID string, whole bool) (Turn, error) {
 	var out Turn
 	// One read-only transaction: the row, the window and the log agree.
 	err := s.store.InTx(ctx, func(q *store.Queries) error {
@@ -539,36 +529,55 @@ func (s *Service) load(ctx context.Context, sessionID string, whole bool) (Turn,
 		if out.Agent, err = decodeAgent(rec); err != nil {
 			return err
 		}
-		mcp := len(out.Agent.MCPServers) > 0
-		// The window is needed to read a turn's log, and, for the whole log, only to find the
-		// turn's MCP listing: a step of an agent without MCP servers reads nothing more.
-		if !whole || mcp {
-			w, err := q.GetTurnWindow(ctx, sessionID)
-			if err != nil {
-				return err
-			}
-			out.TurnStartSeq = w.StartSeq
+		w, err := q.GetTurnWindow(ctx, sessionID)
+		if err != nil {
+			return err
 		}
-		if mcp {
+		out.TurnStartSeq = w.StartSeq
+		if len(out.Agent.MCPServers) > 0 {
 			if out.MCPTools, out.MCPListed, err = turnListing(ctx, q, sessionID, out.TurnStartSeq); err != nil {
 				return err
 			}
 		}
-		from := out.TurnStartSeq
-		if whole {
-			from = 0
-		}
-		h, err := q.TurnLog(ctx, sessionID, from)
-		if err != nil {
+		if out.History, err = q.TurnLog(ctx, sessionID, out.TurnStartSeq); err != nil {
 			return err
 		}
-		out.History = h
-		if out.Step, err = agent.Next(h); err != nil {
+		if out.Step, err = agent.Next(out.History); err != nil {
 			return fmt.Errorf("plan turn: %w", err)
 		}
 		return nil
 	})
 	return out, err
+}
+
+// LoadConversation is LoadTurn with the whole log: what a model request projects into the
+// conversation it sends. The step is planned from the turn's part of the log, as LoadTurn
+// and Advance plan it. The row, the window and the log above what the conversation cache
+// keeps of the session are read in one batch.
+func (s *Service) LoadConversation(ctx context.Context, sessionID string) (Turn, error) {
+	kept, upTo := s.conv.get(sessionID)
+	c, err := s.store.ConversationSince(ctx, sessionID, upTo)
+	if errors.Is(err, store.ErrNotFound) || err == nil && !live(c.Session) {
+		s.conv.drop(sessionID)
+		return Turn{}, ErrSessionGone
+	}
+	if err != nil {
+		return Turn{}, err
+	}
+	out := Turn{EnvironmentID: c.Session.EnvironmentID, TurnStartSeq: c.Window.StartSeq, History: withKept(kept, c.Events)}
+	s.conv.put(sessionID, out.History)
+	if out.Agent, err = decodeAgent(c.Session); err != nil {
+		return Turn{}, err
+	}
+	if len(out.Agent.MCPServers) > 0 {
+		if out.MCPTools, out.MCPListed, err = turnListing(ctx, s.store.Queries, sessionID, out.TurnStartSeq); err != nil {
+			return Turn{}, err
+		}
+	}
+	if out.Step, err = agent.Next(agent.TurnPart(out.History, out.TurnStartSeq)); err != nil {
+		return Turn{}, fmt.Errorf("plan turn: %w", err)
+	}
+	return out, nil
 }
 
 // Terminate ends a session on a fatal error (API.md §8.1): session.error with retry_status

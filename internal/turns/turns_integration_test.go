@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -256,4 +257,72 @@ func TestFailTurnEndsTheTurnIdle(t *testing.T) {
 	next, err := e.svc.Advance(ctx, e.session)
 	require.NoError(t, err)
 	require.Equal(t, agent.StepModel, next.Step.Kind)
+}
+
+// TestConversationCacheReadsWhatTheLogHolds: LoadConversation, which reads only what was
+// appended since its cache's last read of the session, returns the whole log as the store
+// has it after every kind of change: appended turns, a client event queued below the seqs it
+// keeps and later delivered to the end of the log, and with no cache at all.
+func TestConversationCacheReadsWhatTheLogHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEngine(t)
+	uncached := New(e.st, slog.New(slog.NewTextHandler(io.Discard, nil)), WithConversationCache(0))
+	check := func(what string) Turn {
+		t.Helper()
+		whole, err := e.svc.LoadConversation(ctx, e.session)
+		require.NoError(t, err, what)
+		want, err := e.st.History(ctx, e.session)
+		require.NoError(t, err)
+		require.Equal(t, want, whole.History, what)
+		fresh, err := uncached.LoadConversation(ctx, e.session)
+		require.NoError(t, err)
+		require.Equal(t, fresh, whole, what)
+		return whole
+	}
+
+	e.turn(t, 3, 1)
+	check("after a turn")
+	_, upTo := e.svc.conv.get(e.session)
+	require.Positive(t, upTo, "the first read kept the session's processed events")
+
+	e.turn(t, 4, 2)
+	check("after a second turn")
+
+	// A message sent while a turn runs waits queued below the events that follow it.
+	e.send(t)
+	open, err := e.svc.Advance(ctx, e.session)
+	require.NoError(t, err)
+	require.Equal(t, agent.StepModel, open.Step.Kind)
+	e.send(t)
+	e.respond(t, 5, 1)
+	whole := check("with a queued message among kept events")
+	queued := slices.IndexFunc(whole.History, func(ev wire.Event) bool { return ev.ProcessedAt == nil })
+	require.GreaterOrEqual(t, queued, 0)
+	_, upTo = e.svc.conv.get(e.session)
+	require.Greater(t, upTo, whole.History[queued].Seq, "the queued message sits below what is kept")
+	queuedID := whole.History[queued].ID
+	check("read again: the queued message comes from below what is kept")
+
+	// The turn ends and the next one delivers the message: it moves to the end of the log.
+	next, err := e.svc.Advance(ctx, e.session)
+	require.NoError(t, err)
+	require.Equal(t, agent.StepModel, next.Step.Kind)
+	whole = check("after the queued message was delivered")
+	delivered := lastOfType(t, whole.History, wire.EventUserMessage)
+	require.Equal(t, queuedID, delivered.ID, "the delivered message is the log's last")
+	require.NotNil(t, delivered.ProcessedAt)
+	require.Equal(t, agent.StepModel, whole.Step.Kind, "planned from the turn's part of the log")
+	w, err := e.st.GetTurnWindow(ctx, e.session)
+	require.NoError(t, err)
+	require.Equal(t, w.StartSeq, whole.TurnStartSeq)
+	require.Greater(t, whole.TurnStartSeq, whole.History[0].Seq)
+
+	// A session that is gone is forgotten.
+	_, err = e.st.Pool().Exec(ctx, `UPDATE sessions SET archived_at = now() WHERE id = $1`, e.session)
+	require.NoError(t, err)
+	_, err = e.svc.LoadConversation(ctx, e.session)
+	require.ErrorIs(t, err, ErrSessionGone)
+	kept, _ := e.svc.conv.get(e.session)
+	require.Nil(t, kept)
 }

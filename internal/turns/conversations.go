@@ -1,0 +1,125 @@
+package turns
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// DefaultConversationCacheBytes bounds the conversations a worker keeps (WithConversationCache).
+const DefaultConversationCacheBytes = 64 << 20
+
+// eventOverhead approximates what a cached event holds besides its body, id and type.
+const eventOverhead = 160
+
+// conversations keeps, per session, the processed events of its log up to a seq, so that a
+// model request reads only what was appended since its session's last one: a conversation of
+// n turns otherwise costs O(n) rows read and sent for every model request. A processed event
+// never changes, and an event appended or delivered later always takes a seq above every seq
+// in use (store.ConversationSince), so what is kept stays true; queued client events are never
+// kept. Least recently used sessions go first when the bytes kept exceed the bound.
+type conversations struct {
+	mu    sync.Mutex
+	lru   *simplelru.LRU[string, conversation]
+	bytes int
+	max   int
+}
+
+// conversation is a session's processed events with seq ≤ upTo, in log order.
+type conversation struct {
+	events []wire.Event
+	upTo   int64
+	bytes  int
+}
+
+// newConversations returns a cache of at most maxBytes; nil (no cache) for maxBytes ≤ 0.
+func newConversations(maxBytes int) *conversations {
+	if maxBytes <= 0 {
+		return nil
+	}
+	c := &conversations{max: maxBytes}
+	// The bound is in bytes, enforced in put; the count only has to be out of the way.
+	c.lru, _ = simplelru.NewLRU(1<<30, func(_ string, v conversation) { c.bytes -= v.bytes })
+	return c
+}
+
+// get returns what is kept of a session: its processed events up to upTo (0 and nil when
+// nothing is). The slice is shared: callers must not change its elements.
+func (c *conversations) get(sessionID string) ([]wire.Event, int64) {
+	if c == nil {
+		return nil, 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.lru.Get(sessionID)
+	if !ok {
+		return nil, 0
+	}
+	return v.events, v.upTo
+}
+
+// put keeps the processed events of log, a session's whole log as just read.
+func (c *conversations) put(sessionID string, log []wire.Event) {
+	if c == nil {
+		return
+	}
+	v := conversation{events: make([]wire.Event, 0, len(log))}
+	for _, ev := range log {
+		if ev.ProcessedAt == nil {
+			continue
+		}
+		v.events = append(v.events, ev)
+		v.upTo = max(v.upTo, ev.Seq)
+		v.bytes += len(ev.Body) + len(ev.ID) + len(ev.Type) + eventOverhead
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v.bytes > c.max {
+		c.lru.Remove(sessionID) // one conversation larger than the bound is read whole each time
+		return
+	}
+	c.lru.Remove(sessionID)
+	c.lru.Add(sessionID, v)
+	c.bytes += v.bytes
+	for c.bytes > c.max {
+		c.lru.RemoveOldest()
+	}
+}
+
+// drop forgets a session.
+func (c *conversations) drop(sessionID string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lru.Remove(sessionID)
+}
+
+// withKept returns the whole log from kept (processed events up to some seq) and fresh (the
+// events above it and every queued one, in log order). A queued event may sit below the kept
+// seqs, so the result is put in log order when it is not.
+func withKept(kept, fresh []wire.Event) []wire.Event {
+	if len(kept) == 0 {
+		return fresh
+	}
+	out := make([]wire.Event, 0, len(kept)+len(fresh))
+	out = append(append(out, kept...), fresh...)
+	if !slices.IsSortedFunc(out, bySeq) {
+		slices.SortStableFunc(out, bySeq)
+	}
+	return out
+}
+
+func bySeq(a, b wire.Event) int {
+	switch {
+	case a.Seq < b.Seq:
+		return -1
+	case a.Seq > b.Seq:
+		return 1
+	}
+	return 0
+}
