@@ -84,6 +84,9 @@ type Input struct {
 	// TurnStart is the seq where the current turn starts in History (0: at its start); the
 	// turn is planned from there on (TurnPart).
 	TurnStart int64
+	// Conversation, when set, is History decoded (DecodeLog) by a caller that keeps decoded
+	// events between requests; nil, ModelTurn decodes History.
+	Conversation []Decoded
 	// Emitter appends the step's events to the log.
 	Emitter Emitter
 	// Previews receives stream previews; nil sends none.
@@ -175,10 +178,13 @@ func (c *Core) ModelTurn(ctx context.Context, in Input) (ModelTurnResult, error)
 		c.log.DebugContext(ctx, "model turn not due; nothing to do", "next", step.Kind)
 		return ModelTurnResult{}, nil
 	}
-	msgs, err := Project(in.History)
-	if err != nil {
-		return ModelTurnResult{}, err
+	conv := in.Conversation
+	if conv == nil {
+		if conv, err = DecodeLog(in.History); err != nil {
+			return ModelTurnResult{}, err
+		}
 	}
+	msgs := ProjectDecoded(conv)
 	ts := newToolset(in.Agent.Tools, in.MCPTools)
 	if len(ts.offered) == 0 {
 		// Models refuse tool blocks in a request that defines no tools, which happens when

@@ -25,22 +25,106 @@ import (
 //   - session.*, span.* and every other event add nothing; queued events (processed_at null)
 //     are skipped.
 func Project(history []wire.Event) ([]model.Message, error) {
-	a, err := indexAnswers(history)
+	log, err := DecodeLog(history)
 	if err != nil {
 		return nil, err
 	}
-	p := projector{answers: a}
-	for _, ev := range history {
-		if !delivered(ev) {
-			continue
+	return ProjectDecoded(log), nil
+}
+
+// Decoded is one event of a log with what projection reads of its body, decoded once. Bodies
+// never change, so a worker that keeps its sessions' decoded events between model requests
+// (the turns package's conversation cache) decodes only the events that are new: decoding
+// every body of a long conversation for every request was most of a request's CPU.
+type Decoded struct {
+	Event wire.Event
+	// blocks is the content of a user.message or agent.message.
+	blocks []model.Block
+	// call is set for a tool use, result for a tool result, confirmation for a
+	// user.tool_confirmation.
+	call         *call
+	result       *wire.ResultBody
+	confirmation *wire.ToolConfirmationBody
+}
+
+// Decode reads what projection needs of ev's body. A queued event is not read: it counts
+// only once delivered, and then it is a new event of the log (DeliverEvents moves it).
+func Decode(ev wire.Event) (Decoded, error) {
+	d := Decoded{Event: ev}
+	if !delivered(ev) {
+		return d, nil
+	}
+	switch {
+	case ev.Type == wire.EventUserMessage, ev.Type == wire.EventAgentMessage:
+		b, err := wire.DecodeBody[wire.MessageBody](ev)
+		if err != nil {
+			return d, err
 		}
-		if err := p.add(ev); err != nil {
+		d.blocks = convertBlocks(b.Content)
+	case isToolUse(ev.Type):
+		c, err := readCall(ev)
+		if err != nil {
+			return d, err
+		}
+		d.call = &c
+	case ev.Type == wire.EventUserToolConfirmation:
+		c, err := wire.DecodeBody[wire.ToolConfirmationBody](ev)
+		if err != nil {
+			return d, err
+		}
+		d.confirmation = &c
+	case isToolAnswer(ev.Type):
+		r, err := wire.DecodeBody[wire.ResultBody](ev)
+		if err != nil {
+			return d, err
+		}
+		d.result = &r
+	}
+	return d, nil
+}
+
+// DecodeLog decodes every event of history (Decode).
+func DecodeLog(history []wire.Event) ([]Decoded, error) {
+	out := make([]Decoded, len(history))
+	for i, ev := range history {
+		var err error
+		if out[i], err = Decode(ev); err != nil {
 			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ProjectDecoded is Project of a decoded log.
+func ProjectDecoded(log []Decoded) []model.Message {
+	p := projector{answers: indexDecoded(log)}
+	for _, d := range log {
+		if delivered(d.Event) {
+			p.add(d)
 		}
 	}
 	p.seal()
 	p.flushUser()
-	return p.msgs, nil
+	return p.msgs
+}
+
+// indexDecoded is indexAnswers of a decoded log.
+func indexDecoded(log []Decoded) answers {
+	a := answers{results: map[string]wire.ResultBody{}, confirmations: map[string]wire.ToolConfirmationBody{}}
+	for _, d := range log {
+		switch {
+		case !delivered(d.Event):
+		case d.result != nil:
+			if _, seen := a.results[d.result.Target()]; !seen {
+				a.results[d.result.Target()] = *d.result
+			}
+		case d.confirmation != nil:
+			if _, seen := a.confirmations[d.confirmation.ToolUseID]; !seen {
+				a.confirmations[d.confirmation.ToolUseID] = *d.confirmation
+			}
+		}
+	}
+	return a
 }
 
 // projector builds messages in order. An assistant message is built from the events of one
@@ -59,26 +143,16 @@ type projector struct {
 	userBlocks []model.Block
 }
 
-func (p *projector) add(ev wire.Event) error {
+func (p *projector) add(d Decoded) {
+	ev := d.Event
 	switch {
 	case ev.Type == wire.EventUserMessage:
-		b, err := wire.DecodeBody[wire.MessageBody](ev)
-		if err != nil {
-			return err
-		}
 		p.seal()
-		p.userBlocks = append(p.userBlocks, convertBlocks(b.Content)...)
+		p.userBlocks = append(p.userBlocks, d.blocks...)
 	case ev.Type == wire.EventAgentMessage:
-		b, err := wire.DecodeBody[wire.MessageBody](ev)
-		if err != nil {
-			return err
-		}
-		p.addAssistant(convertBlocks(b.Content)...)
-	case isToolUse(ev.Type):
-		c, err := readCall(ev)
-		if err != nil {
-			return err
-		}
+		p.addAssistant(d.blocks...)
+	case d.call != nil:
+		c := *d.call
 		p.addAssistant(model.Block{Type: model.BlockToolUse, ID: c.id(), Name: c.modelName(), Input: c.input})
 		p.buildingCalls = append(p.buildingCalls, c)
 	case ev.Type == wire.EventSpanModelRequestStart, ev.Type == wire.EventSpanModelRequestEnd,
@@ -86,7 +160,6 @@ func (p *projector) add(ev wire.Event) error {
 		// A response ends at its span end; answers and interrupts come after it.
 		p.seal()
 	}
-	return nil
 }
 
 func (p *projector) addAssistant(blocks ...model.Block) {

@@ -379,10 +379,11 @@ func (a *Activities) Teardown(ctx context.Context, sessionID string) error {
 
 func (a *Activities) input(sessionID string, turn turns.Turn) agent.Input {
 	in := agent.Input{
-		Agent:     turn.Agent,
-		History:   turn.History,
-		TurnStart: turn.TurnStartSeq,
-		Emitter:   a.Turns.Emitter(sessionID),
+		Agent:        turn.Agent,
+		History:      turn.History,
+		TurnStart:    turn.TurnStartSeq,
+		Conversation: turn.Conversation,
+		Emitter:      a.Turns.Emitter(sessionID),
 		Sandbox: agent.SandboxFunc(func(ctx context.Context) (sb sandbox.Sandbox, err error) {
 			err = a.traceSandbox(ctx, "sandbox.attach", func(ctx context.Context) (err error) {
 				sb, err = a.Sandboxes.Sandbox(ctx, sessionID)

@@ -1,12 +1,13 @@
 package turns
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
-	"github.com/managed-agents/managed-agents/internal/wire"
+	"github.com/managed-agents/managed-agents/internal/agent"
 )
 
 // DefaultConversationCacheBytes bounds the conversations a worker keeps (WithConversationCache).
@@ -15,9 +16,10 @@ const DefaultConversationCacheBytes = 64 << 20
 // eventOverhead approximates what a cached event holds besides its body, id and type.
 const eventOverhead = 160
 
-// conversations keeps, per session, the processed events of its log up to a seq, so that a
-// model request reads only what was appended since its session's last one: a conversation of
-// n turns otherwise costs O(n) rows read and sent for every model request. A processed event
+// conversations keeps, per session, the processed events of its log up to a seq, decoded for
+// projection (agent.Decoded), so that a model request reads and decodes only what was
+// appended since its session's last one: a conversation of n turns otherwise costs O(n) rows
+// read, sent and decoded for every model request. A processed event
 // never changes, and an event appended or delivered later always takes a seq above every seq
 // in use (store.ConversationSince), so what is kept stays true; queued client events are never
 // kept. Least recently used sessions go first when the bytes kept exceed the bound.
@@ -30,7 +32,7 @@ type conversations struct {
 
 // conversation is a session's processed events with seq ≤ upTo, in log order.
 type conversation struct {
-	events []wire.Event
+	events []agent.Decoded
 	upTo   int64
 	bytes  int
 }
@@ -48,7 +50,7 @@ func newConversations(maxBytes int) *conversations {
 
 // get returns what is kept of a session: its processed events up to upTo (0 and nil when
 // nothing is). The slice is shared: callers must not change its elements.
-func (c *conversations) get(sessionID string) ([]wire.Event, int64) {
+func (c *conversations) get(sessionID string) ([]agent.Decoded, int64) {
 	if c == nil {
 		return nil, 0
 	}
@@ -61,19 +63,21 @@ func (c *conversations) get(sessionID string) ([]wire.Event, int64) {
 	return v.events, v.upTo
 }
 
-// put keeps the processed events of log, a session's whole log as just read.
-func (c *conversations) put(sessionID string, log []wire.Event) {
+// put keeps the processed events of log, a session's whole log as just read and decoded.
+func (c *conversations) put(sessionID string, log []agent.Decoded) {
 	if c == nil {
 		return
 	}
-	v := conversation{events: make([]wire.Event, 0, len(log))}
-	for _, ev := range log {
+	v := conversation{events: make([]agent.Decoded, 0, len(log))}
+	for _, d := range log {
+		ev := d.Event
 		if ev.ProcessedAt == nil {
 			continue
 		}
-		v.events = append(v.events, ev)
+		v.events = append(v.events, d)
 		v.upTo = max(v.upTo, ev.Seq)
-		v.bytes += len(ev.Body) + len(ev.ID) + len(ev.Type) + eventOverhead
+		// The decoded content is about as large as the body it came from.
+		v.bytes += 2*len(ev.Body) + len(ev.ID) + len(ev.Type) + eventOverhead
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -102,11 +106,11 @@ func (c *conversations) drop(sessionID string) {
 // withKept returns the whole log from kept (processed events up to some seq) and fresh (the
 // events above it and every queued one, in log order). A queued event may sit below the kept
 // seqs, so the result is put in log order when it is not.
-func withKept(kept, fresh []wire.Event) []wire.Event {
+func withKept(kept, fresh []agent.Decoded) []agent.Decoded {
 	if len(kept) == 0 {
 		return fresh
 	}
-	out := make([]wire.Event, 0, len(kept)+len(fresh))
+	out := make([]agent.Decoded, 0, len(kept)+len(fresh))
 	out = append(append(out, kept...), fresh...)
 	if !slices.IsSortedFunc(out, bySeq) {
 		slices.SortStableFunc(out, bySeq)
@@ -114,12 +118,4 @@ func withKept(kept, fresh []wire.Event) []wire.Event {
 	return out
 }
 
-func bySeq(a, b wire.Event) int {
-	switch {
-	case a.Seq < b.Seq:
-		return -1
-	case a.Seq > b.Seq:
-		return 1
-	}
-	return 0
-}
+func bySeq(a, b agent.Decoded) int { return cmp.Compare(a.Event.Seq, b.Event.Seq) }

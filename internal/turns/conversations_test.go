@@ -8,23 +8,29 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/managed-agents/managed-agents/internal/agent"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
-// log is n processed events of bodySize bytes each, then a queued one, seqs from 1.
-func logOf(n, bodySize int) []wire.Event {
+// logOf is n processed events of bodySize bytes each, then a queued one, seqs from 1.
+func logOf(n, bodySize int) []agent.Decoded {
 	at := time.Now()
 	out := make([]wire.Event, 0, n+1)
 	for i := range n {
 		out = append(out, wire.Event{ID: fmt.Sprint("e", i), Type: "agent.message", Seq: int64(i + 1),
 			Body: []byte(`"` + strings.Repeat("x", bodySize-2) + `"`), ProcessedAt: &at})
 	}
-	return append(out, wire.Event{ID: "queued", Type: "user.message", Seq: int64(n + 1), Body: []byte(`{}`)})
+	out = append(out, wire.Event{ID: "queued", Type: "user.message", Seq: int64(n + 1), Body: []byte(`{}`)})
+	decoded := make([]agent.Decoded, len(out))
+	for i, ev := range out {
+		decoded[i] = agent.Decoded{Event: ev}
+	}
+	return decoded
 }
 
 func TestConversationsKeepProcessedEventsWithinTheirBound(t *testing.T) {
 	t.Parallel()
-	perEvent := 1000 + len("e0") + len("agent.message") + eventOverhead // ids e0…e9
+	perEvent := 2*1000 + len("e0") + len("agent.message") + eventOverhead // ids e0…e9
 	c := newConversations(25 * perEvent)
 
 	c.put("a", logOf(10, 1000))

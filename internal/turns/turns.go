@@ -33,6 +33,8 @@ type Turn struct {
 	// client events (LoadTurn, Advance), or the whole log (LoadConversation).
 	History       []wire.Event
 	EnvironmentID string
+	// Conversation is History decoded for projection (LoadConversation only).
+	Conversation []agent.Decoded
 	// TurnStartSeq is where the current (or latest) turn starts in the log: the version of
 	// its MCP listing.
 	TurnStartSeq int64
@@ -564,8 +566,16 @@ func (s *Service) LoadConversation(ctx context.Context, sessionID string) (Turn,
 	if err != nil {
 		return Turn{}, err
 	}
-	out := Turn{EnvironmentID: c.Session.EnvironmentID, TurnStartSeq: c.Window.StartSeq, History: withKept(kept, c.Events)}
-	s.conv.put(sessionID, out.History)
+	fresh, err := agent.DecodeLog(c.Events)
+	if err != nil {
+		return Turn{}, fmt.Errorf("decode log of %s: %w", sessionID, err)
+	}
+	out := Turn{EnvironmentID: c.Session.EnvironmentID, TurnStartSeq: c.Window.StartSeq, Conversation: withKept(kept, fresh)}
+	s.conv.put(sessionID, out.Conversation)
+	out.History = make([]wire.Event, len(out.Conversation))
+	for i, d := range out.Conversation {
+		out.History[i] = d.Event
+	}
 	if out.Agent, err = decodeAgent(c.Session); err != nil {
 		return Turn{}, err
 	}

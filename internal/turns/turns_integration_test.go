@@ -198,6 +198,35 @@ func BenchmarkStepLogRead(b *testing.B) {
 			require.NoError(b, err)
 		}
 	})
+	// What a model request reads and projects: the whole conversation, from the cache and the
+	// database (one new turn since the last read, as between two turns) or from the database
+	// alone.
+	b.Run("conversation-cached", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			log, err := agent.DecodeLog(mustHistory(b, e)[:total-10])
+			require.NoError(b, err)
+			e.svc.conv.put(e.session, log)
+			b.StartTimer()
+			turn, err := e.svc.LoadConversation(ctx, e.session)
+			require.NoError(b, err)
+			require.NotEmpty(b, agent.ProjectDecoded(turn.Conversation))
+		}
+	})
+	b.Run("conversation-uncached", func(b *testing.B) {
+		uncached := New(e.st, slog.New(slog.NewTextHandler(io.Discard, nil)), WithConversationCache(0))
+		for b.Loop() {
+			turn, err := uncached.LoadConversation(ctx, e.session)
+			require.NoError(b, err)
+			require.NotEmpty(b, agent.ProjectDecoded(turn.Conversation))
+		}
+	})
+}
+
+func mustHistory(t testing.TB, e engine) []wire.Event {
+	h, err := e.st.History(context.Background(), e.session)
+	require.NoError(t, err)
+	return h
 }
 
 // A step that outlives its turn (a model call cut off by an interrupt) can append its span
