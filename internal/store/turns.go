@@ -61,11 +61,23 @@ type Conversation struct {
 	Events []wire.Event
 }
 
+// CurrentTurn reads a session's row, its turn window and its turn log (TurnLog from the
+// window's start) in one round trip: the statements go as one batch.
+func (s *Store) CurrentTurn(ctx context.Context, sessionID string) (Conversation, error) {
+	return s.readLog(ctx, sessionID, `seq >= (SELECT turn_start_seq FROM sessions WHERE id = $1)`, nil)
+}
+
 // ConversationSince reads a session's row, its turn window and its log from afterSeq on (with
 // every queued event) in one round trip: the statements go as one batch. A caller that keeps
 // the processed events up to afterSeq has the whole log with it: a processed event never
 // changes and a new or newly delivered one always takes a seq above every seq in use.
 func (s *Store) ConversationSince(ctx context.Context, sessionID string, afterSeq int64) (Conversation, error) {
+	return s.readLog(ctx, sessionID, `seq > $2`, []any{afterSeq})
+}
+
+// readLog reads a session's row and window, and its events that match from (an SQL condition
+// on seq; $1 is the session id, $2… are args) or are queued, as one batch.
+func (s *Store) readLog(ctx context.Context, sessionID, from string, args []any) (Conversation, error) {
 	var c Conversation
 	b := &pgx.Batch{}
 	b.Queue(`SELECT `+sessionColumns+`, t.turn_start_seq, t.turn_base_usage FROM sessions t WHERE t.id = $1`, sessionID).
@@ -74,14 +86,14 @@ func (s *Store) ConversationSince(ctx context.Context, sessionID string, afterSe
 			return err
 		})
 	b.Queue(`SELECT `+eventColumns+` FROM events
-		WHERE session_id = $1 AND (seq > $2 OR processed_at IS NULL) ORDER BY seq`, sessionID, afterSeq).
+		WHERE session_id = $1 AND (`+from+` OR processed_at IS NULL) ORDER BY seq`, append([]any{sessionID}, args...)...).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			c.Events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Event, error) { return scanEvent(r) })
 			return err
 		})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Conversation{}, fmt.Errorf("read conversation of %s: %w", sessionID, classify(err))
+		return Conversation{}, fmt.Errorf("read log of %s: %w", sessionID, classify(err))
 	}
 	return c, nil
 }

@@ -513,43 +513,28 @@ func sessionError(cause error, retry string) wire.SessionError {
 
 // LoadTurn reads what a step of the current turn works from, without changing anything: the
 // turn's log (events since the turn started plus queued client events) and the next step.
+// The row, the window and the log are read in one batch, one round trip.
 func (s *Service) LoadTurn(ctx context.Context, sessionID string) (Turn, error) {
-	var out Turn
-	// One read-only transaction: the row, the window and the log agree.
-	err := s.store.InTx(ctx, func(q *store.Queries) error {
-		rec, err := q.GetSessionByID(ctx, sessionID)
-		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return ErrSessionGone
-			}
-			return err
+	c, err := s.store.CurrentTurn(ctx, sessionID)
+	if errors.Is(err, store.ErrNotFound) || err == nil && !live(c.Session) {
+		return Turn{}, ErrSessionGone
+	}
+	if err != nil {
+		return Turn{}, err
+	}
+	out := Turn{EnvironmentID: c.Session.EnvironmentID, TurnStartSeq: c.Window.StartSeq, History: c.Events}
+	if out.Agent, err = decodeAgent(c.Session); err != nil {
+		return Turn{}, err
+	}
+	if len(out.Agent.MCPServers) > 0 {
+		if out.MCPTools, out.MCPListed, err = turnListing(ctx, s.store.Queries, sessionID, out.TurnStartSeq); err != nil {
+			return Turn{}, err
 		}
-		if !live(rec) {
-			return ErrSessionGone
-		}
-		out = Turn{EnvironmentID: rec.EnvironmentID}
-		if out.Agent, err = decodeAgent(rec); err != nil {
-			return err
-		}
-		w, err := q.GetTurnWindow(ctx, sessionID)
-		if err != nil {
-			return err
-		}
-		out.TurnStartSeq = w.StartSeq
-		if len(out.Agent.MCPServers) > 0 {
-			if out.MCPTools, out.MCPListed, err = turnListing(ctx, q, sessionID, out.TurnStartSeq); err != nil {
-				return err
-			}
-		}
-		if out.History, err = q.TurnLog(ctx, sessionID, out.TurnStartSeq); err != nil {
-			return err
-		}
-		if out.Step, err = agent.Next(out.History); err != nil {
-			return fmt.Errorf("plan turn: %w", err)
-		}
-		return nil
-	})
-	return out, err
+	}
+	if out.Step, err = agent.Next(out.History); err != nil {
+		return Turn{}, fmt.Errorf("plan turn: %w", err)
+	}
+	return out, nil
 }
 
 // LoadConversation is LoadTurn with the whole log: what a model request projects into the
