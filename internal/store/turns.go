@@ -64,23 +64,37 @@ type Conversation struct {
 // CurrentTurn reads a session's row, its turn window and its turn log (TurnLog from the
 // window's start) in one round trip: the statements go as one batch.
 func (s *Store) CurrentTurn(ctx context.Context, sessionID string) (Conversation, error) {
-	return s.readLog(ctx, sessionID, `seq >= (SELECT turn_start_seq FROM sessions WHERE id = $1)`, nil)
+	return s.readLog(ctx, sessionID, false, turnFrom, nil)
 }
+
+// LockTurn is CurrentTurn that also locks the session's row until the transaction q runs in
+// ends; the log is read after the lock is taken, so it holds every append committed before.
+func (q *Queries) LockTurn(ctx context.Context, sessionID string) (Conversation, error) {
+	return q.readLog(ctx, sessionID, true, turnFrom, nil)
+}
+
+// turnFrom selects the events of a session's current turn.
+const turnFrom = `seq >= (SELECT turn_start_seq FROM sessions WHERE id = $1)`
 
 // ConversationSince reads a session's row, its turn window and its log from afterSeq on (with
 // every queued event) in one round trip: the statements go as one batch. A caller that keeps
 // the processed events up to afterSeq has the whole log with it: a processed event never
 // changes and a new or newly delivered one always takes a seq above every seq in use.
 func (s *Store) ConversationSince(ctx context.Context, sessionID string, afterSeq int64) (Conversation, error) {
-	return s.readLog(ctx, sessionID, `seq > $2`, []any{afterSeq})
+	return s.readLog(ctx, sessionID, false, `seq > $2`, []any{afterSeq})
 }
 
-// readLog reads a session's row and window, and its events that match from (an SQL condition
-// on seq; $1 is the session id, $2… are args) or are queued, as one batch.
-func (s *Store) readLog(ctx context.Context, sessionID, from string, args []any) (Conversation, error) {
+// readLog reads a session's row (locked with lock) and window, and its events that match
+// from (an SQL condition on seq; $1 is the session id, $2… are args) or are queued, as one
+// batch.
+func (q *Queries) readLog(ctx context.Context, sessionID string, lock bool, from string, args []any) (Conversation, error) {
 	var c Conversation
 	b := &pgx.Batch{}
-	b.Queue(`SELECT `+sessionColumns+`, t.turn_start_seq, t.turn_base_usage FROM sessions t WHERE t.id = $1`, sessionID).
+	row := `SELECT ` + sessionColumns + `, t.turn_start_seq, t.turn_base_usage FROM sessions t WHERE t.id = $1`
+	if lock {
+		row += ` FOR UPDATE`
+	}
+	b.Queue(row, sessionID).
 		QueryRow(func(row pgx.Row) (err error) {
 			c.Session, err = scanSession(row, &c.Window.StartSeq, &c.Window.BaseUsage)
 			return err
@@ -92,7 +106,7 @@ func (s *Store) readLog(ctx context.Context, sessionID, from string, args []any)
 			c.Events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Event, error) { return scanEvent(r) })
 			return err
 		})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := q.db.SendBatch(ctx, b).Close(); err != nil {
 		return Conversation{}, fmt.Errorf("read log of %s: %w", sessionID, classify(err))
 	}
 	return c, nil

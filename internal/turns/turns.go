@@ -53,11 +53,7 @@ func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 	var opened int
 	var finished []string
 	err := s.store.InTx(ctx, func(q *store.Queries) error {
-		rec, err := lockLive(ctx, q, sessionID)
-		if err != nil {
-			return err
-		}
-		t, err := s.openTurnTx(ctx, q, rec)
+		t, err := s.openTurnTx(ctx, q, sessionID)
 		if err != nil {
 			return err
 		}
@@ -69,7 +65,7 @@ func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 				return err
 			}
 		}
-		out = Turn{Step: t.step, History: t.log, EnvironmentID: rec.EnvironmentID, Agent: t.agent}
+		out = Turn{Step: t.step, History: t.log, EnvironmentID: t.rec.EnvironmentID, Agent: t.agent}
 		opened, finished = t.opened, t.finished
 		return nil
 	})
@@ -125,16 +121,17 @@ type turnTx struct {
 	finished []string
 }
 
-func (s *Service) openTurnTx(ctx context.Context, q *store.Queries, rec store.SessionRecord) (*turnTx, error) {
-	t := &turnTx{s: s, q: q, rec: rec, now: s.now(), lastSeq: rec.LastSeq}
-	var err error
-	if t.agent, err = decodeAgent(rec); err != nil {
+// openTurnTx locks a live session and reads its turn: one batch, one round trip.
+func (s *Service) openTurnTx(ctx context.Context, q *store.Queries, sessionID string) (*turnTx, error) {
+	c, err := q.LockTurn(ctx, sessionID)
+	if errors.Is(err, store.ErrNotFound) || err == nil && !live(c.Session) {
+		return nil, ErrSessionGone
+	}
+	if err != nil {
 		return nil, err
 	}
-	if t.win, err = q.GetTurnWindow(ctx, rec.ID); err != nil {
-		return nil, err
-	}
-	if t.log, err = q.TurnLog(ctx, rec.ID, t.win.StartSeq); err != nil {
+	t := &turnTx{s: s, q: q, rec: c.Session, win: c.Window, log: c.Events, now: s.now(), lastSeq: c.Session.LastSeq}
+	if t.agent, err = decodeAgent(c.Session); err != nil {
 		return nil, err
 	}
 	return t, nil
