@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -35,6 +36,28 @@ type NewEvent struct {
 // unused. A wake-up NOTIFY is queued in the same transaction and is
 // delivered only if it commits.
 func (q *Queries) AppendEvents(ctx context.Context, sessionID string, evs []NewEvent, now time.Time) ([]wire.Event, error) {
+	return q.appendEvents(ctx, sessionID, evs, now, false)
+}
+
+// ErrSessionEnded is AppendToLive's answer for a session that is archived or terminated.
+var ErrSessionEnded = errors.New("session archived or terminated")
+
+// AppendToLive is AppendEvents for a session that must still be live: when it is archived or
+// terminated nothing is appended and the error is ErrSessionEnded (ErrNotFound when it is
+// gone). The check and the append are one statement, so no transaction is needed around it.
+func (q *Queries) AppendToLive(ctx context.Context, sessionID string, evs []NewEvent, now time.Time) ([]wire.Event, error) {
+	out, err := q.appendEvents(ctx, sessionID, evs, now, true)
+	if errors.Is(err, ErrNotFound) {
+		var live bool
+		if qerr := q.db.QueryRow(ctx, `SELECT archived_at IS NULL AND status <> 'terminated' FROM sessions WHERE id = $1`,
+			sessionID).Scan(&live); qerr == nil && !live {
+			return nil, fmt.Errorf("append events: %w", ErrSessionEnded)
+		}
+	}
+	return out, err
+}
+
+func (q *Queries) appendEvents(ctx context.Context, sessionID string, evs []NewEvent, now time.Time, liveOnly bool) ([]wire.Event, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
@@ -68,14 +91,15 @@ func (q *Queries) AppendEvents(ctx context.Context, sessionID string, evs []NewE
 	// One statement, one round trip: the seqs, the rows and the wake-up NOTIFY (and, for a
 	// user.interrupt, the interrupt NOTIFY) together.
 	var last int64
-	err := q.db.QueryRow(ctx, `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq),
+	err := q.db.QueryRow(ctx, `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2
+			WHERE id = $1 AND (NOT $11::bool OR archived_at IS NULL AND status <> 'terminated') RETURNING last_seq),
 		ins AS (INSERT INTO events (session_id, seq, id, type, body, processed_at, created_at)
 			SELECT $1, s.last_seq - $2 + u.n, u.i, u.t, u.b::jsonb, u.p, $7
 			FROM s, unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[]) WITH ORDINALITY AS u(i, t, b, p, n))
 		SELECT last_seq, pg_notify($8, $1 || ':' || last_seq),
 			CASE WHEN $9::bool THEN pg_notify($10, $1) END FROM s`,
 		sessionID, len(evs), evIDs, types, bodies, processed, now,
-		string(TopicEvents), slices.Contains(types, wire.EventUserInterrupt), string(TopicInterrupts)).Scan(&last, nil, nil)
+		string(TopicEvents), slices.Contains(types, wire.EventUserInterrupt), string(TopicInterrupts), liveOnly).Scan(&last, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("append events: %w", classify(err))
 	}

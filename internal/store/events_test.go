@@ -499,3 +499,49 @@ func TestStreamEventsSinkStops(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendToLive: the append and the liveness check are one statement; an archived or
+// terminated session gets nothing appended and no seq used, an unknown one is not found.
+func TestAppendToLive(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	evs := []NewEvent{{Type: "agent.message", Body: json.RawMessage(`{"content":[]}`), Processed: true}}
+	tests := []struct {
+		name  string
+		end   string // SQL that ends the session, if any
+		want  error
+		count int
+	}{
+		{name: "live", count: 1},
+		{name: "archived", end: `UPDATE sessions SET archived_at = now() WHERE id = $1`, want: ErrSessionEnded},
+		{name: "terminated", end: `UPDATE sessions SET status = 'terminated' WHERE id = $1`, want: ErrSessionEnded},
+		{name: "deleted", end: `DELETE FROM sessions WHERE id = $1`, want: ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sid := f.newSession(t)
+			if tt.end != "" {
+				_, err := f.st.Pool().Exec(ctx, tt.end, sid)
+				require.NoError(t, err)
+			}
+			got, err := f.st.AppendToLive(ctx, sid, evs, time.Now())
+			if tt.want != nil {
+				require.ErrorIs(t, err, tt.want)
+				require.Empty(t, got)
+			} else {
+				require.NoError(t, err)
+				require.Len(t, got, 1)
+				require.EqualValues(t, 1, got[0].Seq)
+			}
+			var n int
+			require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM events WHERE session_id = $1`, sid).Scan(&n))
+			require.Equal(t, tt.count, n)
+			if tt.end != "" && tt.want == ErrSessionEnded {
+				var last int64
+				require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT last_seq FROM sessions WHERE id = $1`, sid).Scan(&last))
+				require.Zero(t, last, "no seq was used")
+			}
+		})
+	}
+}

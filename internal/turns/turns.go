@@ -386,21 +386,17 @@ func (s *Service) Emitter(sessionID string) *WorkerEmitter {
 	return &WorkerEmitter{s: s, sessionID: sessionID}
 }
 
-// Emit appends evs, processed, with their pre-assigned ids.
+// Emit appends evs, processed, with their pre-assigned ids, if the session is still live
+// (ErrSessionGone otherwise): one statement checks and appends.
 func (e *WorkerEmitter) Emit(ctx context.Context, evs []agent.NewEvent) ([]wire.Event, error) {
-	var out []wire.Event
-	err := e.s.store.InTx(ctx, func(q *store.Queries) error {
-		if _, err := lockLive(ctx, q, e.sessionID); err != nil {
-			return err
-		}
-		news := make([]store.NewEvent, len(evs))
-		for i, ev := range evs {
-			news[i] = store.NewEvent{ID: ev.ID, Type: ev.Type, Body: ev.Body, Processed: true}
-		}
-		var err error
-		out, err = q.AppendEvents(ctx, e.sessionID, news, e.s.now())
-		return err
-	})
+	news := make([]store.NewEvent, len(evs))
+	for i, ev := range evs {
+		news[i] = store.NewEvent{ID: ev.ID, Type: ev.Type, Body: ev.Body, Processed: true}
+	}
+	out, err := e.s.store.AppendToLive(ctx, e.sessionID, news, e.s.now())
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrSessionEnded) {
+		return nil, ErrSessionGone
+	}
 	return out, err
 }
 
