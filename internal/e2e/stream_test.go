@@ -403,9 +403,11 @@ func TestStreamConcurrentAppends(t *testing.T) {
 	f := newSessionFixture(t)
 	ctx := context.Background()
 	sess := f.newSession(t, anthropic.BetaSessionNewParams{})
-	streams := []*sdkStream{
-		openStream(t, f.client, sess.ID, anthropic.BetaSessionEventStreamParams{}),
-		openStream(t, f.client, sess.ID, anthropic.BetaSessionEventStreamParams{}),
+	// Eight streams of one session share their reads of the log (sessions.sharedReads): each
+	// must still see every event once, in order.
+	var streams []*sdkStream
+	for range 8 {
+		streams = append(streams, openStream(t, f.client, sess.ID, anthropic.BetaSessionEventStreamParams{}))
 	}
 
 	// Three API writers and two store writers append at the same time.

@@ -25,6 +25,8 @@ type EventListParams = store.EventListParams
 type Service struct {
 	store    *store.Store
 	notifier *store.Notifier
+	// reads shares the log reads of the streams of one session.
+	reads *sharedReads
 	logger   *slog.Logger
 	now      func() time.Time
 	runner   Runner
@@ -57,7 +59,7 @@ func (s *Service) Keys() *KeyCache { return s.keys }
 
 // New returns a service. The notifier feeds live streams.
 func New(st *store.Store, notifier *store.Notifier, logger *slog.Logger, opts ...Option) *Service {
-	s := &Service{store: st, notifier: notifier, logger: logger, now: func() time.Time {
+	s := &Service{store: st, notifier: notifier, reads: newSharedReads(st), logger: logger, now: func() time.Time {
 		// Microseconds: what PostgreSQL keeps, so echoed and re-read timestamps agree.
 		return time.Now().UTC().Truncate(time.Microsecond)
 	}, keys: newKeyCache()}

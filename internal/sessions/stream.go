@@ -14,6 +14,8 @@ const streamBatch = 500
 // Stream follows a session's log: the committed events after a cursor, in log order.
 type Stream struct {
 	store     *store.Store
+	reads     *sharedReads
+	notifier  *store.Notifier
 	sessionID string
 	cursor    int64
 	live      int64 // the log's end when the stream opened
@@ -29,7 +31,7 @@ type Stream struct {
 // between is missed.
 func (s *Service) OpenStream(ctx context.Context, workspaceID, sessionID, resumeAfter string) (*Stream, error) {
 	wake, cancel := s.notifier.Subscribe(sessionID)
-	st := &Stream{store: s.store, sessionID: sessionID, wake: wake, cancel: cancel}
+	st := &Stream{store: s.store, reads: s.reads, notifier: s.notifier, sessionID: sessionID, wake: wake, cancel: cancel}
 	sess, err := s.store.GetSession(ctx, workspaceID, sessionID, false)
 	if err != nil {
 		cancel()
@@ -63,7 +65,9 @@ func (st *Stream) Wake() <-chan struct{} { return st.wake }
 // Next returns the events committed after the cursor (possibly none) and advances it.
 // deleted reports that the session no longer exists.
 func (st *Stream) Next(ctx context.Context) (events []wire.Event, deleted bool, err error) {
-	evs, more, err := st.store.EventsAfter(ctx, st.sessionID, st.cursor, streamBatch)
+	// The generation before the read: a read another stream of the session started since
+	// then serves this one too (sharedReads).
+	evs, more, err := st.reads.eventsAfter(ctx, st.sessionID, st.cursor, st.notifier.Generation(st.sessionID))
 	if err != nil {
 		return nil, false, err
 	}
@@ -71,8 +75,8 @@ func (st *Stream) Next(ctx context.Context) (events []wire.Event, deleted bool, 
 	if len(evs) > 0 {
 		st.cursor = evs[len(evs)-1].Seq
 		// A queued client event is shown once, when it is delivered: delivery moves it to
-		// the end of the log, past this cursor (API.md §17).
-		delivered := evs[:0]
+		// the end of the log, past this cursor (API.md §17). evs is shared: filter a copy.
+		delivered := make([]wire.Event, 0, len(evs))
 		for _, ev := range evs {
 			if ev.ProcessedAt != nil {
 				delivered = append(delivered, ev)

@@ -12,6 +12,12 @@ import (
 type Notifier struct {
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
+	// gens is each subscribed session's generation (Generation): the value of clock at its
+	// latest wake-up or, before any, when its first subscriber came. clock only grows, so a
+	// session's generation never goes back, even when its last subscriber leaves and another
+	// comes.
+	gens  map[string]uint64
+	clock uint64
 	// ready is closed once the topic is listened to the first time.
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -21,7 +27,7 @@ var _ Handler = (*Notifier)(nil)
 
 // NewNotifier returns a notifier that wakes no one until a Listener feeds it.
 func NewNotifier() *Notifier {
-	return &Notifier{subs: map[string]map[chan struct{}]struct{}{}, ready: make(chan struct{})}
+	return &Notifier{subs: map[string]map[chan struct{}]struct{}{}, gens: map[string]uint64{}, ready: make(chan struct{})}
 }
 
 // Ready is closed once the notifier listens.
@@ -34,6 +40,8 @@ func (n *Notifier) Subscribe(sessionID string) (<-chan struct{}, func()) {
 	n.mu.Lock()
 	if n.subs[sessionID] == nil {
 		n.subs[sessionID] = map[chan struct{}]struct{}{}
+		n.clock++
+		n.gens[sessionID] = n.clock
 	}
 	n.subs[sessionID][ch] = struct{}{}
 	n.mu.Unlock()
@@ -42,9 +50,21 @@ func (n *Notifier) Subscribe(sessionID string) (<-chan struct{}, func()) {
 		delete(n.subs[sessionID], ch)
 		if len(n.subs[sessionID]) == 0 {
 			delete(n.subs, sessionID)
+			delete(n.gens, sessionID)
 		}
 		n.mu.Unlock()
 	}
+}
+
+// Generation is a subscribed session's generation: it grows with every wake-up of its
+// subscribers. A read of the log that starts after Generation returned g sees every commit
+// whose notice woke them up to g, since a notice is sent only after its commit; so a
+// subscriber woken at generation g may take the result of a read that started at g or later
+// instead of reading again (sessions' shared stream reads).
+func (n *Notifier) Generation(sessionID string) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.gens[sessionID]
 }
 
 // Connected wakes every subscriber: notifications sent while disconnected are gone, so each
@@ -71,6 +91,10 @@ func (n *Notifier) Notify(_ context.Context, payload string) {
 func (n *Notifier) wake(sessionID string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if _, ok := n.subs[sessionID]; ok {
+		n.clock++
+		n.gens[sessionID] = n.clock
+	}
 	for ch := range n.subs[sessionID] {
 		select {
 		case ch <- struct{}{}:
