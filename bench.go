@@ -95,6 +95,7 @@ See docs/performance.md.`,
 	f.IntVar(&cfg.Idle, "idle", 0, "first open this many sessions (one plain turn each, stream open), report the memory they hold, and keep them open through the run")
 	f.BoolVar(&cfg.Warmup, "warmup", false, "run one untimed turn on every session before the clock starts (workflow and sandbox already there)")
 	f.DurationVar(&cfg.TurnTimeout, "turn-timeout", time.Minute, "a turn not idle by then ends its session with a timeout error")
+	f.DurationVar(&cfg.Think, "think", 0, "how long each session waits after a turn before the next, like a user (first turns spread over it); 0: at once, as fast as the server allows")
 	f.IntVar(&cfg.ServerPID, "pid", 0, "the server's process id, when --base-url is a server on this machine: CPU and memory of it and its children")
 	f.StringVar(&jsonPath, "json", "", "also write the report as JSON to this file")
 	return cmd

@@ -63,10 +63,14 @@ func requireCleanRun(t *testing.T, run loadtest.RunReport, scenario string, sess
 func TestBenchAgainstServer(t *testing.T) {
 	t.Parallel()
 	e := newRunningEnv(t)
-	rep, table := runBench(t, nil, "--base-url", e.srv.URL, "--api-key", e.key, "--sessions", "2", "--turns", "3", "--scenario", "tool")
+	rep, table := runBench(t, nil, "--base-url", e.srv.URL, "--api-key", e.key, "--sessions", "2", "--turns", "3", "--scenario", "tool",
+		"--think", "300ms")
 	require.Len(t, rep.Runs, 1)
 	run := rep.Runs[0]
 	requireCleanRun(t, run, "tool", 2, 3)
+	// With think time each session waits 300 ms before its second and third turn.
+	require.EqualValues(t, 300, rep.Config.ThinkMS)
+	require.GreaterOrEqual(t, run.DurationSeconds, 0.6)
 	// A tool turn commits at least user.message, running, two model spans, tool use and
 	// result, the message, usage and idle.
 	require.GreaterOrEqual(t, run.Events, 6*8)

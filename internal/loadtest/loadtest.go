@@ -44,6 +44,11 @@ type Config struct {
 	Warmup bool
 	// TurnTimeout ends a session whose turn has not gone idle by then.
 	TurnTimeout time.Duration
+	// Think is how long a session waits after a turn went idle before it sends the next, as
+	// a user would; each session's first turn waits a part of it (sessions spread evenly),
+	// so they do not all send at once. 0: every session sends again at once, as fast as the
+	// server allows (a closed loop that finds the server's saturation).
+	Think time.Duration
 	// ServerPID is the server's process when it runs on this machine (0: it does not).
 	ServerPID int
 	// Server describes the server for the report ("dev started by bench", "external").
@@ -70,6 +75,7 @@ type Report struct {
 		Idle          int      `json:"idle"`
 		Warmup        bool     `json:"warmup"`
 		TurnTimeoutMS int64    `json:"turn_timeout_ms"`
+		ThinkMS       int64    `json:"think_ms,omitempty"`
 	} `json:"config"`
 	Idle *IdleReport `json:"idle,omitempty"`
 	Runs []RunReport `json:"runs"`
@@ -170,6 +176,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{StartedAt: time.Now().UTC(), BaseURL: cfg.BaseURL, Server: cfg.Server, ServerPID: cfg.ServerPID, CPUs: runtime.NumCPU()}
 	rep.Config.Sessions, rep.Config.Turns, rep.Config.Fanout, rep.Config.Idle, rep.Config.Warmup = cfg.Sessions, cfg.Turns, cfg.Fanout, cfg.Idle, cfg.Warmup
 	rep.Config.TurnTimeoutMS = cfg.TurnTimeout.Milliseconds()
+	rep.Config.ThinkMS = cfg.Think.Milliseconds()
 	for _, s := range cfg.Scenarios {
 		rep.Config.Scenarios = append(rep.Config.Scenarios, string(s))
 	}
@@ -426,9 +433,16 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) (*RunReport, erro
 		s.measuring.Store(true)
 	}
 	var wg sync.WaitGroup
-	for _, s := range sessions {
+	for i, s := range sessions {
 		wg.Go(func() {
-			for range r.cfg.Turns {
+			for n := range r.cfg.Turns {
+				pause := r.cfg.Think
+				if n == 0 {
+					pause = r.cfg.Think * time.Duration(i) / time.Duration(len(sessions))
+				}
+				if !sleepCtx(ctx, pause) {
+					return
+				}
 				first, err := r.turn(ctx, s, sc, &s.rec)
 				if err == nil {
 					r.done.Add(1)
@@ -578,4 +592,19 @@ func (r *runner) openIdle(ctx context.Context) (*IdleReport, func(), error) {
 		}
 	}
 	return rep, closeAll, nil
+}
+
+// sleepCtx waits d (nothing for d ≤ 0); false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
