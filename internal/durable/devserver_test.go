@@ -104,7 +104,7 @@ func TestDevServerFileSurvivesAKill(t *testing.T) {
 	require.Equal(t, []byte{2, 2}, header[18:20], "journal mode of %s", db)
 
 	require.NoError(t, srv.Restart(ctx))
-	desc, err := srv.Client().DescribeWorkflowExecution(ctx, "survives-a-kill", "")
+	desc, err := srv.Client().DescribeWorkflow(ctx, "survives-a-kill", "")
 	require.NoError(t, err)
-	require.Equal(t, run.GetRunID(), desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+	require.Equal(t, run.GetRunID(), desc.WorkflowExecution.RunID)
 }

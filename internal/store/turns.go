@@ -148,22 +148,21 @@ func (q *Queries) DeliverEvents(ctx context.Context, sessionID string, eventIDs 
 	if len(eventIDs) == 0 {
 		return nil
 	}
-	var last int64
-	if err := q.db.QueryRow(ctx, `UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq`,
-		sessionID, len(eventIDs)).Scan(&last); err != nil {
-		return fmt.Errorf("reserve seqs for delivery: %w", classify(err))
-	}
-	first := last - int64(len(eventIDs)) + 1
-	tag, err := q.db.Exec(ctx, `UPDATE events e SET seq = $3 + u.ord - 1, processed_at = $4
-		FROM unnest($2::text[]) WITH ORDINALITY AS u(id, ord)
-		WHERE e.session_id = $1 AND e.id = u.id AND e.processed_at IS NULL`, sessionID, eventIDs, first, now)
+	// One statement: the seqs, the move and the wake-up NOTIFY.
+	var last, moved int64
+	err := q.db.QueryRow(ctx, `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq),
+		m AS (UPDATE events e SET seq = s.last_seq - $2 + u.ord, processed_at = $4
+			FROM s, unnest($3::text[]) WITH ORDINALITY AS u(id, ord)
+			WHERE e.session_id = $1 AND e.id = u.id AND e.processed_at IS NULL RETURNING 1)
+		SELECT s.last_seq, (SELECT count(*) FROM m), pg_notify($5, $1 || ':' || s.last_seq) FROM s`,
+		sessionID, len(eventIDs), eventIDs, now, string(TopicEvents)).Scan(&last, &moved, nil)
 	if err != nil {
-		return fmt.Errorf("deliver events: %w", err)
+		return fmt.Errorf("deliver events: %w", classify(err))
 	}
-	if tag.RowsAffected() != int64(len(eventIDs)) {
-		return fmt.Errorf("deliver events: %d of %d were queued", tag.RowsAffected(), len(eventIDs))
+	if moved != int64(len(eventIDs)) {
+		return fmt.Errorf("deliver events: %d of %d were queued", moved, len(eventIDs))
 	}
-	return q.notify(ctx, sessionID, last)
+	return nil
 }
 
 // GetSessionByID returns a session by id alone, without locking.
