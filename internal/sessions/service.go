@@ -26,10 +26,10 @@ type Service struct {
 	store    *store.Store
 	notifier *store.Notifier
 	// reads shares the log reads of the streams of one session.
-	reads *sharedReads
-	logger   *slog.Logger
-	now      func() time.Time
-	runner   Runner
+	reads  *sharedReads
+	logger *slog.Logger
+	now    func() time.Time
+	runner Runner
 	// vaultKeys seals credential secrets; empty, credentials cannot be created.
 	vaultKeys *secretbox.Keyring
 	// wakes delivers wake-ups to runner in the background (runner.go); made on first use so
