@@ -34,34 +34,16 @@ func (q *Queries) History(ctx context.Context, sessionID string) ([]wire.Event, 
 	return out, nil
 }
 
-// TurnLog returns the part of a session's log a step of its current turn works from: every
-// event from fromSeq on (the seq where the turn started), plus every queued client event
-// wherever it is, in log order. Reading from the turn's start instead of the log's start keeps
-// a step's cost independent of the session's length.
-func (q *Queries) TurnLog(ctx context.Context, sessionID string, fromSeq int64) ([]wire.Event, error) {
-	rows, err := q.db.Query(ctx, `SELECT `+eventColumns+` FROM events
-		WHERE session_id = $1 AND (seq >= $2 OR processed_at IS NULL) ORDER BY seq`, sessionID, fromSeq)
-	if err != nil {
-		return nil, fmt.Errorf("read turn log: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Event, error) { return scanEvent(r) })
-	if err != nil {
-		return nil, fmt.Errorf("read turn log: %w", err)
-	}
-	return out, nil
-}
-
-// Conversation is what a model request of a session is built from, read by
-// ConversationSince.
+// Conversation is a session's row, its turn window and a part of its log: every queued
+// client event, wherever it is, and the events the read asked for (CurrentTurn and LockTurn:
+// the current turn's; ConversationSince: those above a seq), in log order.
 type Conversation struct {
 	Session SessionRecord
 	Window  TurnWindow
-	// Events are the session's events with a seq above the afterSeq asked for, and every
-	// queued client event wherever it is, in log order.
-	Events []wire.Event
+	Events  []wire.Event
 }
 
-// CurrentTurn reads a session's row, its turn window and its turn log (TurnLog from the
+// CurrentTurn reads a session's row, its turn window and its turn log (its events from the
 // window's start) in one round trip: the statements go as one batch.
 func (s *Store) CurrentTurn(ctx context.Context, sessionID string) (Conversation, error) {
 	return s.readLog(ctx, sessionID, false, turnFrom, nil)
@@ -73,7 +55,8 @@ func (q *Queries) LockTurn(ctx context.Context, sessionID string) (Conversation,
 	return q.readLog(ctx, sessionID, true, turnFrom, nil)
 }
 
-// turnFrom selects the events of a session's current turn.
+// turnFrom selects the events of a session's current turn. Reading from the turn's start
+// instead of the log's start keeps a step's cost independent of the session's length.
 const turnFrom = `seq >= (SELECT turn_start_seq FROM sessions WHERE id = $1)`
 
 // ConversationSince reads a session's row, its turn window and its log from afterSeq on (with
@@ -149,13 +132,13 @@ func (q *Queries) DeliverEvents(ctx context.Context, sessionID string, eventIDs 
 		return nil
 	}
 	// One statement: the seqs, the move and the wake-up NOTIFY.
-	var last, moved int64
+	var moved int64
 	err := q.db.QueryRow(ctx, `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq),
 		m AS (UPDATE events e SET seq = s.last_seq - $2 + u.ord, processed_at = $4
 			FROM s, unnest($3::text[]) WITH ORDINALITY AS u(id, ord)
 			WHERE e.session_id = $1 AND e.id = u.id AND e.processed_at IS NULL RETURNING 1)
-		SELECT s.last_seq, (SELECT count(*) FROM m), pg_notify($5, $1 || ':' || s.last_seq) FROM s`,
-		sessionID, len(eventIDs), eventIDs, now, string(TopicEvents)).Scan(&last, &moved, nil)
+		SELECT (SELECT count(*) FROM m), pg_notify($5, $1 || ':' || s.last_seq) FROM s`,
+		sessionID, len(eventIDs), eventIDs, now, string(TopicEvents)).Scan(&moved, nil)
 	if err != nil {
 		return fmt.Errorf("deliver events: %w", classify(err))
 	}

@@ -96,6 +96,15 @@ func lockLive(ctx context.Context, q *store.Queries, sessionID string) (store.Se
 	return rec, nil
 }
 
+// goneIfEnded is the error of a read of a session's log (err) that the worker may act on:
+// ErrSessionGone when the session was deleted, archived or terminated.
+func goneIfEnded(c store.Conversation, err error) error {
+	if errors.Is(err, store.ErrNotFound) || err == nil && !live(c.Session) {
+		return ErrSessionGone
+	}
+	return err
+}
+
 func live(rec store.SessionRecord) bool {
 	return rec.ArchivedAt == nil && rec.Status != wire.SessionStatusTerminated
 }
@@ -124,10 +133,7 @@ type turnTx struct {
 // openTurnTx locks a live session and reads its turn: one batch, one round trip.
 func (s *Service) openTurnTx(ctx context.Context, q *store.Queries, sessionID string) (*turnTx, error) {
 	c, err := q.LockTurn(ctx, sessionID)
-	if errors.Is(err, store.ErrNotFound) || err == nil && !live(c.Session) {
-		return nil, ErrSessionGone
-	}
-	if err != nil {
+	if err = goneIfEnded(c, err); err != nil {
 		return nil, err
 	}
 	t := &turnTx{s: s, q: q, rec: c.Session, win: c.Window, log: c.Events, now: s.now(), lastSeq: c.Session.LastSeq}
@@ -421,19 +427,11 @@ func (s *Service) Exhaust(ctx context.Context, sessionID string, cause error) er
 // alone, so a retry after a lost reply records one error.
 func (s *Service) FailTurn(ctx context.Context, sessionID string, cause error) error {
 	return s.store.InTx(ctx, func(q *store.Queries) error {
-		rec, err := lockLive(ctx, q, sessionID)
-		if err != nil {
+		c, err := q.LockTurn(ctx, sessionID)
+		if err = goneIfEnded(c, err); err != nil {
 			return err
 		}
-		w, err := q.GetTurnWindow(ctx, sessionID)
-		if err != nil {
-			return err
-		}
-		log, err := q.TurnLog(ctx, sessionID, w.StartSeq)
-		if err != nil {
-			return err
-		}
-		if rec.Status == wire.SessionStatusIdle || closedByError(log) {
+		if c.Session.Status == wire.SessionStatusIdle || closedByError(c.Events) {
 			return nil
 		}
 		evs, err := newEvents(body{wire.EventSessionError, wire.SessionErrorBody{Error: sessionError(cause, wire.RetryStatusExhausted)}})
@@ -509,10 +507,7 @@ func sessionError(cause error, retry string) wire.SessionError {
 // The row, the window and the log are read in one batch, one round trip.
 func (s *Service) LoadTurn(ctx context.Context, sessionID string) (Turn, error) {
 	c, err := s.store.CurrentTurn(ctx, sessionID)
-	if errors.Is(err, store.ErrNotFound) || err == nil && !live(c.Session) {
-		return Turn{}, ErrSessionGone
-	}
-	if err != nil {
+	if err = goneIfEnded(c, err); err != nil {
 		return Turn{}, err
 	}
 	out := Turn{EnvironmentID: c.Session.EnvironmentID, TurnStartSeq: c.Window.StartSeq, History: c.Events}
@@ -537,11 +532,10 @@ func (s *Service) LoadTurn(ctx context.Context, sessionID string) (Turn, error) 
 func (s *Service) LoadConversation(ctx context.Context, sessionID string) (Turn, error) {
 	kept, upTo := s.conv.get(sessionID)
 	c, err := s.store.ConversationSince(ctx, sessionID, upTo)
-	if errors.Is(err, store.ErrNotFound) || err == nil && !live(c.Session) {
-		s.conv.drop(sessionID)
-		return Turn{}, ErrSessionGone
-	}
-	if err != nil {
+	if err = goneIfEnded(c, err); err != nil {
+		if errors.Is(err, ErrSessionGone) {
+			s.conv.drop(sessionID)
+		}
 		return Turn{}, err
 	}
 	fresh, err := agent.DecodeLog(c.Events)
