@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -235,7 +236,8 @@ func (s *DevServer) startProcess() (<-chan struct{}, error) {
 func (s *DevServer) waitReady(ctx context.Context, exited <-chan struct{}) error {
 	for {
 		if s.client == nil {
-			c, err := client.DialContext(ctx, client.Options{HostPort: s.hostPort, Namespace: "default", Logger: quietLogger()})
+			// Through Dial, so the loopback connection is not compressed either (Config.compress).
+			c, err := Dial(ctx, Config{Address: s.hostPort, Namespace: "default"}, slog.New(slog.DiscardHandler))
 			if err == nil {
 				s.client = c
 				return nil

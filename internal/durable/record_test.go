@@ -362,7 +362,9 @@ func (s *recordedSession) until(typ string) events {
 		evs, deleted, err := s.stream.Next(ctx)
 		require.NoError(s.t, err)
 		require.False(s.t, deleted, "session deleted while waiting for %s", typ)
-		s.pending = evs
+		for _, ev := range evs {
+			s.pending = append(s.pending, ev.Event)
+		}
 		if len(evs) > 0 || s.stream.Pending() {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/managed-agents/managed-agents/internal/ids"
+	"github.com/managed-agents/managed-agents/internal/sessions"
 	"github.com/managed-agents/managed-agents/internal/stream"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
@@ -102,7 +103,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		frame bytes.Buffer
 		// pending are committed events read from the log and not written yet: the first
 		// waits for its preview (filter.Await), the rest keep log order behind it.
-		pending []wire.Event
+		pending []sessions.Committed
 		hold    = newHold()
 	)
 	defer hold.stop()
@@ -208,17 +209,16 @@ const previewHold = 3 * time.Second
 // writeCommitted writes pending events in order until one must wait for its preview (the
 // first one is written anyway when force is set: its wait expired), each followed by the
 // held previews now due. It returns how many it wrote, and false when the client is gone.
-func writeCommitted(w http.ResponseWriter, frame *bytes.Buffer, filter *stream.PreviewFilter, pending []wire.Event, force bool) (int, bool) {
+func writeCommitted(w http.ResponseWriter, frame *bytes.Buffer, filter *stream.PreviewFilter, pending []sessions.Committed, force bool) (int, bool) {
 	for n, ev := range pending {
-		if filter.Await(ev) && !(force && n == 0) {
+		if filter.Await(ev.Event) && !(force && n == 0) {
 			return n, true
 		}
 		frame.Reset()
-		if err := writeFrame(frame, ev.Type, ev.ID, ev); err != nil {
-			return n, false
-		}
+		// Encoded once by the read this stream shared with the session's other streams.
+		writeEncodedFrame(frame, ev.Type, ev.ID, ev.JSON)
 		// Previews held until this event (their request's start) follow it.
-		for _, f := range filter.Committed(ev) {
+		for _, f := range filter.Committed(ev.Event) {
 			_ = writeFrame(frame, f.Type, "", f)
 		}
 		if _, err := w.Write(frame.Bytes()); err != nil {
@@ -288,6 +288,12 @@ func writeFrame(b *bytes.Buffer, name, id string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s frame: %w", name, err)
 	}
+	writeEncodedFrame(b, name, id, data)
+	return nil
+}
+
+// writeEncodedFrame is writeFrame for a value already encoded by json.Marshal.
+func writeEncodedFrame(b *bytes.Buffer, name, id string, data []byte) {
 	if id != "" {
 		b.WriteString("id: ")
 		b.WriteString(id)
@@ -298,7 +304,6 @@ func writeFrame(b *bytes.Buffer, name, id string, v any) error {
 	b.WriteString("\ndata: ")
 	b.Write(data) // json.Marshal output has no raw newlines
 	b.WriteString("\n\n")
-	return nil
 }
 
 // writeAuthErrorFrame ends a stream whose key stopped working (revoked or expired): the SDK

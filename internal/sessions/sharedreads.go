@@ -2,12 +2,13 @@ package sessions
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/managed-agents/managed-agents/internal/store"
-	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
 // sharedReadTimeout bounds a read that serves several streams: it runs without the
@@ -30,27 +31,37 @@ type sharedReads struct {
 type sharedRead struct {
 	gen  uint64
 	done chan struct{}
-	evs  []wire.Event
-	more bool
+	res  readResult
 	err  error
+}
+
+// readResult is one read of a session's log for its streams: the delivered events, each
+// encoded once for all of them, and where the read ended.
+type readResult struct {
+	events []Committed
+	// last is the seq of the last event read, delivered or queued (0 when none was).
+	last int64
+	// more: the read stopped at streamBatch with more events after it.
+	more bool
 }
 
 func newSharedReads(st *store.Store) *sharedReads {
 	return &sharedReads{store: st, inflight: map[string]*sharedRead{}}
 }
 
-// eventsAfter is store.EventsAfter(sessionID, cursor, streamBatch), shared as above. The
-// events returned are shared with other streams: callers must not change them.
-func (r *sharedReads) eventsAfter(ctx context.Context, sessionID string, cursor int64, gen uint64) ([]wire.Event, bool, error) {
+// eventsAfter is store.EventsAfter(sessionID, cursor, streamBatch) with the queued events left
+// out and the rest encoded, shared as above. The result is shared with other streams: callers
+// must not change it.
+func (r *sharedReads) eventsAfter(ctx context.Context, sessionID string, cursor int64, gen uint64) (readResult, error) {
 	key := sessionID + ":" + strconv.FormatInt(cursor, 10)
 	r.mu.Lock()
 	if rd, ok := r.inflight[key]; ok && rd.gen >= gen {
 		r.mu.Unlock()
 		select {
 		case <-rd.done:
-			return rd.evs, rd.more, rd.err
+			return rd.res, rd.err
 		case <-ctx.Done():
-			return nil, false, ctx.Err()
+			return readResult{}, ctx.Err()
 		}
 	}
 	rd := &sharedRead{gen: gen, done: make(chan struct{})}
@@ -58,7 +69,7 @@ func (r *sharedReads) eventsAfter(ctx context.Context, sessionID string, cursor 
 	r.mu.Unlock()
 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedReadTimeout)
-	rd.evs, rd.more, rd.err = r.store.EventsAfter(rctx, sessionID, cursor, streamBatch)
+	rd.res, rd.err = read(rctx, r.store, sessionID, cursor)
 	cancel()
 	r.mu.Lock()
 	if r.inflight[key] == rd {
@@ -66,5 +77,27 @@ func (r *sharedReads) eventsAfter(ctx context.Context, sessionID string, cursor 
 	}
 	r.mu.Unlock()
 	close(rd.done)
-	return rd.evs, rd.more, rd.err
+	return rd.res, rd.err
+}
+
+// read reads the log after cursor and encodes what a stream shows of it. A queued client
+// event is shown once, when it is delivered: delivery moves it to the end of the log, past
+// the cursor (API.md §17).
+func read(ctx context.Context, st *store.Store, sessionID string, cursor int64) (readResult, error) {
+	evs, more, err := st.EventsAfter(ctx, sessionID, cursor, streamBatch)
+	if err != nil || len(evs) == 0 {
+		return readResult{more: more}, err
+	}
+	res := readResult{events: make([]Committed, 0, len(evs)), last: evs[len(evs)-1].Seq, more: more}
+	for _, ev := range evs {
+		if ev.ProcessedAt == nil {
+			continue
+		}
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return readResult{}, fmt.Errorf("encode event %s: %w", ev.ID, err)
+		}
+		res.events = append(res.events, Committed{Event: ev, JSON: data})
+	}
+	return res, nil
 }

@@ -62,27 +62,27 @@ func (st *Stream) Live() int64 { return st.live }
 // Wake receives a value when the log may have grown.
 func (st *Stream) Wake() <-chan struct{} { return st.wake }
 
+// Committed is a delivered event as a stream shows it, with its wire form (json.Marshal of
+// the event) encoded once for every stream of the session that shared the read.
+type Committed struct {
+	wire.Event
+	JSON []byte
+}
+
 // Next returns the events committed after the cursor (possibly none) and advances it.
-// deleted reports that the session no longer exists.
-func (st *Stream) Next(ctx context.Context) (events []wire.Event, deleted bool, err error) {
+// deleted reports that the session no longer exists. The events are shared with other
+// streams of the session: callers must not change them.
+func (st *Stream) Next(ctx context.Context) (events []Committed, deleted bool, err error) {
 	// The generation before the read: a read another stream of the session started since
 	// then serves this one too (sharedReads).
-	evs, more, err := st.reads.eventsAfter(ctx, st.sessionID, st.cursor, st.notifier.Generation(st.sessionID))
+	res, err := st.reads.eventsAfter(ctx, st.sessionID, st.cursor, st.notifier.Generation(st.sessionID))
 	if err != nil {
 		return nil, false, err
 	}
-	st.more = more
-	if len(evs) > 0 {
-		st.cursor = evs[len(evs)-1].Seq
-		// A queued client event is shown once, when it is delivered: delivery moves it to
-		// the end of the log, past this cursor (API.md §17). evs is shared: filter a copy.
-		delivered := make([]wire.Event, 0, len(evs))
-		for _, ev := range evs {
-			if ev.ProcessedAt != nil {
-				delivered = append(delivered, ev)
-			}
-		}
-		return delivered, false, nil
+	st.more = res.more
+	if res.last > 0 {
+		st.cursor = res.last
+		return res.events, false, nil
 	}
 	exists, err := st.store.SessionExists(ctx, st.sessionID)
 	if err != nil {

@@ -61,6 +61,36 @@ func (q *Queries) appendEvents(ctx context.Context, sessionID string, evs []NewE
 	if len(evs) == 0 {
 		return nil, nil
 	}
+	a := prepareAppend(sessionID, evs, now, liveOnly)
+	var last int64
+	if err := q.db.QueryRow(ctx, appendSQL, a.args...).Scan(&last, nil, nil); err != nil {
+		return nil, fmt.Errorf("append events: %w", classify(err))
+	}
+	a.number(last)
+	q.recordAppended(a.types)
+	return a.out, nil
+}
+
+// appendSQL appends events in one statement, one round trip: the seqs, the rows and the
+// wake-up NOTIFY (and, for a user.interrupt, the interrupt NOTIFY) together. It returns the
+// session's last_seq after the append; no row when the session is gone (or, with $11, ended).
+const appendSQL = `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2
+			WHERE id = $1 AND (NOT $11::bool OR archived_at IS NULL AND status <> 'terminated') RETURNING last_seq),
+		ins AS (INSERT INTO events (session_id, seq, id, type, body, processed_at, created_at)
+			SELECT $1, s.last_seq - $2 + u.n, u.i, u.t, u.b::jsonb, u.p, $7
+			FROM s, unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[]) WITH ORDINALITY AS u(i, t, b, p, n))
+		SELECT last_seq, pg_notify($8, $1 || ':' || last_seq),
+			CASE WHEN $9::bool THEN pg_notify($10, $1) END FROM s`
+
+// preparedAppend is an append's events as it returns them, before their seqs are known, and
+// appendSQL's arguments.
+type preparedAppend struct {
+	out   []wire.Event
+	types []string
+	args  []any
+}
+
+func prepareAppend(sessionID string, evs []NewEvent, now time.Time, liveOnly bool) preparedAppend {
 	// The time PostgreSQL keeps, so what is returned equals what is read back later.
 	now = now.UTC().Truncate(time.Microsecond)
 	out := make([]wire.Event, len(evs))
@@ -88,26 +118,15 @@ func (q *Queries) appendEvents(ctx context.Context, sessionID string, evs []NewE
 		}
 		evIDs[i], types[i], bodies[i], processed[i] = out[i].ID, ev.Type, string(body), out[i].ProcessedAt
 	}
-	// One statement, one round trip: the seqs, the rows and the wake-up NOTIFY (and, for a
-	// user.interrupt, the interrupt NOTIFY) together.
-	var last int64
-	err := q.db.QueryRow(ctx, `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2
-			WHERE id = $1 AND (NOT $11::bool OR archived_at IS NULL AND status <> 'terminated') RETURNING last_seq),
-		ins AS (INSERT INTO events (session_id, seq, id, type, body, processed_at, created_at)
-			SELECT $1, s.last_seq - $2 + u.n, u.i, u.t, u.b::jsonb, u.p, $7
-			FROM s, unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[]) WITH ORDINALITY AS u(i, t, b, p, n))
-		SELECT last_seq, pg_notify($8, $1 || ':' || last_seq),
-			CASE WHEN $9::bool THEN pg_notify($10, $1) END FROM s`,
-		sessionID, len(evs), evIDs, types, bodies, processed, now,
-		string(TopicEvents), slices.Contains(types, wire.EventUserInterrupt), string(TopicInterrupts), liveOnly).Scan(&last, nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("append events: %w", classify(err))
+	return preparedAppend{out: out, types: types, args: []any{sessionID, len(evs), evIDs, types, bodies, processed, now,
+		string(TopicEvents), slices.Contains(types, wire.EventUserInterrupt), string(TopicInterrupts), liveOnly}}
+}
+
+// number gives the events their seqs: the session's last_seq after the append is last.
+func (a preparedAppend) number(last int64) {
+	for i := range a.out {
+		a.out[i].Seq = last - int64(len(a.out)) + int64(i) + 1
 	}
-	for i := range out {
-		out[i].Seq = last - int64(len(evs)) + int64(i) + 1
-	}
-	q.recordAppended(types)
-	return out, nil
 }
 
 // EventListParams selects a page of a session's log.

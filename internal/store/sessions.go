@@ -82,14 +82,19 @@ func (q *Queries) SessionExists(ctx context.Context, id string) (bool, error) {
 
 // UpdateSession writes the mutable columns of r.
 func (q *Queries) UpdateSession(ctx context.Context, r SessionRecord) error {
-	_, err := q.db.Exec(ctx, `UPDATE sessions SET title = $2, metadata = $3, agent = $4, status = $5, stop_reason = $6,
-		usage = $7, active_seconds = $8, updated_at = $9, archived_at = $10, terminated_at = $11 WHERE id = $1`,
-		r.ID, r.Title, nonNilMap(r.Metadata), r.Agent, r.Status, nullJSON(r.StopReason), r.Usage, r.ActiveSeconds,
-		r.UpdatedAt, r.ArchivedAt, r.TerminatedAt)
+	_, err := q.db.Exec(ctx, updateSessionSQL, updateSessionArgs(r)...)
 	if err != nil {
 		return fmt.Errorf("update session: %w", classify(err))
 	}
 	return nil
+}
+
+const updateSessionSQL = `UPDATE sessions SET title = $2, metadata = $3, agent = $4, status = $5, stop_reason = $6,
+		usage = $7, active_seconds = $8, updated_at = $9, archived_at = $10, terminated_at = $11 WHERE id = $1`
+
+func updateSessionArgs(r SessionRecord) []any {
+	return []any{r.ID, r.Title, nonNilMap(r.Metadata), r.Agent, r.Status, nullJSON(r.StopReason), r.Usage, r.ActiveSeconds,
+		r.UpdatedAt, r.ArchivedAt, r.TerminatedAt}
 }
 
 // DeleteSession removes a session and, by cascade, its events, and wakes its live streams

@@ -116,12 +116,13 @@ func (q *Queries) GetTurnWindow(ctx context.Context, sessionID string) (TurnWind
 
 // SetTurnWindow records that a new turn of the session starts at w.StartSeq.
 func (q *Queries) SetTurnWindow(ctx context.Context, sessionID string, w TurnWindow) error {
-	if _, err := q.db.Exec(ctx, `UPDATE sessions SET turn_start_seq = $2, turn_base_usage = $3 WHERE id = $1`,
-		sessionID, w.StartSeq, nullJSON(w.BaseUsage)); err != nil {
+	if _, err := q.db.Exec(ctx, setTurnWindowSQL, sessionID, w.StartSeq, nullJSON(w.BaseUsage)); err != nil {
 		return fmt.Errorf("set turn window of %s: %w", sessionID, classify(err))
 	}
 	return nil
 }
+
+const setTurnWindowSQL = `UPDATE sessions SET turn_start_seq = $2, turn_base_usage = $3 WHERE id = $1`
 
 // DeliverEvents marks queued client events processed and moves them to the end of the log,
 // in the order given: a queued event enters the conversation where it is delivered, after
@@ -131,19 +132,24 @@ func (q *Queries) DeliverEvents(ctx context.Context, sessionID string, eventIDs 
 	if len(eventIDs) == 0 {
 		return nil
 	}
-	// One statement: the seqs, the move and the wake-up NOTIFY.
 	var moved int64
-	err := q.db.QueryRow(ctx, `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq),
-		m AS (UPDATE events e SET seq = s.last_seq - $2 + u.ord, processed_at = $4
-			FROM s, unnest($3::text[]) WITH ORDINALITY AS u(id, ord)
-			WHERE e.session_id = $1 AND e.id = u.id AND e.processed_at IS NULL RETURNING 1)
-		SELECT (SELECT count(*) FROM m), pg_notify($5, $1 || ':' || s.last_seq) FROM s`,
-		sessionID, len(eventIDs), eventIDs, now, string(TopicEvents)).Scan(&moved, nil)
+	err := q.db.QueryRow(ctx, deliverSQL, sessionID, len(eventIDs), eventIDs, now, string(TopicEvents)).Scan(&moved, nil, nil)
 	if err != nil {
 		return fmt.Errorf("deliver events: %w", classify(err))
 	}
-	if moved != int64(len(eventIDs)) {
-		return fmt.Errorf("deliver events: %d of %d were queued", moved, len(eventIDs))
+	return checkDelivered(moved, len(eventIDs))
+}
+
+// deliverSQL is DeliverEvents in one statement: the seqs, the move and the wake-up NOTIFY.
+const deliverSQL = `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq),
+		m AS (UPDATE events e SET seq = s.last_seq - $2 + u.ord, processed_at = $4
+			FROM s, unnest($3::text[]) WITH ORDINALITY AS u(id, ord)
+			WHERE e.session_id = $1 AND e.id = u.id AND e.processed_at IS NULL RETURNING 1)
+		SELECT (SELECT count(*) FROM m), pg_notify($5, $1 || ':' || s.last_seq), s.last_seq FROM s`
+
+func checkDelivered(moved int64, want int) error {
+	if moved != int64(want) {
+		return fmt.Errorf("deliver events: %d of %d were queued", moved, want)
 	}
 	return nil
 }

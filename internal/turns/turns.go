@@ -61,9 +61,12 @@ func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 			return err
 		}
 		if t.dirty {
-			if err := q.UpdateSession(ctx, t.rec); err != nil {
-				return err
-			}
+			t.w.UpdateSession(t.rec)
+		}
+		// Every write of the transaction goes in one round trip (store.Writes), before the
+		// commit.
+		if err := t.w.Flush(ctx); err != nil {
+			return err
 		}
 		out = Turn{Step: t.step, History: t.log, EnvironmentID: t.rec.EnvironmentID, Agent: t.agent}
 		opened, finished = t.opened, t.finished
@@ -110,20 +113,18 @@ func live(rec store.SessionRecord) bool {
 }
 
 // turnTx is one Advance transaction. It reads the turn's log once: it holds the session's row
-// lock, so nobody else appends, and it applies its own writes to the log as the store makes
-// them.
+// lock, so nobody else appends, and it applies its own writes to the log as it queues them
+// (store.Writes): they are sent together before the commit.
 type turnTx struct {
 	s     *Service
-	q     *store.Queries
+	w     *store.Writes
 	rec   store.SessionRecord
 	agent wire.SessionAgent
 	win   store.TurnWindow
 	now   time.Time
 	log   []wire.Event
-	// lastSeq is the session's last_seq as the transaction's writes left it.
-	lastSeq int64
-	step    agent.Step
-	dirty   bool
+	step  agent.Step
+	dirty bool
 	// opened counts the turns this transaction opened, finished the stop reasons of those it
 	// closed: reported once it commits.
 	opened   int
@@ -136,7 +137,7 @@ func (s *Service) openTurnTx(ctx context.Context, q *store.Queries, sessionID st
 	if err = goneIfEnded(c, err); err != nil {
 		return nil, err
 	}
-	t := &turnTx{s: s, q: q, rec: c.Session, win: c.Window, log: c.Events, now: s.now(), lastSeq: c.Session.LastSeq}
+	t := &turnTx{s: s, w: q.Writes(sessionID, c.Session.LastSeq), rec: c.Session, win: c.Window, log: c.Events, now: s.now()}
 	if t.agent, err = decodeAgent(c.Session); err != nil {
 		return nil, err
 	}
@@ -190,11 +191,9 @@ func (t *turnTx) row() (Row, error) {
 
 // deliver moves queued client events to the end of the log, processed.
 func (t *turnTx) deliver(ctx context.Context, eventIDs []string) error {
-	if err := t.q.DeliverEvents(ctx, t.rec.ID, eventIDs, t.now); err != nil {
-		return err
-	}
-	t.log = moveDelivered(t.log, eventIDs, t.lastSeq, storedTime(t.now))
-	t.lastSeq += int64(len(eventIDs))
+	last := t.w.LastSeq()
+	t.w.Deliver(eventIDs, t.now)
+	t.log = moveDelivered(t.log, eventIDs, last, storedTime(t.now))
 	return nil
 }
 
@@ -216,11 +215,9 @@ func (t *turnTx) openTurn(ctx context.Context, eventIDs []string) error {
 	if err != nil {
 		return err
 	}
-	start := t.lastSeq - 1 // markRunning appended status_running, then thread running
+	start := t.w.LastSeq() - 1 // markRunning appended status_running, then thread running
 	t.win = store.TurnWindow{StartSeq: start, BaseUsage: baseRaw}
-	if err := t.q.SetTurnWindow(ctx, t.rec.ID, t.win); err != nil {
-		return err
-	}
+	t.w.SetTurnWindow(t.win)
 	t.log = slices.DeleteFunc(t.log, func(ev wire.Event) bool { return ev.Seq < start && ev.ProcessedAt != nil })
 	return t.deliver(ctx, eventIDs)
 }
@@ -262,12 +259,7 @@ func (t *turnTx) emit(ctx context.Context, bodies ...body) error {
 	if err != nil {
 		return err
 	}
-	appended, err := t.q.AppendEvents(ctx, t.rec.ID, evs, t.now)
-	if err != nil {
-		return err
-	}
-	t.log = append(t.log, appended...)
-	t.lastSeq = appended[len(appended)-1].Seq
+	t.log = append(t.log, t.w.Append(evs, t.now)...)
 	return nil
 }
 

@@ -1,0 +1,106 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// Writes are a transaction's writes to one session's log and row, queued and sent together
+// by Flush as one batch: one round trip instead of one per write. It is for a caller that
+// holds the session's row lock (LockTurn, LockSession) and decides from what it read: with
+// the lock nobody else appends, so the seqs an append or a delivery takes are known before
+// they are sent (last_seq as read plus what was queued since), and the caller sees its own
+// writes without reading them back. Every queued write checks on the server that its seqs
+// came out as expected, so a caller that did not hold the lock fails the transaction
+// instead of writing a log other than the one it decided on.
+type Writes struct {
+	q         *Queries
+	sessionID string
+	lastSeq   int64
+	batch     pgx.Batch
+	types     []string
+}
+
+// Writes starts queuing writes to sessionID, whose last_seq the caller read under the
+// session's row lock.
+func (q *Queries) Writes(sessionID string, lastSeq int64) *Writes {
+	return &Writes{q: q, sessionID: sessionID, lastSeq: lastSeq}
+}
+
+// LastSeq is the session's last_seq once the queued writes are applied.
+func (w *Writes) LastSeq() int64 { return w.lastSeq }
+
+// Append queues AppendEvents and returns the events as it will have appended them.
+func (w *Writes) Append(evs []NewEvent, now time.Time) []wire.Event {
+	if len(evs) == 0 {
+		return nil
+	}
+	a := prepareAppend(w.sessionID, evs, now, false)
+	w.lastSeq += int64(len(evs))
+	a.number(w.lastSeq)
+	want := w.lastSeq
+	w.batch.Queue(appendSQL, a.args...).QueryRow(func(row pgx.Row) error {
+		var last int64
+		if err := row.Scan(&last, nil, nil); err != nil {
+			return fmt.Errorf("append events: %w", classify(err))
+		}
+		if last != want {
+			return fmt.Errorf("append events: the session's log ends at %d, not %d: its row was not locked", last, want)
+		}
+		return nil
+	})
+	w.types = append(w.types, a.types...)
+	return a.out
+}
+
+// Deliver queues DeliverEvents. The events move to the seqs after LastSeq, in the order
+// given.
+func (w *Writes) Deliver(eventIDs []string, now time.Time) {
+	if len(eventIDs) == 0 {
+		return
+	}
+	w.lastSeq += int64(len(eventIDs))
+	want := w.lastSeq
+	w.batch.Queue(deliverSQL, w.sessionID, len(eventIDs), eventIDs, now, string(TopicEvents)).QueryRow(func(row pgx.Row) error {
+		var moved, last int64
+		if err := row.Scan(&moved, nil, &last); err != nil {
+			return fmt.Errorf("deliver events: %w", classify(err))
+		}
+		if last != want {
+			return fmt.Errorf("deliver events: the session's log ends at %d, not %d: its row was not locked", last, want)
+		}
+		return checkDelivered(moved, len(eventIDs))
+	})
+}
+
+// UpdateSession queues UpdateSession of r.
+func (w *Writes) UpdateSession(r SessionRecord) {
+	w.batch.Queue(updateSessionSQL, updateSessionArgs(r)...).Exec(func(pgconn.CommandTag) error { return nil })
+}
+
+// SetTurnWindow queues SetTurnWindow of win.
+func (w *Writes) SetTurnWindow(win TurnWindow) {
+	w.batch.Queue(setTurnWindowSQL, w.sessionID, win.StartSeq, nullJSON(win.BaseUsage)).Exec(func(pgconn.CommandTag) error { return nil })
+}
+
+// Flush sends the queued writes as one batch and waits for them; with none queued it does
+// nothing. A failed write fails the batch, and the caller's transaction with it.
+func (w *Writes) Flush(ctx context.Context) error {
+	if w.batch.Len() == 0 {
+		return nil
+	}
+	err := w.q.db.SendBatch(ctx, &w.batch).Close()
+	w.batch = pgx.Batch{}
+	if err != nil {
+		return fmt.Errorf("write session %s: %w", w.sessionID, classify(err))
+	}
+	w.q.recordAppended(w.types)
+	w.types = nil
+	return nil
+}

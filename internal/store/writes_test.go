@@ -1,0 +1,120 @@
+//go:build integration
+
+package store
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/wire"
+)
+
+// TestWritesMatchWhatTheyQueue checks that what Writes returns and queues is what the log
+// holds after the commit: the same events, seqs, deliveries and row as the one-statement calls
+// would have left.
+func TestWritesMatchWhatTheyQueue(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	sid := f.newSession(t)
+	queued, err := f.st.AppendEvents(ctx, sid, []NewEvent{
+		{Type: wire.EventUserMessage, Body: json.RawMessage(`{"content":[{"type":"text","text":"one"}]}`)},
+		{Type: wire.EventUserMessage, Body: json.RawMessage(`{"content":[{"type":"text","text":"two"}]}`)},
+	}, time.Now())
+	require.NoError(t, err)
+
+	now := micros(time.Now())
+	var running, idle []wire.Event
+	var last int64
+	err = f.st.InTx(ctx, func(q *Queries) error {
+		rec, err := q.LockSession(ctx, sid)
+		require.NoError(t, err)
+		w := q.Writes(sid, rec.LastSeq)
+		running = w.Append([]NewEvent{{Type: wire.EventSessionStatusRunning, Processed: true}}, now)
+		w.Deliver([]string{queued[1].ID, queued[0].ID}, now)
+		w.SetTurnWindow(TurnWindow{StartSeq: running[0].Seq, BaseUsage: json.RawMessage(`{"input_tokens":3}`)})
+		idle = w.Append([]NewEvent{{Type: wire.EventSessionStatusIdle, Body: json.RawMessage(`{"stop_reason":{"type":"end_turn"}}`), Processed: true}}, now)
+		rec.Status = wire.SessionStatusIdle
+		w.UpdateSession(rec)
+		last = w.LastSeq()
+		return w.Flush(ctx)
+	})
+	require.NoError(t, err)
+
+	require.EqualValues(t, 3, running[0].Seq)
+	require.EqualValues(t, 6, idle[0].Seq, "the two delivered events took 4 and 5")
+	require.EqualValues(t, 6, last)
+	stored, _, err := f.st.ListEvents(ctx, sid, EventListParams{Limit: 100})
+	require.NoError(t, err)
+	got := make([]string, len(stored))
+	for i, ev := range stored {
+		got[i] = ev.ID
+		require.NotNil(t, ev.ProcessedAt, "%s is processed", ev.ID)
+	}
+	require.Equal(t, []string{running[0].ID, queued[1].ID, queued[0].ID, idle[0].ID}, got, "delivered in the order given")
+	requireSameEvents(t, []wire.Event{running[0]}, stored[:1])
+	requireSameEvents(t, idle, stored[3:])
+
+	sess, err := f.st.GetSession(ctx, f.ws, sid, false)
+	require.NoError(t, err)
+	require.EqualValues(t, 6, sess.LastSeq)
+	require.Equal(t, wire.SessionStatusIdle, sess.Status)
+	win, err := f.st.GetTurnWindow(ctx, sid)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, win.StartSeq)
+	require.JSONEq(t, `{"input_tokens":3}`, string(win.BaseUsage))
+}
+
+// TestWritesRefuseAnUnexpectedLog checks that queued writes fail, and write nothing, when the
+// log is not where the caller read it (it did not hold the row lock), or a delivery finds an
+// event that is not queued.
+func TestWritesRefuseAnUnexpectedLog(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	// Each session's log: a delivered message (seq 2, its first seq 1 unused), then a
+	// queued one (seq 3).
+	tests := []struct {
+		name    string
+		lastSeq int64 // what the writer believes
+		write   func(w *Writes, delivered, queued string)
+		want    string
+	}{
+		{name: "append after a seq it did not see", lastSeq: 1, want: "not locked", write: func(w *Writes, _, _ string) {
+			w.Append([]NewEvent{{Type: wire.EventSessionStatusRunning, Processed: true}}, time.Now())
+		}},
+		{name: "deliver after a seq it did not see", lastSeq: 2, want: "not locked", write: func(w *Writes, _, queued string) {
+			w.Deliver([]string{queued}, time.Now())
+		}},
+		{name: "deliver an event twice", lastSeq: 3, want: "were queued", write: func(w *Writes, delivered, _ string) {
+			w.Deliver([]string{delivered}, time.Now())
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sid := f.newSession(t)
+			msg := []NewEvent{{Type: wire.EventUserMessage, Body: json.RawMessage(`{"content":[]}`)}}
+			first, err := f.st.AppendEvents(ctx, sid, msg, time.Now())
+			require.NoError(t, err)
+			require.NoError(t, f.st.DeliverEvents(ctx, sid, []string{first[0].ID}, time.Now()))
+			second, err := f.st.AppendEvents(ctx, sid, msg, time.Now())
+			require.NoError(t, err)
+			err = f.st.InTx(ctx, func(q *Queries) error {
+				w := q.Writes(sid, tt.lastSeq)
+				tt.write(w, first[0].ID, second[0].ID)
+				return w.Flush(ctx)
+			})
+			require.ErrorContains(t, err, tt.want)
+			var n, queued int
+			require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE processed_at IS NULL) FROM events WHERE session_id = $1`, sid).Scan(&n, &queued))
+			require.Equal(t, 2, n, "nothing was appended")
+			require.Equal(t, 1, queued, "nothing was delivered")
+			var last int64
+			require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT last_seq FROM sessions WHERE id = $1`, sid).Scan(&last))
+			require.EqualValues(t, 3, last)
+		})
+	}
+}
