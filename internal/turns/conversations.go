@@ -64,20 +64,32 @@ func (c *conversations) get(sessionID string) ([]agent.Decoded, int64) {
 }
 
 // put keeps the processed events of log, a session's whole log as just read and decoded.
+// When every event of log is processed (no client event waits), log itself is kept, not a
+// copy: the caller must not change it afterwards, as it must not change what get returns.
 func (c *conversations) put(sessionID string, log []agent.Decoded) {
 	if c == nil {
 		return
 	}
-	v := conversation{events: make([]agent.Decoded, 0, len(log))}
+	var v conversation
+	queued := false
 	for _, d := range log {
 		ev := d.Event
 		if ev.ProcessedAt == nil {
+			queued = true
 			continue
 		}
-		v.events = append(v.events, d)
 		v.upTo = max(v.upTo, ev.Seq)
 		// The decoded content is about as large as the body it came from.
 		v.bytes += 2*len(ev.Body) + len(ev.ID) + len(ev.Type) + eventOverhead
+	}
+	v.events = log
+	if queued {
+		v.events = make([]agent.Decoded, 0, len(log))
+		for _, d := range log {
+			if d.Event.ProcessedAt != nil {
+				v.events = append(v.events, d)
+			}
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -109,6 +121,9 @@ func (c *conversations) drop(sessionID string) {
 func withKept(kept, fresh []agent.Decoded) []agent.Decoded {
 	if len(kept) == 0 {
 		return fresh
+	}
+	if len(fresh) == 0 {
+		return kept
 	}
 	out := make([]agent.Decoded, 0, len(kept)+len(fresh))
 	out = append(append(out, kept...), fresh...)
