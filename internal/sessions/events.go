@@ -227,7 +227,8 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 	var out []wire.Event
 	replayed := false
 	err := s.store.InTx(ctx, func(q *store.Queries) error {
-		sess, err := q.GetSession(ctx, workspaceID, sessionID, true)
+		// The row lock and the environment in one round trip.
+		sess, env, err := q.LockSessionWithEnvironment(ctx, workspaceID, sessionID)
 		if err != nil {
 			return notFoundAs(err, "session %s not found", sessionID)
 		}
@@ -240,10 +241,6 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 		}
 		if sess.ArchivedAt != nil || sess.Status == wire.SessionStatusTerminated {
 			return conflictf("session %s is %s; it accepts no new events", sessionID, terminalWord(sess))
-		}
-		env, err := q.GetEnvironment(ctx, workspaceID, sess.EnvironmentID, false)
-		if err != nil {
-			return fmt.Errorf("load session environment: %w", err)
 		}
 		envCfg, err := environmentConfig(env)
 		if err != nil {

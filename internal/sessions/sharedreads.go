@@ -43,6 +43,8 @@ type readResult struct {
 	last int64
 	// more: the read stopped at streamBatch with more events after it.
 	more bool
+	// gone: the read found nothing and the session no longer exists.
+	gone bool
 }
 
 func newSharedReads(st *store.Store) *sharedReads {
@@ -85,8 +87,14 @@ func (r *sharedReads) eventsAfter(ctx context.Context, sessionID string, cursor 
 // the cursor (API.md §17).
 func read(ctx context.Context, st *store.Store, sessionID string, cursor int64) (readResult, error) {
 	evs, more, err := st.EventsAfter(ctx, sessionID, cursor, streamBatch)
-	if err != nil || len(evs) == 0 {
-		return readResult{more: more}, err
+	if err != nil {
+		return readResult{}, err
+	}
+	if len(evs) == 0 {
+		// A deleted session's log is gone with it: an empty read is when to ask, once for
+		// every stream that shares the read.
+		exists, err := st.SessionExists(ctx, sessionID)
+		return readResult{gone: !exists}, err
 	}
 	res := readResult{events: make([]Committed, 0, len(evs)), last: evs[len(evs)-1].Seq, more: more}
 	for _, ev := range evs {

@@ -13,7 +13,6 @@ const streamBatch = 500
 
 // Stream follows a session's log: the committed events after a cursor, in log order.
 type Stream struct {
-	store     *store.Store
 	reads     *sharedReads
 	notifier  *store.Notifier
 	sessionID string
@@ -31,7 +30,7 @@ type Stream struct {
 // between is missed.
 func (s *Service) OpenStream(ctx context.Context, workspaceID, sessionID, resumeAfter string) (*Stream, error) {
 	wake, cancel := s.notifier.Subscribe(sessionID)
-	st := &Stream{store: s.store, reads: s.reads, notifier: s.notifier, sessionID: sessionID, wake: wake, cancel: cancel}
+	st := &Stream{reads: s.reads, notifier: s.notifier, sessionID: sessionID, wake: wake, cancel: cancel}
 	sess, err := s.store.GetSession(ctx, workspaceID, sessionID, false)
 	if err != nil {
 		cancel()
@@ -82,13 +81,8 @@ func (st *Stream) Next(ctx context.Context) (events []Committed, deleted bool, e
 	st.more = res.more
 	if res.last > 0 {
 		st.cursor = res.last
-		return res.events, false, nil
 	}
-	exists, err := st.store.SessionExists(ctx, st.sessionID)
-	if err != nil {
-		return nil, false, err
-	}
-	return nil, !exists, nil
+	return res.events, res.gone, nil
 }
 
 // Pending reports whether the last Next left committed events behind (it read a full

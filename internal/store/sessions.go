@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -69,6 +70,41 @@ func (q *Queries) GetSession(ctx context.Context, workspaceID, id string, forUpd
 		return SessionRecord{}, fmt.Errorf("get session %s: %w", id, classify(err))
 	}
 	return r, nil
+}
+
+// LockSessionWithEnvironment is GetSession with forUpdate and GetEnvironment of the
+// session's environment, sent as one batch: one round trip.
+func (q *Queries) LockSessionWithEnvironment(ctx context.Context, workspaceID, id string) (SessionRecord, EnvironmentRecord, error) {
+	var (
+		sess SessionRecord
+		env  EnvironmentRecord
+		b    pgx.Batch
+	)
+	b.Queue(`SELECT `+sessionColumns+` FROM sessions t WHERE t.id = $1 AND t.workspace_id = $2 FOR UPDATE`, id, workspaceID).
+		QueryRow(func(row pgx.Row) (err error) {
+			if sess, err = scanSession(row); err != nil {
+				return fmt.Errorf("get session %s: %w", id, classify(err))
+			}
+			return nil
+		})
+	b.Queue(`SELECT `+environmentColumns+` FROM environments t
+		WHERE t.id = (SELECT environment_id FROM sessions WHERE id = $1) AND t.workspace_id = $2`, id, workspaceID).
+		QueryRow(func(row pgx.Row) (err error) {
+			env, err = scanEnvironment(row)
+			if errors.Is(err, pgx.ErrNoRows) && sess.ID != "" {
+				// Not ErrNotFound: that would say the session is missing. An environment
+				// sessions reference cannot be deleted, so this is a broken database.
+				return fmt.Errorf("session %s: its environment %s is missing", id, sess.EnvironmentID)
+			}
+			if err != nil {
+				return fmt.Errorf("get environment of session %s: %w", id, classify(err))
+			}
+			return nil
+		})
+	if err := q.db.SendBatch(ctx, &b).Close(); err != nil {
+		return SessionRecord{}, EnvironmentRecord{}, err
+	}
+	return sess, env, nil
 }
 
 // SessionExists reports whether the session row exists (in any workspace).

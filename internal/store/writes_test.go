@@ -118,3 +118,39 @@ func TestWritesRefuseAnUnexpectedLog(t *testing.T) {
 		})
 	}
 }
+
+func TestLockSessionWithEnvironment(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	sid := f.newSession(t)
+	other, err := f.st.CreateWorkspace(ctx, "other")
+	require.NoError(t, err)
+	tests := []struct {
+		name, workspace, session string
+		found                    bool
+	}{
+		{name: "found", workspace: f.ws, session: sid, found: true},
+		{name: "unknown session", workspace: f.ws, session: "sesn_unknown"},
+		{name: "another workspace's session", workspace: other, session: sid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := f.st.InTx(ctx, func(q *Queries) error {
+				sess, env, err := q.LockSessionWithEnvironment(ctx, tt.workspace, tt.session)
+				if err != nil {
+					return err
+				}
+				require.Equal(t, sid, sess.ID)
+				require.Equal(t, f.envID, env.ID)
+				require.Equal(t, sess.EnvironmentID, env.ID)
+				return nil
+			})
+			if tt.found {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, ErrNotFound)
+			}
+		})
+	}
+}
