@@ -24,6 +24,8 @@ type Service struct {
 	maxSandboxes int
 	// conv keeps conversations for model requests; nil keeps none.
 	conv *conversations
+	// agents keeps agent snapshots decoded.
+	agents decodedAgents
 }
 
 // Observer records the turns Advance opens and closes, once their transaction commits

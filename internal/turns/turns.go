@@ -138,7 +138,7 @@ func (s *Service) openTurnTx(ctx context.Context, q *store.Queries, sessionID st
 		return nil, err
 	}
 	t := &turnTx{s: s, w: q.Writes(sessionID, c.Session.LastSeq), rec: c.Session, win: c.Window, log: c.Events, now: s.now()}
-	if t.agent, err = decodeAgent(c.Session); err != nil {
+	if t.agent, err = s.decodeAgent(c.Session); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -354,14 +354,6 @@ func threadBody(sessionID string, a wire.SessionAgent) wire.ThreadStatusBody {
 	return wire.ThreadStatusBody{SessionThreadID: ids.PrimaryThread(sessionID), AgentName: a.Name}
 }
 
-func decodeAgent(rec store.SessionRecord) (wire.SessionAgent, error) {
-	var a wire.SessionAgent
-	if err := json.Unmarshal(rec.Agent, &a); err != nil {
-		return wire.SessionAgent{}, fmt.Errorf("decode agent snapshot of session %s: %w", rec.ID, err)
-	}
-	return a, nil
-}
-
 func lastRunningAt(history []wire.Event, def time.Time) time.Time {
 	for i := len(history) - 1; i >= 0; i-- {
 		if history[i].Type == wire.EventSessionStatusRunning && history[i].ProcessedAt != nil {
@@ -503,7 +495,7 @@ func (s *Service) LoadTurn(ctx context.Context, sessionID string) (Turn, error) 
 		return Turn{}, err
 	}
 	out := Turn{EnvironmentID: c.Session.EnvironmentID, TurnStartSeq: c.Window.StartSeq, History: c.Events}
-	if out.Agent, err = decodeAgent(c.Session); err != nil {
+	if out.Agent, err = s.decodeAgent(c.Session); err != nil {
 		return Turn{}, err
 	}
 	if len(out.Agent.MCPServers) > 0 {
@@ -540,7 +532,7 @@ func (s *Service) LoadConversation(ctx context.Context, sessionID string) (Turn,
 	for i, d := range out.Conversation {
 		out.History[i] = d.Event
 	}
-	if out.Agent, err = decodeAgent(c.Session); err != nil {
+	if out.Agent, err = s.decodeAgent(c.Session); err != nil {
 		return Turn{}, err
 	}
 	if len(out.Agent.MCPServers) > 0 {
@@ -569,7 +561,7 @@ func (s *Service) Terminate(ctx context.Context, sessionID string, cause string)
 		if rec.Status == wire.SessionStatusTerminated {
 			return nil
 		}
-		a, err := decodeAgent(rec)
+		a, err := s.decodeAgent(rec)
 		if err != nil {
 			return err
 		}
