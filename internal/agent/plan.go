@@ -226,6 +226,18 @@ func TurnPart(history []wire.Event, start int64) []wire.Event {
 	return out
 }
 
+// DecodedTurnPart is TurnPart of the events of a decoded log (DecodeLog), without the whole
+// log's events copied first.
+func DecodedTurnPart(log []Decoded, start int64) []wire.Event {
+	var out []wire.Event
+	for _, d := range log {
+		if d.Event.Seq >= start || !delivered(d.Event) {
+			out = append(out, d.Event)
+		}
+	}
+	return out
+}
+
 // Next decides the next step of the current turn from the log alone. It is pure: the same
 // history always gives the same step, which is what makes every step safe to retry (see the
 // package doc). Steps are ordered: rejections, then executions, then parking on what still

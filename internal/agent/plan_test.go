@@ -357,5 +357,10 @@ func TestNextFromTheTurnPart(t *testing.T) {
 		part, err := agent.Next(agent.TurnPart(h[:k], start))
 		require.NoError(t, err)
 		require.Equal(t, summarize(whole), summarize(part), "the first %d events", k)
+		decoded, err := agent.DecodeLog(h[:k])
+		require.NoError(t, err)
+		// Appended to an empty slice: an empty part may be nil from one and not the other.
+		require.Equal(t, append([]wire.Event{}, agent.TurnPart(h[:k], start)...),
+			append([]wire.Event{}, agent.DecodedTurnPart(decoded, start)...), "the first %d events, decoded", k)
 	}
 }

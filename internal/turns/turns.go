@@ -30,7 +30,7 @@ type Turn struct {
 	Step  agent.Step
 	Agent wire.SessionAgent
 	// History is the turn's log: the events since the current turn started plus queued
-	// client events (LoadTurn, Advance), or the whole log (LoadConversation).
+	// client events. LoadConversation's whole log is Conversation.
 	History       []wire.Event
 	EnvironmentID string
 	// Conversation is History decoded for projection (LoadConversation only).
@@ -528,10 +528,8 @@ func (s *Service) LoadConversation(ctx context.Context, sessionID string) (Turn,
 	}
 	out := Turn{EnvironmentID: c.Session.EnvironmentID, TurnStartSeq: c.Window.StartSeq, Conversation: withKept(kept, fresh)}
 	s.conv.put(sessionID, out.Conversation)
-	out.History = make([]wire.Event, len(out.Conversation))
-	for i, d := range out.Conversation {
-		out.History[i] = d.Event
-	}
+	// The step plans from the turn's part; only the projection needs the whole log.
+	out.History = agent.DecodedTurnPart(out.Conversation, out.TurnStartSeq)
 	if out.Agent, err = s.decodeAgent(c.Session); err != nil {
 		return Turn{}, err
 	}
@@ -540,7 +538,7 @@ func (s *Service) LoadConversation(ctx context.Context, sessionID string) (Turn,
 			return Turn{}, err
 		}
 	}
-	if out.Step, err = agent.Next(agent.TurnPart(out.History, out.TurnStartSeq)); err != nil {
+	if out.Step, err = agent.Next(out.History); err != nil {
 		return Turn{}, fmt.Errorf("plan turn: %w", err)
 	}
 	return out, nil

@@ -132,7 +132,8 @@ func TestTurnsReadOnlyTheirWindowAndUsageAccumulates(t *testing.T) {
 	require.Equal(t, agent.StepEnd, loaded.Step.Kind)
 	whole, err := e.svc.LoadConversation(ctx, e.session)
 	require.NoError(t, err)
-	require.Len(t, whole.History, 8+11, "the conversation is the whole log")
+	require.Len(t, whole.Conversation, 8+11, "the conversation is the whole log")
+	require.Equal(t, loaded.History, whole.History, "a model request plans from the same turn part")
 
 	// A message queued during the turn is still seen: it opens the next turn.
 	e.send(t)
@@ -223,6 +224,14 @@ func BenchmarkStepLogRead(b *testing.B) {
 	})
 }
 
+func eventsOf(conv []agent.Decoded) []wire.Event {
+	out := make([]wire.Event, len(conv))
+	for i, d := range conv {
+		out[i] = d.Event
+	}
+	return out
+}
+
 func mustHistory(t testing.TB, e engine) []wire.Event {
 	h, err := e.st.History(context.Background(), e.session)
 	require.NoError(t, err)
@@ -303,7 +312,7 @@ func TestConversationCacheReadsWhatTheLogHolds(t *testing.T) {
 		require.NoError(t, err, what)
 		want, err := e.st.History(ctx, e.session)
 		require.NoError(t, err)
-		require.Equal(t, want, whole.History, what)
+		require.Equal(t, want, eventsOf(whole.Conversation), what)
 		fresh, err := uncached.LoadConversation(ctx, e.session)
 		require.NoError(t, err)
 		require.Equal(t, fresh, whole, what)
@@ -345,7 +354,8 @@ func TestConversationCacheReadsWhatTheLogHolds(t *testing.T) {
 	w, err := e.st.GetTurnWindow(ctx, e.session)
 	require.NoError(t, err)
 	require.Equal(t, w.StartSeq, whole.TurnStartSeq)
-	require.Greater(t, whole.TurnStartSeq, whole.History[0].Seq)
+	require.Greater(t, whole.TurnStartSeq, whole.Conversation[0].Event.Seq)
+	require.Equal(t, w.StartSeq, whole.History[0].Seq, "History is the turn's part")
 
 	// A session that is gone is forgotten.
 	_, err = e.st.Pool().Exec(ctx, `UPDATE sessions SET archived_at = now() WHERE id = $1`, e.session)
