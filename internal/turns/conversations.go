@@ -91,6 +91,8 @@ func (c *conversations) put(sessionID string, log []agent.Decoded) {
 			}
 		}
 	}
+	// Clipped: only extend may write past a kept slice's length (see there).
+	v.events = v.events[:len(v.events):len(v.events)]
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if v.bytes > c.max {
@@ -103,6 +105,45 @@ func (c *conversations) put(sessionID string, log []agent.Decoded) {
 	for c.bytes > c.max {
 		c.lru.RemoveOldest()
 	}
+}
+
+// extend is withKept followed by put without copying what is kept, for the common case:
+// fresh holds only processed events above what is kept. It appends fresh to the kept slice
+// in place when that slice is still the session's entry, and returns the whole conversation;
+// ok is false when it did nothing (the caller merges and puts). Appending in place is safe
+// because nobody views a kept slice past its length: put keeps slices with no spare capacity,
+// so only extend's own appends make room past a length, and the entry they make is the only
+// slice of that array it writes past, after every view handed out of it.
+func (c *conversations) extend(sessionID string, kept, fresh []agent.Decoded) (conv []agent.Decoded, ok bool) {
+	if c == nil || len(kept) == 0 || len(fresh) == 0 {
+		return nil, false
+	}
+	upTo, added := kept[len(kept)-1].Event.Seq, 0
+	for _, d := range fresh {
+		ev := d.Event
+		if ev.ProcessedAt == nil || ev.Seq <= upTo {
+			return nil, false
+		}
+		upTo = ev.Seq
+		added += 2*len(ev.Body) + len(ev.ID) + len(ev.Type) + eventOverhead
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, found := c.lru.Peek(sessionID)
+	if !found || len(v.events) != len(kept) || &v.events[0] != &kept[0] {
+		return nil, false // the entry changed since kept was read from it
+	}
+	v.events, v.upTo, v.bytes = append(v.events, fresh...), upTo, v.bytes+added
+	c.lru.Remove(sessionID)
+	if v.bytes > c.max {
+		return v.events, true // larger than the bound: not kept, as in put
+	}
+	c.lru.Add(sessionID, v)
+	c.bytes += v.bytes
+	for c.bytes > c.max {
+		c.lru.RemoveOldest()
+	}
+	return v.events, true
 }
 
 // drop forgets a session.

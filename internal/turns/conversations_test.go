@@ -68,3 +68,61 @@ func TestConversationsKeepProcessedEventsWithinTheirBound(t *testing.T) {
 	require.Nil(t, kept)
 	require.Zero(t, upTo)
 }
+
+// TestConversationsExtendInPlace checks that extending a kept conversation appends without
+// touching what an earlier view of it shows, and refuses when the entry moved on or fresh
+// holds what must be merged.
+func TestConversationsExtendInPlace(t *testing.T) {
+	t.Parallel()
+	c := newConversations(64 << 20)
+	all := logOf(30, 10)[:30] // processed events, seqs 1…30
+	c.put("a", all[:10])
+	kept, _ := c.get("a")
+
+	first, ok := c.extend("a", kept, all[10:20])
+	require.True(t, ok)
+	require.Equal(t, all[:20], first)
+	_, upTo := c.get("a")
+	require.EqualValues(t, 20, upTo)
+
+	// A second request that read the same kept slice finds the entry moved on.
+	_, ok = c.extend("a", kept, all[10:12])
+	require.False(t, ok, "the entry is no longer the slice it read")
+
+	// Extending the current entry leaves the earlier view as it was.
+	current, _ := c.get("a")
+	second, ok := c.extend("a", current, all[20:30])
+	require.True(t, ok)
+	require.Equal(t, all[:30], second)
+	require.Equal(t, all[:20], first, "an earlier view is not written over")
+
+	// One event at a time: after a reallocation there is room, and the appends go in place.
+	more := logOf(60, 10)[:60]
+	views := [][]agent.Decoded{second}
+	inPlace := false
+	for i := 30; i < 60; i++ {
+		cur, _ := c.get("a")
+		next, ok := c.extend("a", cur, more[i:i+1])
+		require.True(t, ok)
+		inPlace = inPlace || &next[0] == &cur[0]
+		views = append(views, next)
+	}
+	require.True(t, inPlace, "some extension appended in place")
+	for _, v := range views {
+		for i, d := range v {
+			require.Equal(t, int64(i+1), d.Event.Seq, "view of %d events, position %d", len(v), i)
+		}
+	}
+
+	queued := logOf(61, 10)[60:] // a queued event: merged by the caller
+	latest, _ := c.get("a")
+	_, ok = c.extend("a", latest, queued)
+	require.False(t, ok)
+	_, ok = c.extend("a", latest, all[5:6])
+	require.False(t, ok, "an event at or below what is kept")
+
+	// A put keeps no spare capacity, so a view it hands out is never written past.
+	c.put("b", all[:10:20])
+	kb, _ := c.get("b")
+	require.Equal(t, len(kb), cap(kb))
+}

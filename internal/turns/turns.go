@@ -526,8 +526,12 @@ func (s *Service) LoadConversation(ctx context.Context, sessionID string) (Turn,
 	if err != nil {
 		return Turn{}, fmt.Errorf("decode log of %s: %w", sessionID, err)
 	}
-	out := Turn{EnvironmentID: c.Session.EnvironmentID, TurnStartSeq: c.Window.StartSeq, Conversation: withKept(kept, fresh)}
-	s.conv.put(sessionID, out.Conversation)
+	out := Turn{EnvironmentID: c.Session.EnvironmentID, TurnStartSeq: c.Window.StartSeq}
+	var extended bool
+	if out.Conversation, extended = s.conv.extend(sessionID, kept, fresh); !extended {
+		out.Conversation = withKept(kept, fresh)
+		s.conv.put(sessionID, out.Conversation)
+	}
 	// The step plans from the turn's part; only the projection needs the whole log.
 	out.History = agent.DecodedTurnPart(out.Conversation, out.TurnStartSeq)
 	if out.Agent, err = s.decodeAgent(c.Session); err != nil {

@@ -214,6 +214,24 @@ func BenchmarkStepLogRead(b *testing.B) {
 			require.NotEmpty(b, agent.ProjectDecoded(turn.Conversation))
 		}
 	})
+	// The steady state: the kept conversation was itself extended by the request before, so
+	// it has room and the new turn is appended in place (conversation-cached measures the
+	// first request after a put, which copies what is kept once).
+	b.Run("conversation-extended", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			log, err := agent.DecodeLog(mustHistory(b, e))
+			require.NoError(b, err)
+			e.svc.conv.put(e.session, log[:total-20])
+			kept, _ := e.svc.conv.get(e.session)
+			_, ok := e.svc.conv.extend(e.session, kept, log[total-20:total-10])
+			require.True(b, ok)
+			b.StartTimer()
+			turn, err := e.svc.LoadConversation(ctx, e.session)
+			require.NoError(b, err)
+			require.NotEmpty(b, agent.ProjectDecoded(turn.Conversation))
+		}
+	})
 	b.Run("conversation-uncached", func(b *testing.B) {
 		uncached := New(e.st, slog.New(slog.NewTextHandler(io.Discard, nil)), WithConversationCache(0))
 		for b.Loop() {
