@@ -48,7 +48,7 @@ type Decoded struct {
 }
 
 // Decode reads what projection needs of ev's body. A queued event is not read: it counts
-// only once delivered, and then it is a new event of the log (DeliverEvents moves it).
+// only once delivered, and then it is a new event of the log (store.Writes.Deliver moves it).
 func Decode(ev wire.Event) (Decoded, error) {
 	d := Decoded{Event: ev}
 	if !delivered(ev) {

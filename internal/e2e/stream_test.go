@@ -206,10 +206,13 @@ func TestStreamQueuedEventAppearsWhenDelivered(t *testing.T) {
 	running := f.seedEvents(sess.ID, time.Now(), agentEvent("session.status_running", `{}`))[0].ID
 	// Deliver the messages as a turn does: processed now, moved to the end of the log.
 	require.NoError(t, f.api.Store.InTx(ctx, func(q *store.Queries) error {
-		if _, err := q.LockSession(ctx, sess.ID); err != nil {
+		rec, err := q.LockSession(ctx, sess.ID)
+		if err != nil {
 			return err
 		}
-		return q.DeliverEvents(ctx, sess.ID, []string{sent.Data[0].ID, sent.Data[1].ID}, time.Now())
+		w := q.Writes(sess.ID, rec.LastSeq)
+		w.Deliver([]string{sent.Data[0].ID, sent.Data[1].ID}, time.Now())
+		return w.Flush(ctx)
 	}))
 
 	got := nextEvents(t, st, 3)

@@ -32,7 +32,7 @@ type NewEvent struct {
 // their ids and seqs. The seqs come from bumping sessions.last_seq in the same statement as
 // the insert, so the row lock that orders concurrent appends is held until the events are
 // committed, also outside a transaction: no reader can see a seq before every smaller one.
-// Appends leave no gaps; only delivering a queued event (DeliverEvents) leaves its old seq
+// Appends leave no gaps; only delivering a queued event (Writes.Deliver) leaves its old seq
 // unused. A wake-up NOTIFY is queued in the same transaction and is
 // delivered only if it commits.
 func (q *Queries) AppendEvents(ctx context.Context, sessionID string, evs []NewEvent, now time.Time) ([]wire.Event, error) {

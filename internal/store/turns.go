@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -114,33 +113,13 @@ func (q *Queries) GetTurnWindow(ctx context.Context, sessionID string) (TurnWind
 	return w, nil
 }
 
-// SetTurnWindow records that a new turn of the session starts at w.StartSeq.
-func (q *Queries) SetTurnWindow(ctx context.Context, sessionID string, w TurnWindow) error {
-	if _, err := q.db.Exec(ctx, setTurnWindowSQL, sessionID, w.StartSeq, nullJSON(w.BaseUsage)); err != nil {
-		return fmt.Errorf("set turn window of %s: %w", sessionID, classify(err))
-	}
-	return nil
-}
-
 const setTurnWindowSQL = `UPDATE sessions SET turn_start_seq = $2, turn_base_usage = $3 WHERE id = $1`
 
-// DeliverEvents marks queued client events processed and moves them to the end of the log,
-// in the order given: a queued event enters the conversation where it is delivered, after
-// everything committed while it waited (API.md §17). The old seqs are left unused, so seqs
-// stay strictly increasing but may skip. The caller must hold the session's row lock.
-func (q *Queries) DeliverEvents(ctx context.Context, sessionID string, eventIDs []string, now time.Time) error {
-	if len(eventIDs) == 0 {
-		return nil
-	}
-	var moved int64
-	err := q.db.QueryRow(ctx, deliverSQL, sessionID, len(eventIDs), eventIDs, now, string(TopicEvents)).Scan(&moved, nil, nil)
-	if err != nil {
-		return fmt.Errorf("deliver events: %w", classify(err))
-	}
-	return checkDelivered(moved, len(eventIDs))
-}
-
-// deliverSQL is DeliverEvents in one statement: the seqs, the move and the wake-up NOTIFY.
+// deliverSQL marks queued client events processed and moves them to the end of the log, in
+// the order given ($3), in one statement: the seqs, the move and the wake-up NOTIFY. A queued
+// event enters the conversation where it is delivered, after everything committed while it
+// waited (API.md §17). The old seqs are left unused, so seqs stay strictly increasing but may
+// skip. The caller must hold the session's row lock (Writes.Deliver).
 const deliverSQL = `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq),
 		m AS (UPDATE events e SET seq = s.last_seq - $2 + u.ord, processed_at = $4
 			FROM s, unnest($3::text[]) WITH ORDINALITY AS u(id, ord)

@@ -59,8 +59,8 @@ func (w *Writes) Append(evs []NewEvent, now time.Time) []wire.Event {
 	return a.out
 }
 
-// Deliver queues DeliverEvents. The events move to the seqs after LastSeq, in the order
-// given.
+// Deliver queues the delivery of queued client events (deliverSQL): they become processed
+// and move to the seqs after LastSeq, in the order given.
 func (w *Writes) Deliver(eventIDs []string, now time.Time) {
 	if len(eventIDs) == 0 {
 		return
@@ -84,7 +84,7 @@ func (w *Writes) UpdateSession(r SessionRecord) {
 	w.batch.Queue(updateSessionSQL, updateSessionArgs(r)...).Exec(func(pgconn.CommandTag) error { return nil })
 }
 
-// SetTurnWindow queues SetTurnWindow of win.
+// SetTurnWindow queues recording that a new turn of the session starts at win.StartSeq.
 func (w *Writes) SetTurnWindow(win TurnWindow) {
 	w.batch.Queue(setTurnWindowSQL, w.sessionID, win.StartSeq, nullJSON(win.BaseUsage)).Exec(func(pgconn.CommandTag) error { return nil })
 }

@@ -99,7 +99,11 @@ func TestWritesRefuseAnUnexpectedLog(t *testing.T) {
 			msg := []NewEvent{{Type: wire.EventUserMessage, Body: json.RawMessage(`{"content":[]}`)}}
 			first, err := f.st.AppendEvents(ctx, sid, msg, time.Now())
 			require.NoError(t, err)
-			require.NoError(t, f.st.DeliverEvents(ctx, sid, []string{first[0].ID}, time.Now()))
+			require.NoError(t, f.st.InTx(ctx, func(q *Queries) error {
+				w := q.Writes(sid, 1)
+				w.Deliver([]string{first[0].ID}, time.Now())
+				return w.Flush(ctx)
+			}))
 			second, err := f.st.AppendEvents(ctx, sid, msg, time.Now())
 			require.NoError(t, err)
 			err = f.st.InTx(ctx, func(q *Queries) error {

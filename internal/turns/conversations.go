@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/managed-agents/managed-agents/internal/agent"
+	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
 // DefaultConversationCacheBytes bounds the conversations a worker keeps (WithConversationCache).
@@ -79,8 +80,7 @@ func (c *conversations) put(sessionID string, log []agent.Decoded) {
 			continue
 		}
 		v.upTo = max(v.upTo, ev.Seq)
-		// The decoded content is about as large as the body it came from.
-		v.bytes += 2*len(ev.Body) + len(ev.ID) + len(ev.Type) + eventOverhead
+		v.bytes += eventBytes(ev)
 	}
 	v.events = log
 	if queued {
@@ -125,7 +125,7 @@ func (c *conversations) extend(sessionID string, kept, fresh []agent.Decoded) (c
 			return nil, false
 		}
 		upTo = ev.Seq
-		added += 2*len(ev.Body) + len(ev.ID) + len(ev.Type) + eventOverhead
+		added += eventBytes(ev)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -145,6 +145,10 @@ func (c *conversations) extend(sessionID string, kept, fresh []agent.Decoded) (c
 	}
 	return v.events, true
 }
+
+// eventBytes estimates what a kept event holds: the decoded content is about as large as
+// the body it came from.
+func eventBytes(ev wire.Event) int { return 2*len(ev.Body) + len(ev.ID) + len(ev.Type) + eventOverhead }
 
 // drop forgets a session.
 func (c *conversations) drop(sessionID string) {

@@ -222,7 +222,7 @@ func (t *turnTx) openTurn(ctx context.Context, eventIDs []string) error {
 	return t.deliver(ctx, eventIDs)
 }
 
-// moveDelivered does to history what store.DeliverEvents did to the log (it succeeds only if
+// moveDelivered does to history what store.Writes.Deliver does to the log (it succeeds only if
 // every event was queued): the events move to the end in the order given, with the next seqs
 // and processed_at set.
 func moveDelivered(history []wire.Event, eventIDs []string, lastSeq int64, at time.Time) []wire.Event {

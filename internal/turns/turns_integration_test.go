@@ -153,7 +153,13 @@ func TestAdvanceWithAnOldSessionReadsTheWholeLog(t *testing.T) {
 	e.turn(t, 5, 0)
 	// As a session from before turn windows: no window, so the whole log is the turn.
 	require.NoError(t, e.st.InTx(ctx, func(q *store.Queries) error {
-		return q.SetTurnWindow(ctx, e.session, store.TurnWindow{})
+		rec, err := q.LockSession(ctx, e.session)
+		if err != nil {
+			return err
+		}
+		w := q.Writes(e.session, rec.LastSeq)
+		w.SetTurnWindow(store.TurnWindow{})
+		return w.Flush(ctx)
 	}))
 	second := e.turn(t, 7, 0)
 	u, err := wire.DecodeBody[wire.SessionUsageBody](lastOfType(t, second.History, wire.EventSessionUsage))
