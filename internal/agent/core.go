@@ -87,6 +87,9 @@ type Input struct {
 	// Conversation, when set, is History decoded (DecodeLog) by a caller that keeps decoded
 	// events between requests; nil, ModelTurn decodes History.
 	Conversation []Decoded
+	// Projection, when set, is Conversation projected (Projection.Extend) by a caller that
+	// keeps projections between requests; nil, ModelTurn projects Conversation.
+	Projection *Projection
 	// Emitter appends the step's events to the log.
 	Emitter Emitter
 	// Previews receives stream previews; nil sends none.
@@ -178,13 +181,10 @@ func (c *Core) ModelTurn(ctx context.Context, in Input) (ModelTurnResult, error)
 		c.log.DebugContext(ctx, "model turn not due; nothing to do", "next", step.Kind)
 		return ModelTurnResult{}, nil
 	}
-	conv := in.Conversation
-	if conv == nil {
-		if conv, err = DecodeLog(in.History); err != nil {
-			return ModelTurnResult{}, err
-		}
+	msgs, err := in.messages()
+	if err != nil {
+		return ModelTurnResult{}, err
 	}
-	msgs := ProjectDecoded(conv)
 	ts := newToolset(in.Agent.Tools, in.MCPTools)
 	if len(ts.offered) == 0 {
 		// Models refuse tool blocks in a request that defines no tools, which happens when
@@ -219,6 +219,21 @@ func (c *Core) ModelTurn(ctx context.Context, in Input) (ModelTurnResult, error)
 		return ModelTurnResult{}, fmt.Errorf("emit model response: %w", err)
 	}
 	return ModelTurnResult{Ran: true, Response: resp, Events: committed}, nil
+}
+
+// messages is the conversation a model request sends, from what the caller kept.
+func (in Input) messages() ([]model.Message, error) {
+	if in.Projection != nil {
+		return in.Projection.Messages(), nil
+	}
+	conv := in.Conversation
+	if conv == nil {
+		var err error
+		if conv, err = DecodeLog(in.History); err != nil {
+			return nil, err
+		}
+	}
+	return ProjectDecoded(conv), nil
 }
 
 // failRequest closes a failed model request in the log and returns the model error unchanged,

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/managed-agents/managed-agents/internal/model"
@@ -97,42 +99,88 @@ func DecodeLog(history []wire.Event) ([]Decoded, error) {
 
 // ProjectDecoded is Project of a decoded log.
 func ProjectDecoded(log []Decoded) []model.Message {
-	p := projector{answers: indexDecoded(log)}
+	p, _ := (*Projection)(nil).Extend(log) // a first Extend always succeeds
+	return p.Messages()
+}
+
+// Projection is the projection of the events read so far, kept so that a model request of a
+// long conversation projects only the events appended since the last one: projecting the
+// whole conversation for every request made most of a request's garbage. It never changes;
+// Extend returns a new one. The nil *Projection is that of an empty log.
+//
+// Projecting in parts gives what projecting the whole log at once gives (TestProject checks
+// every split of its logs): an answer (a result or a confirmation) counts wherever it is in
+// the log, so each part's answers are indexed before its events are read, and a call placed
+// in an earlier part is answered from what that part knew. The one case a part cannot mend
+// is the first answer to a call that an earlier part already answered with a synthetic
+// result (no result was in the log then); Extend then says so, and the caller projects the
+// whole log again.
+type Projection struct {
+	p projector
+}
+
+// Extend returns the projection of the events read so far followed by log. ok is false when
+// log answers a call that is already placed with a synthetic result: project the whole log
+// again (a nil receiver's Extend never refuses).
+func (pr *Projection) Extend(log []Decoded) (next *Projection, ok bool) {
+	var p projector
+	if pr != nil {
+		p = pr.p.clone(0)
+	}
+	for _, d := range log {
+		if !delivered(d.Event) {
+			continue
+		}
+		var target string
+		switch {
+		case d.result != nil:
+			target = d.result.Target()
+		case d.confirmation != nil:
+			target = d.confirmation.ToolUseID
+		default:
+			continue
+		}
+		if _, placed := p.synthetic[target]; placed {
+			return nil, false
+		}
+		p.index(d)
+	}
 	for _, d := range log {
 		if delivered(d.Event) {
 			p.add(d)
 		}
 	}
-	p.seal()
-	p.flushUser()
-	return p.msgs
+	return &Projection{p: p}, true
 }
 
-// indexDecoded is indexAnswers of a decoded log.
-func indexDecoded(log []Decoded) answers {
-	a := answers{results: map[string]wire.ResultBody{}, confirmations: map[string]wire.ToolConfirmationBody{}}
-	for _, d := range log {
-		switch {
-		case !delivered(d.Event):
-		case d.result != nil:
-			if _, seen := a.results[d.result.Target()]; !seen {
-				a.results[d.result.Target()] = *d.result
-			}
-		case d.confirmation != nil:
-			if _, seen := a.confirmations[d.confirmation.ToolUseID]; !seen {
-				a.confirmations[d.confirmation.ToolUseID] = *d.confirmation
-			}
-		}
+// Messages is the conversation: what the model is sent. The slice is the caller's; the
+// messages' contents are shared and must not be changed.
+func (pr *Projection) Messages() []model.Message {
+	if pr == nil {
+		return nil
 	}
-	return a
+	p := pr.p.clone(2)
+	p.seal()
+	p.flushUser()
+	if len(p.msgs) == 0 {
+		return nil
+	}
+	return p.msgs
 }
 
 // projector builds messages in order. An assistant message is built from the events of one
 // model response and sealed when anything else happens; its calls' results are placed when
 // the next user message is flushed.
 type projector struct {
+	// answers holds the answers of the calls not placed yet (and any stray answer).
 	answers answers
-	msgs    []model.Message
+	// synthetic are the calls placed with a synthetic result: only there can a later answer
+	// change what is already projected.
+	synthetic map[string]struct{}
+	msgs      []model.Message
+	// ownFrom is the first message whose content is p's own: those before it are shared
+	// with the projection p was cloned from, and are copied before they change.
+	ownFrom int
 	// building is the assistant message of the response being read, nil between responses.
 	building *model.Message
 	// buildingCalls are the tool calls of building.
@@ -141,6 +189,48 @@ type projector struct {
 	unanswered []call
 	// userBlocks is user content delivered since the last assistant message.
 	userBlocks []model.Block
+}
+
+// clone is a copy of p that shares nothing p may change: appending to a clipped slice or a
+// cloned map never writes where p looks. The messages are copied with room for extra more.
+func (p *projector) clone(extra int) projector {
+	c := projector{
+		answers: answers{
+			results:       maps.Clone(p.answers.results),
+			confirmations: maps.Clone(p.answers.confirmations),
+		},
+		synthetic:     maps.Clone(p.synthetic),
+		msgs:          append(make([]model.Message, 0, len(p.msgs)+extra), p.msgs...),
+		ownFrom:       len(p.msgs),
+		buildingCalls: slices.Clip(p.buildingCalls),
+		unanswered:    slices.Clip(p.unanswered),
+		userBlocks:    slices.Clip(p.userBlocks),
+	}
+	if p.building != nil {
+		b := model.Message{Role: p.building.Role, Content: slices.Clip(p.building.Content)}
+		c.building = &b
+	}
+	return c
+}
+
+// index records an answer; the first answer to a call wins.
+func (p *projector) index(d Decoded) {
+	switch {
+	case d.result != nil:
+		if p.answers.results == nil {
+			p.answers.results = map[string]wire.ResultBody{}
+		}
+		if _, seen := p.answers.results[d.result.Target()]; !seen {
+			p.answers.results[d.result.Target()] = *d.result
+		}
+	case d.confirmation != nil:
+		if p.answers.confirmations == nil {
+			p.answers.confirmations = map[string]wire.ToolConfirmationBody{}
+		}
+		if _, seen := p.answers.confirmations[d.confirmation.ToolUseID]; !seen {
+			p.answers.confirmations[d.confirmation.ToolUseID] = *d.confirmation
+		}
+	}
 }
 
 func (p *projector) add(d Decoded) {
@@ -183,7 +273,7 @@ func (p *projector) seal() {
 	// Two responses with nothing between them cannot come from a valid turn, but models
 	// reject consecutive assistant messages, so merge rather than fail.
 	if n := len(p.msgs); n > 0 && p.msgs[n-1].Role == msg.Role && len(p.unanswered) == 0 {
-		p.msgs[n-1].Content = append(p.msgs[n-1].Content, msg.Content...)
+		p.appendToLast(msg.Content)
 	} else {
 		p.msgs = append(p.msgs, msg)
 	}
@@ -196,7 +286,7 @@ func (p *projector) seal() {
 func (p *projector) flushUser() {
 	blocks := make([]model.Block, 0, len(p.unanswered)+len(p.userBlocks))
 	for _, c := range p.unanswered {
-		blocks = append(blocks, p.result(c))
+		blocks = append(blocks, p.place(c))
 	}
 	blocks = append(blocks, p.userBlocks...)
 	p.unanswered, p.userBlocks = nil, nil
@@ -204,16 +294,42 @@ func (p *projector) flushUser() {
 		return
 	}
 	if n := len(p.msgs); n > 0 && p.msgs[n-1].Role == "user" {
-		p.msgs[n-1].Content = append(p.msgs[n-1].Content, blocks...)
+		p.appendToLast(blocks)
 		return
 	}
 	p.msgs = append(p.msgs, model.Message{Role: "user", Content: blocks})
 }
 
+// appendToLast appends blocks to the last message's content, in place when the content is
+// p's own, to a copy when it is shared (ownFrom).
+func (p *projector) appendToLast(blocks []model.Block) {
+	last := len(p.msgs) - 1
+	if last < p.ownFrom {
+		p.msgs[last].Content = slices.Clip(p.msgs[last].Content)
+		p.ownFrom = last
+	}
+	p.msgs[last].Content = append(p.msgs[last].Content, blocks...)
+}
+
+// place is c's tool_result block, placed for good: its answers are no longer needed, and a
+// synthetic result is remembered (Extend).
+func (p *projector) place(c call) model.Block {
+	b, synthetic := p.result(c)
+	delete(p.answers.results, c.id())
+	delete(p.answers.confirmations, c.id())
+	if synthetic {
+		if p.synthetic == nil {
+			p.synthetic = map[string]struct{}{}
+		}
+		p.synthetic[c.id()] = struct{}{}
+	}
+	return b
+}
+
 // result is the tool_result block answering c: its recorded result, or a synthetic error.
-func (p *projector) result(c call) model.Block {
+func (p *projector) result(c call) (b model.Block, synthetic bool) {
 	if r, ok := p.answers.results[c.id()]; ok {
-		return model.Block{Type: model.BlockToolResult, ToolUseID: c.id(), Content: convertBlocks(r.Content), IsError: r.IsError}
+		return model.Block{Type: model.BlockToolResult, ToolUseID: c.id(), Content: convertBlocks(r.Content), IsError: r.IsError}, false
 	}
 	text := abandonedText
 	switch state, reject := classify(c, p.answers); state {
@@ -226,7 +342,7 @@ func (p *projector) result(c call) model.Block {
 		ToolUseID: c.id(),
 		Content:   []model.Block{{Type: model.BlockText, Text: text}},
 		IsError:   true,
-	}
+	}, true
 }
 
 // convertBlocks turns event content into model blocks. Empty text blocks are dropped because
@@ -279,11 +395,15 @@ func deref(s *string) string {
 }
 
 // toolBlocksAsText rewrites tool_use and tool_result blocks as text, for a request that
-// offers no tools: the model keeps what happened without blocks it would refuse.
+// offers no tools: the model keeps what happened without blocks it would refuse. It replaces
+// the messages of msgs that have such blocks and returns msgs: the slice must be the
+// caller's, and the contents, which may be shared (Projection), are never changed.
 func toolBlocksAsText(msgs []model.Message) []model.Message {
-	out := make([]model.Message, len(msgs))
 	for i, m := range msgs {
-		out[i] = model.Message{Role: m.Role, Content: make([]model.Block, 0, len(m.Content))}
+		if !slices.ContainsFunc(m.Content, isToolBlock) {
+			continue
+		}
+		content := make([]model.Block, 0, len(m.Content))
 		for _, b := range m.Content {
 			switch b.Type {
 			case model.BlockToolUse:
@@ -303,8 +423,13 @@ func toolBlocksAsText(msgs []model.Message) []model.Message {
 				}
 				b = model.Block{Type: model.BlockText, Text: fmt.Sprintf("[tool %s: %s]", status, strings.Join(texts, "\n"))}
 			}
-			out[i].Content = append(out[i].Content, b)
+			content = append(content, b)
 		}
+		msgs[i] = model.Message{Role: m.Role, Content: content}
 	}
-	return out
+	return msgs
+}
+
+func isToolBlock(b model.Block) bool {
+	return b.Type == model.BlockToolUse || b.Type == model.BlockToolResult
 }

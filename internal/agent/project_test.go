@@ -297,6 +297,23 @@ func TestProject(t *testing.T) {
 			},
 		},
 		{
+			name: "a result logged after the turn went on still answers its call",
+			history: hist(
+				userMsg("u1", "list"),
+				response("1", toolUse("tu1", "bash", bashIn, "allow")),
+				interrupt("i1"),
+				userMsg("u2", "again"),
+				response("2", agentMsg("m2", "ok")),
+				toolResult("tr1", "tu1", "a.txt", false),
+			),
+			want: []model.Message{
+				user(text("list")),
+				assistant(use("tu1", "bash", bashIn)),
+				user(result("tu1", "a.txt", false), text("again")),
+				assistant(text("ok")),
+			},
+		},
+		{
 			name: "non-text user blocks become notes; text documents pass their text",
 			history: hist(ev("u1", wire.EventUserMessage, `{"content":[
 				{"type":"text","text":"see"},
@@ -317,8 +334,91 @@ func TestProject(t *testing.T) {
 			got, err := agent.Project(tt.history)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, got)
+
+			// Projected in parts, as the conversation cache does, at every split and one
+			// event at a time, it is the same.
+			log, err := agent.DecodeLog(tt.history)
+			require.NoError(t, err)
+			for k := range len(log) + 1 {
+				require.Equal(t, tt.want, projectInParts(t, log, k).Messages(), "split at %d", k)
+			}
+			require.Equal(t, tt.want, projectInParts(t, log, oneByOne(len(log))...).Messages(), "one event at a time")
 		})
 	}
+}
+
+// projectInParts projects log in the parts that end at the given indexes (and the rest), as
+// the conversation cache does: a part Extend refuses is projected with everything before it.
+func projectInParts(t *testing.T, log []agent.Decoded, ends ...int) *agent.Projection {
+	t.Helper()
+	var p *agent.Projection
+	from := 0
+	for _, end := range append(ends, len(log)) {
+		next, ok := p.Extend(log[from:end])
+		if !ok {
+			next, ok = (*agent.Projection)(nil).Extend(log[:end])
+			require.True(t, ok, "a projection from the start never refuses")
+		}
+		p, from = next, end
+	}
+	return p
+}
+
+func oneByOne(n int) []int {
+	ends := make([]int, n)
+	for i := range ends {
+		ends[i] = i + 1
+	}
+	return ends
+}
+
+// A projection never changes: two continuations of one projection each get their own
+// conversation, and the first is what it was.
+func TestProjectionIsNeverChanged(t *testing.T) {
+	t.Parallel()
+	const bashIn = `{"command":"ls"}`
+	base, err := agent.DecodeLog(hist(
+		userMsg("u1", "list"),
+		response("1", agentMsg("m1", "looking"), toolUse("tu1", "bash", bashIn, "allow")),
+	))
+	require.NoError(t, err)
+	p, ok := (*agent.Projection)(nil).Extend(base)
+	require.True(t, ok)
+	before := p.Messages()
+
+	a, err := agent.DecodeLog(hist(toolResult("tr1", "tu1", "a.txt", false), response("2", agentMsg("m2", "done"))))
+	require.NoError(t, err)
+	b, err := agent.DecodeLog(hist(interrupt("i1"), userMsg("u2", "stop"), response("3", agentMsg("m3", "stopped"))))
+	require.NoError(t, err)
+	pa, ok := p.Extend(a)
+	require.True(t, ok)
+	pb, ok := p.Extend(b)
+	require.True(t, ok)
+
+	require.Equal(t, []model.Message{
+		user(text("list")),
+		assistant(text("looking"), use("tu1", "bash", bashIn)),
+		user(result("tu1", "a.txt", false)),
+		assistant(text("done")),
+	}, pa.Messages())
+	require.Equal(t, []model.Message{
+		user(text("list")),
+		assistant(text("looking"), use("tu1", "bash", bashIn)),
+		user(result("tu1", "The turn was interrupted before this tool call returned a result.", true), text("stop")),
+		assistant(text("stopped")),
+	}, pb.Messages())
+	require.Equal(t, before, p.Messages())
+
+	// The call is placed with a synthetic result in pb: its first real result, later, changes
+	// what is already projected, so pb cannot be extended with it.
+	late, err := agent.DecodeLog(hist(toolResult("tr9", "tu1", "late", false)))
+	require.NoError(t, err)
+	_, ok = pb.Extend(late)
+	require.False(t, ok)
+	// pa placed it with its real result: a second result is a stray and changes nothing.
+	pa2, ok := pa.Extend(late)
+	require.True(t, ok)
+	require.Equal(t, pa.Messages(), pa2.Messages())
 }
 
 func TestProjectRejectsCorruptBodies(t *testing.T) {

@@ -383,6 +383,7 @@ func (a *Activities) input(sessionID string, turn turns.Turn) agent.Input {
 		History:      turn.History,
 		TurnStart:    turn.TurnStartSeq,
 		Conversation: turn.Conversation,
+		Projection:   turn.Projection,
 		Emitter:      a.Turns.Emitter(sessionID),
 		Sandbox: agent.SandboxFunc(func(ctx context.Context) (sb sandbox.Sandbox, err error) {
 			err = a.traceSandbox(ctx, "sandbox.attach", func(ctx context.Context) (err error) {

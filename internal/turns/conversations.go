@@ -14,8 +14,9 @@ import (
 // DefaultConversationCacheBytes bounds the conversations a worker keeps (WithConversationCache).
 const DefaultConversationCacheBytes = 64 << 20
 
-// eventOverhead approximates what a cached event holds besides its body, id and type.
-const eventOverhead = 160
+// eventOverhead approximates what a cached event holds besides its body, id and type: the
+// decoded event and its share of the projection (a model.Block alone is 168 bytes).
+const eventOverhead = 352
 
 // conversations keeps, per session, the processed events of its log up to a seq, decoded for
 // projection (agent.Decoded), so that a model request reads and decodes only what was
@@ -31,9 +32,11 @@ type conversations struct {
 	max   int
 }
 
-// conversation is a session's processed events with seq ≤ upTo, in log order.
+// conversation is a session's processed events with seq ≤ upTo, in log order, and their
+// projection into model messages (so a request projects only what is new too).
 type conversation struct {
 	events []agent.Decoded
+	proj   *agent.Projection
 	upTo   int64
 	bytes  int
 }
@@ -49,29 +52,31 @@ func newConversations(maxBytes int) *conversations {
 	return c
 }
 
-// get returns what is kept of a session: its processed events up to upTo (0 and nil when
-// nothing is). The slice is shared: callers must not change its elements.
-func (c *conversations) get(sessionID string) ([]agent.Decoded, int64) {
+// get returns what is kept of a session: its processed events up to upTo and their
+// projection (0 and nils when nothing is). The slice is shared: callers must not change its
+// elements.
+func (c *conversations) get(sessionID string) ([]agent.Decoded, int64, *agent.Projection) {
 	if c == nil {
-		return nil, 0
+		return nil, 0, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.lru.Get(sessionID)
 	if !ok {
-		return nil, 0
+		return nil, 0, nil
 	}
-	return v.events, v.upTo
+	return v.events, v.upTo, v.proj
 }
 
-// put keeps the processed events of log, a session's whole log as just read and decoded.
-// When every event of log is processed (no client event waits), log itself is kept, not a
-// copy: the caller must not change it afterwards, as it must not change what get returns.
-func (c *conversations) put(sessionID string, log []agent.Decoded) {
+// put keeps the processed events of log, a session's whole log as just read and decoded,
+// and proj, their projection. When every event of log is processed (no client event waits),
+// log itself is kept, not a copy: the caller must not change it afterwards, as it must not
+// change what get returns.
+func (c *conversations) put(sessionID string, log []agent.Decoded, proj *agent.Projection) {
 	if c == nil {
 		return
 	}
-	var v conversation
+	v := conversation{proj: proj}
 	queued := false
 	for _, d := range log {
 		ev := d.Event
@@ -107,14 +112,15 @@ func (c *conversations) put(sessionID string, log []agent.Decoded) {
 	}
 }
 
-// extend is withKept followed by put without copying what is kept, for the common case:
+// extend is withKept followed by put without copying what is kept, for the common case
+// (proj is the projection of kept and fresh):
 // fresh holds only processed events above what is kept. It appends fresh to the kept slice
 // in place when that slice is still the session's entry, and returns the whole conversation;
 // ok is false when it did nothing (the caller merges and puts). Appending in place is safe
 // because nobody views a kept slice past its length: put keeps slices with no spare capacity,
 // so only extend's own appends make room past a length, and the entry they make is the only
 // slice of that array it writes past, after every view handed out of it.
-func (c *conversations) extend(sessionID string, kept, fresh []agent.Decoded) (conv []agent.Decoded, ok bool) {
+func (c *conversations) extend(sessionID string, kept, fresh []agent.Decoded, proj *agent.Projection) (conv []agent.Decoded, ok bool) {
 	if c == nil || len(kept) == 0 || len(fresh) == 0 {
 		return nil, false
 	}
@@ -133,7 +139,7 @@ func (c *conversations) extend(sessionID string, kept, fresh []agent.Decoded) (c
 	if !found || len(v.events) != len(kept) || &v.events[0] != &kept[0] {
 		return nil, false // the entry changed since kept was read from it
 	}
-	v.events, v.upTo, v.bytes = append(v.events, fresh...), upTo, v.bytes+added
+	v.events, v.proj, v.upTo, v.bytes = append(v.events, fresh...), proj, upTo, v.bytes+added
 	c.lru.Remove(sessionID)
 	if v.bytes > c.max {
 		return v.events, true // larger than the bound: not kept, as in put

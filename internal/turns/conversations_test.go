@@ -33,38 +33,38 @@ func TestConversationsKeepProcessedEventsWithinTheirBound(t *testing.T) {
 	perEvent := 2*1000 + len("e0") + len("agent.message") + eventOverhead // ids e0…e9
 	c := newConversations(25 * perEvent)
 
-	c.put("a", logOf(10, 1000))
-	kept, upTo := c.get("a")
+	c.put("a", logOf(10, 1000), nil)
+	kept, upTo, _ := c.get("a")
 	require.Len(t, kept, 10, "the queued event is not kept")
 	require.EqualValues(t, 10, upTo)
 
-	c.put("b", logOf(10, 1000))
+	c.put("b", logOf(10, 1000), nil)
 	c.get("a") // a is now the more recently used
-	c.put("c", logOf(10, 1000))
-	kept, _ = c.get("b")
+	c.put("c", logOf(10, 1000), nil)
+	kept, _, _ = c.get("b")
 	require.Nil(t, kept, "the least recently used session went first")
 	for _, id := range []string{"a", "c"} {
-		kept, _ = c.get(id)
+		kept, _, _ = c.get(id)
 		require.Len(t, kept, 10, id)
 	}
 	require.LessOrEqual(t, c.bytes, c.max)
 
-	c.put("a", logOf(5, 1000)) // replaced, not added
-	kept, upTo = c.get("a")
+	c.put("a", logOf(5, 1000), nil) // replaced, not added
+	kept, upTo, _ = c.get("a")
 	require.Len(t, kept, 5)
 	require.EqualValues(t, 5, upTo)
 
-	c.put("huge", logOf(30, 1000))
-	kept, _ = c.get("huge")
+	c.put("huge", logOf(30, 1000), nil)
+	kept, _, _ = c.get("huge")
 	require.Nil(t, kept, "a conversation over the whole bound is not kept")
 	c.drop("c")
-	kept, _ = c.get("c")
+	kept, _, _ = c.get("c")
 	require.Nil(t, kept)
 	require.Equal(t, 5*perEvent, c.bytes, "only a's five events are counted")
 
 	var none *conversations = newConversations(0)
-	none.put("a", logOf(1, 10))
-	kept, upTo = none.get("a")
+	none.put("a", logOf(1, 10), nil)
+	kept, upTo, _ = none.get("a")
 	require.Nil(t, kept)
 	require.Zero(t, upTo)
 }
@@ -76,22 +76,22 @@ func TestConversationsExtendInPlace(t *testing.T) {
 	t.Parallel()
 	c := newConversations(64 << 20)
 	all := logOf(30, 10)[:30] // processed events, seqs 1…30
-	c.put("a", all[:10])
-	kept, _ := c.get("a")
+	c.put("a", all[:10], nil)
+	kept, _, _ := c.get("a")
 
-	first, ok := c.extend("a", kept, all[10:20])
+	first, ok := c.extend("a", kept, all[10:20], nil)
 	require.True(t, ok)
 	require.Equal(t, all[:20], first)
-	_, upTo := c.get("a")
+	_, upTo, _ := c.get("a")
 	require.EqualValues(t, 20, upTo)
 
 	// A second request that read the same kept slice finds the entry moved on.
-	_, ok = c.extend("a", kept, all[10:12])
+	_, ok = c.extend("a", kept, all[10:12], nil)
 	require.False(t, ok, "the entry is no longer the slice it read")
 
 	// Extending the current entry leaves the earlier view as it was.
-	current, _ := c.get("a")
-	second, ok := c.extend("a", current, all[20:30])
+	current, _, _ := c.get("a")
+	second, ok := c.extend("a", current, all[20:30], nil)
 	require.True(t, ok)
 	require.Equal(t, all[:30], second)
 	require.Equal(t, all[:20], first, "an earlier view is not written over")
@@ -101,8 +101,8 @@ func TestConversationsExtendInPlace(t *testing.T) {
 	views := [][]agent.Decoded{second}
 	inPlace := false
 	for i := 30; i < 60; i++ {
-		cur, _ := c.get("a")
-		next, ok := c.extend("a", cur, more[i:i+1])
+		cur, _, _ := c.get("a")
+		next, ok := c.extend("a", cur, more[i:i+1], nil)
 		require.True(t, ok)
 		inPlace = inPlace || &next[0] == &cur[0]
 		views = append(views, next)
@@ -115,14 +115,14 @@ func TestConversationsExtendInPlace(t *testing.T) {
 	}
 
 	queued := logOf(61, 10)[60:] // a queued event: merged by the caller
-	latest, _ := c.get("a")
-	_, ok = c.extend("a", latest, queued)
+	latest, _, _ := c.get("a")
+	_, ok = c.extend("a", latest, queued, nil)
 	require.False(t, ok)
-	_, ok = c.extend("a", latest, all[5:6])
+	_, ok = c.extend("a", latest, all[5:6], nil)
 	require.False(t, ok, "an event at or below what is kept")
 
 	// A put keeps no spare capacity, so a view it hands out is never written past.
-	c.put("b", all[:10:20])
-	kb, _ := c.get("b")
+	c.put("b", all[:10:20], nil)
+	kb, _, _ := c.get("b")
 	require.Equal(t, len(kb), cap(kb))
 }

@@ -35,6 +35,8 @@ type Turn struct {
 	EnvironmentID string
 	// Conversation is History decoded for projection (LoadConversation only).
 	Conversation []agent.Decoded
+	// Projection is Conversation projected (LoadConversation only).
+	Projection *agent.Projection
 	// TurnStartSeq is where the current (or latest) turn starts in the log: the version of
 	// its MCP listing.
 	TurnStartSeq int64
@@ -514,7 +516,7 @@ func (s *Service) LoadTurn(ctx context.Context, sessionID string) (Turn, error) 
 // and Advance plan it. The row, the window and the log above what the conversation cache
 // keeps of the session are read in one batch.
 func (s *Service) LoadConversation(ctx context.Context, sessionID string) (Turn, error) {
-	kept, upTo := s.conv.get(sessionID)
+	kept, upTo, keptProj := s.conv.get(sessionID)
 	c, err := s.store.ConversationSince(ctx, sessionID, upTo)
 	if err = goneIfEnded(c, err); err != nil {
 		if errors.Is(err, ErrSessionGone) {
@@ -527,11 +529,21 @@ func (s *Service) LoadConversation(ctx context.Context, sessionID string) (Turn,
 		return Turn{}, fmt.Errorf("decode log of %s: %w", sessionID, err)
 	}
 	out := Turn{EnvironmentID: c.Session.EnvironmentID, TurnStartSeq: c.Window.StartSeq}
-	var extended bool
-	if out.Conversation, extended = s.conv.extend(sessionID, kept, fresh); !extended {
-		out.Conversation = withKept(kept, fresh)
-		s.conv.put(sessionID, out.Conversation)
+	// The events above what is kept are processed and come after it, and projection skips
+	// queued ones, so the kept projection extended by fresh is the whole log's.
+	proj, projected := keptProj.Extend(fresh)
+	extended := false
+	if projected {
+		out.Conversation, extended = s.conv.extend(sessionID, kept, fresh, proj)
 	}
+	if !extended {
+		out.Conversation = withKept(kept, fresh)
+		if !projected {
+			proj, _ = (*agent.Projection)(nil).Extend(out.Conversation)
+		}
+		s.conv.put(sessionID, out.Conversation, proj)
+	}
+	out.Projection = proj
 	// The step plans from the turn's part; only the projection needs the whole log.
 	out.History = agent.DecodedTurnPart(out.Conversation, out.TurnStartSeq)
 	if out.Agent, err = s.decodeAgent(c.Session); err != nil {

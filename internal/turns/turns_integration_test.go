@@ -213,11 +213,12 @@ func BenchmarkStepLogRead(b *testing.B) {
 			b.StopTimer()
 			log, err := agent.DecodeLog(mustHistory(b, e)[:total-10])
 			require.NoError(b, err)
-			e.svc.conv.put(e.session, log)
+			proj, _ := (*agent.Projection)(nil).Extend(log)
+			e.svc.conv.put(e.session, log, proj)
 			b.StartTimer()
 			turn, err := e.svc.LoadConversation(ctx, e.session)
 			require.NoError(b, err)
-			require.NotEmpty(b, agent.ProjectDecoded(turn.Conversation))
+			require.NotEmpty(b, turn.Projection.Messages())
 		}
 	})
 	// The steady state: the kept conversation was itself extended by the request before, so
@@ -228,14 +229,16 @@ func BenchmarkStepLogRead(b *testing.B) {
 			b.StopTimer()
 			log, err := agent.DecodeLog(mustHistory(b, e))
 			require.NoError(b, err)
-			e.svc.conv.put(e.session, log[:total-20])
-			kept, _ := e.svc.conv.get(e.session)
-			_, ok := e.svc.conv.extend(e.session, kept, log[total-20:total-10])
+			proj, _ := (*agent.Projection)(nil).Extend(log[:total-20])
+			e.svc.conv.put(e.session, log[:total-20], proj)
+			kept, _, proj := e.svc.conv.get(e.session)
+			proj, _ = proj.Extend(log[total-20 : total-10])
+			_, ok := e.svc.conv.extend(e.session, kept, log[total-20:total-10], proj)
 			require.True(b, ok)
 			b.StartTimer()
 			turn, err := e.svc.LoadConversation(ctx, e.session)
 			require.NoError(b, err)
-			require.NotEmpty(b, agent.ProjectDecoded(turn.Conversation))
+			require.NotEmpty(b, turn.Projection.Messages())
 		}
 	})
 	b.Run("conversation-uncached", func(b *testing.B) {
@@ -243,7 +246,7 @@ func BenchmarkStepLogRead(b *testing.B) {
 		for b.Loop() {
 			turn, err := uncached.LoadConversation(ctx, e.session)
 			require.NoError(b, err)
-			require.NotEmpty(b, agent.ProjectDecoded(turn.Conversation))
+			require.NotEmpty(b, turn.Projection.Messages())
 		}
 	})
 }
@@ -339,13 +342,17 @@ func TestConversationCacheReadsWhatTheLogHolds(t *testing.T) {
 		require.Equal(t, want, eventsOf(whole.Conversation), what)
 		fresh, err := uncached.LoadConversation(ctx, e.session)
 		require.NoError(t, err)
+		// The projection, extended turn by turn in the cache, is the whole log's.
+		require.Equal(t, agent.ProjectDecoded(whole.Conversation), whole.Projection.Messages(), what)
+		require.Equal(t, fresh.Projection.Messages(), whole.Projection.Messages(), what)
+		fresh.Projection, whole.Projection = nil, nil
 		require.Equal(t, fresh, whole, what)
 		return whole
 	}
 
 	e.turn(t, 3, 1)
 	check("after a turn")
-	_, upTo := e.svc.conv.get(e.session)
+	_, upTo, _ := e.svc.conv.get(e.session)
 	require.Positive(t, upTo, "the first read kept the session's processed events")
 
 	e.turn(t, 4, 2)
@@ -361,7 +368,7 @@ func TestConversationCacheReadsWhatTheLogHolds(t *testing.T) {
 	whole := check("with a queued message among kept events")
 	queued := slices.IndexFunc(whole.History, func(ev wire.Event) bool { return ev.ProcessedAt == nil })
 	require.GreaterOrEqual(t, queued, 0)
-	_, upTo = e.svc.conv.get(e.session)
+	_, upTo, _ = e.svc.conv.get(e.session)
 	require.Greater(t, upTo, whole.History[queued].Seq, "the queued message sits below what is kept")
 	queuedID := whole.History[queued].ID
 	check("read again: the queued message comes from below what is kept")
@@ -386,6 +393,6 @@ func TestConversationCacheReadsWhatTheLogHolds(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.svc.LoadConversation(ctx, e.session)
 	require.ErrorIs(t, err, ErrSessionGone)
-	kept, _ := e.svc.conv.get(e.session)
+	kept, _, _ := e.svc.conv.get(e.session)
 	require.Nil(t, kept)
 }
