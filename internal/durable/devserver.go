@@ -211,25 +211,10 @@ func (s *DevServer) Restart(ctx context.Context) error {
 	return nil
 }
 
-// devServerEnv is the dev server's environment: ours, with Go runtime settings of its own
-// unless the user gave theirs. Every request the server handles runs on new goroutines
-// whose stacks outgrow the 8 KiB a goroutine starts with: growing them (copystack) was 8 %
-// of its CPU in a profile of plain turns. adaptivestackstart starts new goroutines with the
-// average stack size the collector saw instead.
-func devServerEnv(env []string) []string {
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "GODEBUG=") {
-			return env
-		}
-	}
-	return append(env, "GODEBUG=adaptivestackstart=1")
-}
-
 // startProcess starts the child; s.mu is held.
 func (s *DevServer) startProcess() (<-chan struct{}, error) {
 	cmd := exec.Command(s.path, s.args...)
 	cmd.Stdout, cmd.Stderr = s.output, s.output
-	cmd.Env = devServerEnv(os.Environ())
 	// Its own process group, so a Ctrl-C at the terminal reaches only us and the server stays
 	// up while running steps drain; the parent-death signal ends it if we die without Stop.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGINT}

@@ -108,18 +108,3 @@ func TestDevServerFileSurvivesAKill(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, run.GetRunID(), desc.WorkflowExecution.RunID)
 }
-
-func TestDevServerEnv(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		env  []string
-		want []string
-	}{
-		{"adds the runtime settings", []string{"HOME=/root"}, []string{"HOME=/root", "GODEBUG=adaptivestackstart=1"}},
-		{"keeps the user's own", []string{"GODEBUG=gctrace=1", "HOME=/root"}, []string{"GODEBUG=gctrace=1", "HOME=/root"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, devServerEnv(tc.env))
-		})
-	}
-}
