@@ -277,13 +277,16 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 			}
 		}
 		now := s.now()
+		if key == "" {
+			// Under the row lock the append's seqs are known: it goes out with the commit.
+			w := q.Writes(sessionID, sess.LastSeq)
+			out = w.Append(events, now)
+			return w.FlushAtCommit(ctx)
+		}
 		if out, err = q.AppendEvents(ctx, sessionID, events, now); err != nil {
 			return err
 		}
-		if key != "" {
-			return recordSend(ctx, q, sessionID, key, hash, out, now)
-		}
-		return nil
+		return recordSend(ctx, q, sessionID, key, hash, out, now)
 	})
 	if err != nil {
 		return nil, err

@@ -74,13 +74,25 @@ func (q *Queries) appendEvents(ctx context.Context, sessionID string, evs []NewE
 // appendSQL appends events in one statement, one round trip: the seqs, the rows and the
 // wake-up NOTIFY (and, for a user.interrupt, the interrupt NOTIFY) together. It returns the
 // session's last_seq after the append; no row when the session is gone (or, with $11, ended).
-const appendSQL = `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2
+const appendSQL = appendWith + `
+		SELECT last_seq, pg_notify($8, $1 || ':' || last_seq),
+			CASE WHEN $9::bool THEN pg_notify($10, $1) END FROM s`
+
+// appendExpectSQL is appendSQL that also checks on the server that the log ends at $12 after
+// the append (store.Writes): it fails, and so does the batch it is in, when it does not or
+// the session was not found.
+const appendExpectSQL = appendWith + `
+		SELECT s.last_seq, pg_notify($8, $1 || ':' || s.last_seq),
+			CASE WHEN $9::bool THEN pg_notify($10, $1) END,
+			ma_expect(s.last_seq IS NOT DISTINCT FROM $12::bigint, format(
+				'append events: the session''s log ends at %s, not %s: its row was not locked', s.last_seq, $12::bigint))
+		FROM (VALUES (1)) AS one LEFT JOIN s ON true`
+
+const appendWith = `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2
 			WHERE id = $1 AND (NOT $11::bool OR archived_at IS NULL AND status <> 'terminated') RETURNING last_seq),
 		ins AS (INSERT INTO events (session_id, seq, id, type, body, processed_at, created_at)
 			SELECT $1, s.last_seq - $2 + u.n, u.i, u.t, u.b::jsonb, u.p, $7
-			FROM s, unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[]) WITH ORDINALITY AS u(i, t, b, p, n))
-		SELECT last_seq, pg_notify($8, $1 || ':' || last_seq),
-			CASE WHEN $9::bool THEN pg_notify($10, $1) END FROM s`
+			FROM s, unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[]) WITH ORDINALITY AS u(i, t, b, p, n))`
 
 // preparedAppend is an append's events as it returns them, before their seqs are known, and
 // appendSQL's arguments.

@@ -51,7 +51,9 @@ type Store struct {
 
 // Queries runs the project's queries against the pool or a transaction.
 type Queries struct {
-	db  querier
+	db querier
+	// tx is the transaction db is, nil outside one (InTx).
+	tx  *pipelinedTx
 	obs Observer
 	// appended collects the types of the events a transaction appends, reported when it
 	// commits (a rolled-back append appended nothing); nil outside a transaction.
@@ -115,19 +117,6 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Ping checks the database is reachable.
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
-
-// InTx runs fn in one transaction: committed if fn returns nil, rolled back otherwise, so a
-// rejected request writes nothing.
-func (s *Store) InTx(ctx context.Context, fn func(q *Queries) error) error {
-	var appended []string
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return fn(&Queries{db: tx, obs: s.obs, appended: &appended})
-	})
-	if err == nil && len(appended) > 0 {
-		s.obs.EventsAppended(appended)
-	}
-	return err
-}
 
 // Migrate applies the embedded migrations. A session-level advisory lock makes concurrent
 // runs from several replicas safe: one applies, the others wait and find nothing to do.

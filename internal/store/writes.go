@@ -45,16 +45,8 @@ func (w *Writes) Append(evs []NewEvent, now time.Time) []wire.Event {
 	w.lastSeq += int64(len(evs))
 	a.number(w.lastSeq)
 	want := w.lastSeq
-	w.batch.Queue(appendSQL, a.args...).QueryRow(func(row pgx.Row) error {
-		var last int64
-		if err := row.Scan(&last, nil, nil); err != nil {
-			return fmt.Errorf("append events: %w", classify(err))
-		}
-		if last != want {
-			return fmt.Errorf("append events: the session's log ends at %d, not %d: its row was not locked", last, want)
-		}
-		return nil
-	})
+	// The check runs on the server (appendExpectSQL): the batch may end with the COMMIT.
+	w.batch.Queue(appendExpectSQL, append(a.args, want)...).Exec(func(pgconn.CommandTag) error { return nil })
 	w.types = append(w.types, a.types...)
 	return a.out
 }
@@ -67,16 +59,9 @@ func (w *Writes) Deliver(eventIDs []string, now time.Time) {
 	}
 	w.lastSeq += int64(len(eventIDs))
 	want := w.lastSeq
-	w.batch.Queue(deliverSQL, w.sessionID, len(eventIDs), eventIDs, now, string(TopicEvents)).QueryRow(func(row pgx.Row) error {
-		var moved, last int64
-		if err := row.Scan(&moved, nil, &last); err != nil {
-			return fmt.Errorf("deliver events: %w", classify(err))
-		}
-		if last != want {
-			return fmt.Errorf("deliver events: the session's log ends at %d, not %d: its row was not locked", last, want)
-		}
-		return checkDelivered(moved, len(eventIDs))
-	})
+	// The checks run on the server (deliverSQL): the batch may end with the COMMIT.
+	w.batch.Queue(deliverSQL, w.sessionID, len(eventIDs), eventIDs, now, string(TopicEvents), want).
+		Exec(func(pgconn.CommandTag) error { return nil })
 }
 
 // UpdateSession queues UpdateSession of r.
@@ -96,11 +81,33 @@ func (w *Writes) Flush(ctx context.Context) error {
 		return nil
 	}
 	err := w.q.db.SendBatch(ctx, &w.batch).Close()
-	w.batch = pgx.Batch{}
 	if err != nil {
+		w.batch = pgx.Batch{}
 		return fmt.Errorf("write session %s: %w", w.sessionID, classify(err))
 	}
+	w.done()
+	return nil
+}
+
+// FlushAtCommit hands the queued writes to the transaction, which sends them with its
+// COMMIT in one round trip (InTx); the caller then reads nothing more and ends its
+// transaction function. A failed write fails the commit, and InTx returns its error as
+// Flush would. Outside a transaction, or when the transaction already holds writes for its
+// commit, it is Flush.
+func (w *Writes) FlushAtCommit(ctx context.Context) error {
+	if w.batch.Len() == 0 {
+		return nil
+	}
+	if w.q.tx == nil || w.q.tx.final != nil {
+		return w.Flush(ctx)
+	}
+	w.q.tx.final = w
+	return nil
+}
+
+// done records that the queued writes were sent and succeeded.
+func (w *Writes) done() {
+	w.batch = pgx.Batch{}
 	w.q.recordAppended(w.types)
 	w.types = nil
-	return nil
 }

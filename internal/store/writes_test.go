@@ -3,10 +3,13 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/managed-agents/managed-agents/internal/wire"
@@ -15,8 +18,27 @@ import (
 // TestWritesMatchWhatTheyQueue checks that what Writes returns and queues is what the log
 // holds after the commit: the same events, seqs, deliveries and row as the one-statement calls
 // would have left.
+// flushModes are the two ways a transaction sends its queued writes: before its commit, or
+// with it.
+var flushModes = []struct {
+	name  string
+	flush func(*Writes, context.Context) error
+}{
+	{"flush", (*Writes).Flush},
+	{"at commit", (*Writes).FlushAtCommit},
+}
+
 func TestWritesMatchWhatTheyQueue(t *testing.T) {
 	t.Parallel()
+	for _, mode := range flushModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testWritesMatchWhatTheyQueue(t, mode.flush)
+		})
+	}
+}
+
+func testWritesMatchWhatTheyQueue(t *testing.T, flush func(*Writes, context.Context) error) {
 	f := newFixture(t)
 	ctx := t.Context()
 	sid := f.newSession(t)
@@ -40,7 +62,7 @@ func TestWritesMatchWhatTheyQueue(t *testing.T) {
 		rec.Status = wire.SessionStatusIdle
 		w.UpdateSession(rec)
 		last = w.LastSeq()
-		return w.Flush(ctx)
+		return flush(w, ctx)
 	})
 	require.NoError(t, err)
 
@@ -94,31 +116,154 @@ func TestWritesRefuseAnUnexpectedLog(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
+		for _, mode := range flushModes {
+			t.Run(tt.name+", "+mode.name, func(t *testing.T) {
+				sid := f.newSession(t)
+				msg := []NewEvent{{Type: wire.EventUserMessage, Body: json.RawMessage(`{"content":[]}`)}}
+				first, err := f.st.AppendEvents(ctx, sid, msg, time.Now())
+				require.NoError(t, err)
+				require.NoError(t, f.st.InTx(ctx, func(q *Queries) error {
+					w := q.Writes(sid, 1)
+					w.Deliver([]string{first[0].ID}, time.Now())
+					return w.Flush(ctx)
+				}))
+				second, err := f.st.AppendEvents(ctx, sid, msg, time.Now())
+				require.NoError(t, err)
+				err = f.st.InTx(ctx, func(q *Queries) error {
+					w := q.Writes(sid, tt.lastSeq)
+					tt.write(w, first[0].ID, second[0].ID)
+					return mode.flush(w, ctx)
+				})
+				require.ErrorContains(t, err, tt.want)
+				var n, queued int
+				require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE processed_at IS NULL) FROM events WHERE session_id = $1`, sid).Scan(&n, &queued))
+				require.Equal(t, 2, n, "nothing was appended")
+				require.Equal(t, 1, queued, "nothing was delivered")
+				var last int64
+				require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT last_seq FROM sessions WHERE id = $1`, sid).Scan(&last))
+				require.EqualValues(t, 3, last)
+			})
+		}
+	}
+}
+
+// TestInTxEndsEveryWay checks the transaction InTx runs, whose BEGIN goes with its first
+// batch and whose final writes go with its COMMIT: it commits what it should, rolls back
+// everything on any failure (an error of fn, a failed final write, a failed statement fn
+// ignored), and leaves its connection usable.
+func TestInTxEndsEveryWay(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	msg := []NewEvent{{Type: wire.EventUserMessage, Body: json.RawMessage(`{"content":[]}`), Processed: true}}
+	errFn := errors.New("fn failed")
+	tests := []struct {
+		name string
+		fn   func(q *Queries, sid string) error
+		want error // nil: committed
+		// wantText, with want nil, is an error the commit reports.
+		wantText string
+	}{
+		{name: "batch first, writes at commit", fn: func(q *Queries, sid string) error {
+			c, err := q.LockTurn(ctx, sid)
+			if err != nil {
+				return err
+			}
+			w := q.Writes(sid, c.Session.LastSeq)
+			w.Append(msg, time.Now())
+			return w.FlushAtCommit(ctx)
+		}},
+		{name: "statement first, writes before commit", fn: func(q *Queries, sid string) error {
+			rec, err := q.LockSession(ctx, sid)
+			if err != nil {
+				return err
+			}
+			w := q.Writes(sid, rec.LastSeq)
+			w.Append(msg, time.Now())
+			return w.Flush(ctx)
+		}},
+		{name: "two writers: the second flushes at once", fn: func(q *Queries, sid string) error {
+			c, err := q.LockTurn(ctx, sid)
+			if err != nil {
+				return err
+			}
+			w := q.Writes(sid, c.Session.LastSeq)
+			w.Append(msg, time.Now())
+			if err := w.FlushAtCommit(ctx); err != nil {
+				return err
+			}
+			// Sent at once, while w's writes wait for the commit: both take the same seqs,
+			// so the second to go fails and takes the transaction with it.
+			w2 := q.Writes(sid, c.Session.LastSeq)
+			w2.Append(msg, time.Now())
+			return w2.FlushAtCommit(ctx)
+		}, wantText: "not locked"},
+		{name: "fn fails after a batch", want: errFn, fn: func(q *Queries, sid string) error {
+			if _, err := q.LockTurn(ctx, sid); err != nil {
+				return err
+			}
+			if _, err := q.AppendEvents(ctx, sid, msg, time.Now()); err != nil {
+				return err
+			}
+			return errFn
+		}},
+		{name: "fn fails with writes handed to the commit", want: errFn, fn: func(q *Queries, sid string) error {
+			c, err := q.LockTurn(ctx, sid)
+			if err != nil {
+				return err
+			}
+			w := q.Writes(sid, c.Session.LastSeq)
+			w.Append(msg, time.Now())
+			if err := w.FlushAtCommit(ctx); err != nil {
+				return err
+			}
+			return errFn
+		}},
+		{name: "a failed statement fn ignored", want: pgx.ErrTxCommitRollback, fn: func(q *Queries, sid string) error {
+			if _, err := q.AppendEvents(ctx, sid, msg, time.Now()); err != nil {
+				return err
+			}
+			_, _ = q.db.Exec(ctx, `SELECT 1/0`)
+			return nil
+		}},
+		{name: "a failed statement fn ignored, writes at commit", wantText: "current transaction is aborted", fn: func(q *Queries, sid string) error {
+			rec, err := q.LockSession(ctx, sid)
+			if err != nil {
+				return err
+			}
+			_, _ = q.db.Exec(ctx, `SELECT 1/0`)
+			w := q.Writes(sid, rec.LastSeq)
+			w.Append(msg, time.Now())
+			return w.FlushAtCommit(ctx)
+		}},
+		{name: "nothing sent", fn: func(*Queries, string) error { return nil }},
+	}
+	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sid := f.newSession(t)
-			msg := []NewEvent{{Type: wire.EventUserMessage, Body: json.RawMessage(`{"content":[]}`)}}
-			first, err := f.st.AppendEvents(ctx, sid, msg, time.Now())
-			require.NoError(t, err)
-			require.NoError(t, f.st.InTx(ctx, func(q *Queries) error {
-				w := q.Writes(sid, 1)
-				w.Deliver([]string{first[0].ID}, time.Now())
-				return w.Flush(ctx)
-			}))
-			second, err := f.st.AppendEvents(ctx, sid, msg, time.Now())
-			require.NoError(t, err)
-			err = f.st.InTx(ctx, func(q *Queries) error {
-				w := q.Writes(sid, tt.lastSeq)
-				tt.write(w, first[0].ID, second[0].ID)
-				return w.Flush(ctx)
-			})
-			require.ErrorContains(t, err, tt.want)
-			var n, queued int
-			require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE processed_at IS NULL) FROM events WHERE session_id = $1`, sid).Scan(&n, &queued))
-			require.Equal(t, 2, n, "nothing was appended")
-			require.Equal(t, 1, queued, "nothing was delivered")
-			var last int64
-			require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT last_seq FROM sessions WHERE id = $1`, sid).Scan(&last))
-			require.EqualValues(t, 3, last)
+			err := f.st.InTx(ctx, func(q *Queries) error { return tt.fn(q, sid) })
+			var n int
+			require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM events WHERE session_id = $1`, sid).Scan(&n))
+			switch {
+			case tt.want != nil:
+				require.ErrorIs(t, err, tt.want)
+				require.Zero(t, n, "rolled back")
+			case tt.wantText != "":
+				require.ErrorContains(t, err, tt.wantText)
+				require.Zero(t, n, "rolled back")
+			default:
+				require.NoError(t, err)
+				if tt.name != "nothing sent" {
+					require.Equal(t, 1, n, "committed")
+				}
+			}
+			// Every connection is back in the pool, idle and usable.
+			for range 2 * int(f.st.Pool().Config().MaxConns) {
+				require.NoError(t, f.st.InTx(ctx, func(q *Queries) error {
+					_, err := q.LockTurn(ctx, sid)
+					return err
+				}))
+			}
 		})
 	}
 }

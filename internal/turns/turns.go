@@ -65,9 +65,9 @@ func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 		if t.dirty {
 			t.w.UpdateSession(t.rec)
 		}
-		// Every write of the transaction goes in one round trip (store.Writes), before the
+		// Every write of the transaction goes in one round trip (store.Writes), with the
 		// commit.
-		if err := t.w.Flush(ctx); err != nil {
+		if err := t.w.FlushAtCommit(ctx); err != nil {
 			return err
 		}
 		out = Turn{Step: t.step, History: t.log, EnvironmentID: t.rec.EnvironmentID, Agent: t.agent}
