@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/managed-agents/managed-agents/internal/wire"
@@ -301,5 +303,82 @@ func TestLockSessionWithEnvironment(t *testing.T) {
 				require.ErrorIs(t, err, ErrNotFound)
 			}
 		})
+	}
+}
+
+// sends counts the statements and batches a connection sends: one round trip each.
+type sends struct{ n atomic.Int64 }
+
+func (s *sends) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	s.n.Add(1)
+	return ctx
+}
+func (s *sends) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (s *sends) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	s.n.Add(1)
+	return ctx
+}
+func (s *sends) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (s *sends) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// TestInTxRoundTrips counts what a transaction sends: its BEGIN goes with its first batch and
+// its final writes with its COMMIT, so a locked read and the writes decided from it (how a
+// turn is opened and closed, and an event posted) are two round trips.
+func TestInTxRoundTrips(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	cfg := f.st.Pool().Config()
+	cfg.MaxConns = 1 // one connection, whose statement cache the first run warms
+	counter := &sends{}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	st := &Store{pool: pool, obs: nopObserver{}}
+	msg := []NewEvent{{Type: wire.EventUserMessage, Body: json.RawMessage(`{"content":[]}`), Processed: true}}
+	tests := []struct {
+		name string
+		fn   func(q *Queries, sid string) error
+		want int64
+	}{
+		{"locked turn read, writes with the commit", func(q *Queries, sid string) error {
+			c, err := q.LockTurn(ctx, sid)
+			if err != nil {
+				return err
+			}
+			w := q.Writes(sid, c.Session.LastSeq)
+			w.Append(msg, time.Now())
+			return w.FlushAtCommit(ctx)
+		}, 2},
+		{"locked session and environment, append with the commit", func(q *Queries, sid string) error {
+			rec, _, err := q.LockSessionWithEnvironment(ctx, f.ws, sid)
+			if err != nil {
+				return err
+			}
+			w := q.Writes(sid, rec.LastSeq)
+			w.Append(msg, time.Now())
+			return w.FlushAtCommit(ctx)
+		}, 2},
+		{"a read with nothing to write", func(q *Queries, sid string) error {
+			_, err := q.LockTurn(ctx, sid)
+			return err
+		}, 2},
+		{"a single statement first: BEGIN alone", func(q *Queries, sid string) error {
+			rec, err := q.LockSession(ctx, sid)
+			if err != nil {
+				return err
+			}
+			w := q.Writes(sid, rec.LastSeq)
+			w.Append(msg, time.Now())
+			return w.FlushAtCommit(ctx)
+		}, 3},
+	}
+	for _, tt := range tests {
+		sid := f.newSession(t)
+		require.NoError(t, st.InTx(ctx, func(q *Queries) error { return tt.fn(q, sid) }), tt.name)
+		before := counter.n.Load()
+		require.NoError(t, st.InTx(ctx, func(q *Queries) error { return tt.fn(q, sid) }), tt.name)
+		require.Equal(t, tt.want, counter.n.Load()-before, tt.name)
 	}
 }
