@@ -167,12 +167,10 @@ func TestInTxEndsEveryWay(t *testing.T) {
 		wantText string
 	}{
 		{name: "batch first, writes at commit", fn: func(q *Queries, sid string) error {
-			c, err := q.LockTurn(ctx, sid)
+			w, err := appendToLockedTurn(ctx, q, sid, msg)
 			if err != nil {
 				return err
 			}
-			w := q.Writes(sid, c.Session.LastSeq)
-			w.Append(msg, time.Now())
 			return w.FlushAtCommit(ctx)
 		}},
 		{name: "statement first, writes before commit", fn: func(q *Queries, sid string) error {
@@ -185,18 +183,16 @@ func TestInTxEndsEveryWay(t *testing.T) {
 			return w.Flush(ctx)
 		}},
 		{name: "two writers: the second flushes at once", fn: func(q *Queries, sid string) error {
-			c, err := q.LockTurn(ctx, sid)
+			w, err := appendToLockedTurn(ctx, q, sid, msg)
 			if err != nil {
 				return err
 			}
-			w := q.Writes(sid, c.Session.LastSeq)
-			w.Append(msg, time.Now())
 			if err := w.FlushAtCommit(ctx); err != nil {
 				return err
 			}
 			// Sent at once, while w's writes wait for the commit: both take the same seqs,
 			// so the second to go fails and takes the transaction with it.
-			w2 := q.Writes(sid, c.Session.LastSeq)
+			w2 := q.Writes(sid, w.LastSeq()-int64(len(msg)))
 			w2.Append(msg, time.Now())
 			return w2.FlushAtCommit(ctx)
 		}, wantText: "not locked"},
@@ -210,12 +206,10 @@ func TestInTxEndsEveryWay(t *testing.T) {
 			return errFn
 		}},
 		{name: "fn fails with writes handed to the commit", want: errFn, fn: func(q *Queries, sid string) error {
-			c, err := q.LockTurn(ctx, sid)
+			w, err := appendToLockedTurn(ctx, q, sid, msg)
 			if err != nil {
 				return err
 			}
-			w := q.Writes(sid, c.Session.LastSeq)
-			w.Append(msg, time.Now())
 			if err := w.FlushAtCommit(ctx); err != nil {
 				return err
 			}
@@ -306,6 +300,18 @@ func TestLockSessionWithEnvironment(t *testing.T) {
 	}
 }
 
+// appendToLockedTurn locks sid's turn and queues msg after it, as Advance does; the caller
+// flushes.
+func appendToLockedTurn(ctx context.Context, q *Queries, sid string, msg []NewEvent) (*Writes, error) {
+	c, err := q.LockTurn(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
+	w := q.Writes(sid, c.Session.LastSeq)
+	w.Append(msg, time.Now())
+	return w, nil
+}
+
 // sends counts the statements and batches a connection sends: one round trip each.
 type sends struct{ n atomic.Int64 }
 
@@ -343,12 +349,10 @@ func TestInTxRoundTrips(t *testing.T) {
 		want int64
 	}{
 		{"locked turn read, writes with the commit", func(q *Queries, sid string) error {
-			c, err := q.LockTurn(ctx, sid)
+			w, err := appendToLockedTurn(ctx, q, sid, msg)
 			if err != nil {
 				return err
 			}
-			w := q.Writes(sid, c.Session.LastSeq)
-			w.Append(msg, time.Now())
 			return w.FlushAtCommit(ctx)
 		}, 2},
 		{"locked session and environment, append with the commit", func(q *Queries, sid string) error {
