@@ -19,6 +19,35 @@ import (
 
 var previewTypes = []string{wire.EventAgentMessage, wire.EventAgentThinking}
 
+// listeningHub is a preview hub that receives only once it listens: stream.PostgresHub
+// starts listening at its first subscription, a connection and a LISTEN later.
+type listeningHub interface{ Ready() <-chan struct{} }
+
+// previewListenWait bounds how long a stream that asked for previews waits for the hub to
+// listen before it starts without that promise (previews are best effort).
+const previewListenWait = 5 * time.Second
+
+// awaitPreviews waits until the preview hub receives, so that a client that opens a stream
+// with previews and then starts a turn gets that turn's previews: without it, the first such
+// stream of a process could start before the hub listened, and miss a fast turn's first
+// frames.
+func (s *Server) awaitPreviews(ctx context.Context) error {
+	h, ok := s.previews.(listeningHub)
+	if !ok {
+		return nil
+	}
+	t := time.NewTimer(previewListenWait)
+	defer t.Stop()
+	select {
+	case <-h.Ready():
+	case <-t.C:
+		s.logger.WarnContext(ctx, "the preview hub is not listening yet; the stream starts without waiting for it", "request_id", requestID(ctx))
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
 // streamEvents serves GET …/events/stream (API.md §7): one `event: <type>` + one-line
 // `data:` frame per committed event, flushed per frame, `event: ping` heartbeats, and
 // session.deleted as the last frame. Resume extension: Last-Event-ID or ?after_id= replays
@@ -47,6 +76,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		ch, unsubscribe := s.previews.Subscribe(r.PathValue("id"))
 		defer unsubscribe()
 		previews = ch
+		if err := s.awaitPreviews(ctx); err != nil {
+			return err
+		}
 	}
 	// Watch the key before anything else, then check it once: a revocation that landed
 	// between authentication and the watch would otherwise go unseen by this stream.
