@@ -128,22 +128,14 @@ func (pr *Projection) Extend(log []Decoded) (next *Projection, ok bool) {
 		p = pr.p.clone(0)
 	}
 	for _, d := range log {
-		if !delivered(d.Event) {
-			continue
-		}
-		var target string
-		switch {
-		case d.result != nil:
-			target = d.result.Target()
-		case d.confirmation != nil:
-			target = d.confirmation.ToolUseID
-		default:
+		target, answers := d.answerTarget()
+		if !answers || !delivered(d.Event) {
 			continue
 		}
 		if _, placed := p.synthetic[target]; placed {
 			return nil, false
 		}
-		p.index(d)
+		p.index(d, target)
 	}
 	for _, d := range log {
 		if delivered(d.Event) {
@@ -213,23 +205,34 @@ func (p *projector) clone(extra int) projector {
 	return c
 }
 
-// index records an answer; the first answer to a call wins.
-func (p *projector) index(d Decoded) {
+// answerTarget is the call d answers (a result or a confirmation); ok is false for any other
+// event.
+func (d Decoded) answerTarget() (call string, ok bool) {
 	switch {
 	case d.result != nil:
+		return d.result.Target(), true
+	case d.confirmation != nil:
+		return d.confirmation.ToolUseID, true
+	}
+	return "", false
+}
+
+// index records d, an answer to target; the first answer to a call wins.
+func (p *projector) index(d Decoded, target string) {
+	if d.result != nil {
 		if p.answers.results == nil {
 			p.answers.results = map[string]wire.ResultBody{}
 		}
-		if _, seen := p.answers.results[d.result.Target()]; !seen {
-			p.answers.results[d.result.Target()] = *d.result
+		if _, seen := p.answers.results[target]; !seen {
+			p.answers.results[target] = *d.result
 		}
-	case d.confirmation != nil:
-		if p.answers.confirmations == nil {
-			p.answers.confirmations = map[string]wire.ToolConfirmationBody{}
-		}
-		if _, seen := p.answers.confirmations[d.confirmation.ToolUseID]; !seen {
-			p.answers.confirmations[d.confirmation.ToolUseID] = *d.confirmation
-		}
+		return
+	}
+	if p.answers.confirmations == nil {
+		p.answers.confirmations = map[string]wire.ToolConfirmationBody{}
+	}
+	if _, seen := p.answers.confirmations[target]; !seen {
+		p.answers.confirmations[target] = *d.confirmation
 	}
 }
 

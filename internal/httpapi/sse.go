@@ -36,6 +36,11 @@ func (s *Server) awaitPreviews(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	select {
+	case <-h.Ready(): // every stream after the process's first
+		return nil
+	default:
+	}
 	t := time.NewTimer(previewListenWait)
 	defer t.Stop()
 	select {

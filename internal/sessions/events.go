@@ -277,16 +277,16 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 			}
 		}
 		now := s.now()
-		if key == "" {
-			// Under the row lock the append's seqs are known: it goes out with the commit.
-			w := q.Writes(sessionID, sess.LastSeq)
-			out = w.Append(events, now)
-			return w.FlushAtCommit(ctx)
+		// Under the row lock the append's seqs are known: it goes out with the commit, and
+		// a keyed send's stored answer can be written before it.
+		w := q.Writes(sessionID, sess.LastSeq)
+		out = w.Append(events, now)
+		if key != "" {
+			if err := recordSend(ctx, q, sessionID, key, hash, out, now); err != nil {
+				return err
+			}
 		}
-		if out, err = q.AppendEvents(ctx, sessionID, events, now); err != nil {
-			return err
-		}
-		return recordSend(ctx, q, sessionID, key, hash, out, now)
+		return w.FlushAtCommit(ctx)
 	})
 	if err != nil {
 		return nil, err

@@ -80,14 +80,16 @@ func (t *pipelinedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResu
 
 // commit sends the final writes, if any, and COMMIT as one batch.
 func (t *pipelinedTx) commit(ctx context.Context) error {
-	var b pgx.Batch
-	if t.final != nil {
-		b.QueuedQueries = t.final.batch.QueuedQueries
-	} else if !t.begun {
+	if t.final == nil && !t.begun {
 		return nil // nothing was sent: nothing to commit
 	}
-	if err := t.ensureBegun(ctx); err != nil { // writes with no statement before them
-		return err
+	var b pgx.Batch
+	if !t.begun { // writes with no statement before them
+		b.Queue("BEGIN")
+		t.begun = true
+	}
+	if t.final != nil {
+		b.QueuedQueries = append(b.QueuedQueries, t.final.batch.QueuedQueries...)
 	}
 	b.Queue("COMMIT").Exec(func(tag pgconn.CommandTag) error {
 		// PostgreSQL answers COMMIT of a failed transaction with ROLLBACK.
