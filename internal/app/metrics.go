@@ -199,6 +199,15 @@ func (c Config) registerPool(pool *pgxpool.Pool) (unregister func(), err error) 
 	return func() { c.MetricsRegistry.Unregister(col) }, nil
 }
 
+// withPoolLabel is c with its database pool's metrics labelled pool=name: dev has two pools
+// (the API's and the worker's) in one registry, which tells them apart by the label.
+func (c Config) withPoolLabel(name string) Config {
+	if c.MetricsRegistry != nil {
+		c.MetricsRegistry = prometheus.WrapRegistererWith(prometheus.Labels{"pool": name}, c.MetricsRegistry)
+	}
+	return c
+}
+
 // withMetricsEndpoint answers GET /metrics from g before handing every other request to the
 // API (dev only: unauthenticated, on the API's own listener). It keeps CloseStreams, which
 // Serve relies on to end live streams at shutdown.

@@ -50,7 +50,9 @@ func TestDevCommand(t *testing.T) {
 		fams := scrape(t, "http://"+addr)
 		assert.Equal(c, float64(1), sample(fams, "managed_agents_turns_finished_total", map[string]string{"stop_reason": "end_turn"}))
 		assert.Equal(c, float64(1), sample(fams, "managed_agents_http_requests_total", map[string]string{"route": "POST /v1/sessions/{id}/events", "code": "200"}))
-		assert.Positive(c, sample(fams, "managed_agents_db_pool_max_connections", nil))
+		// The API and the worker have a pool each, as they have in a deployment.
+		assert.Positive(c, sample(fams, "managed_agents_db_pool_max_connections", map[string]string{"pool": "api"}))
+		assert.Positive(c, sample(fams, "managed_agents_db_pool_acquires_total", map[string]string{"pool": "worker"}), "the worker's steps use its own pool")
 	}, 10*time.Second, 20*time.Millisecond)
 
 	// Ctrl-C stops everything dev started: a clean PostgreSQL shutdown removes its pid file.
