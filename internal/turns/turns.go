@@ -59,7 +59,7 @@ func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 		if err != nil {
 			return err
 		}
-		if err := t.settle(ctx); err != nil {
+		if err := t.settle(); err != nil {
 			return err
 		}
 		if t.dirty {
@@ -146,8 +146,9 @@ func (s *Service) openTurnTx(ctx context.Context, q *store.Queries, sessionID st
 	return t, nil
 }
 
-// settle applies lifecycle transitions until Decide has none left.
-func (t *turnTx) settle(ctx context.Context) error {
+// settle applies lifecycle transitions until Decide has none left. It only queues writes
+// (store.Writes), which go with the commit, so none of it needs a context.
+func (t *turnTx) settle() error {
 	for range maxTransitions {
 		row, err := t.row()
 		if err != nil {
@@ -162,13 +163,13 @@ func (t *turnTx) settle(ctx context.Context) error {
 			t.step = step
 			return nil
 		case ActionDeliver:
-			err = t.deliver(ctx, act.EventIDs)
+			t.deliver(act.EventIDs)
 		case ActionOpenTurn:
-			err = t.openTurn(ctx, act.EventIDs)
+			err = t.openTurn(act.EventIDs)
 		case ActionResume:
-			err = t.markRunning(ctx)
+			err = t.markRunning()
 		case ActionFinish:
-			err = t.finish(ctx, act.Stop)
+			err = t.finish(act.Stop)
 		default:
 			err = fmt.Errorf("unknown lifecycle action %q", act.Kind)
 		}
@@ -192,17 +193,16 @@ func (t *turnTx) row() (Row, error) {
 }
 
 // deliver moves queued client events to the end of the log, processed.
-func (t *turnTx) deliver(ctx context.Context, eventIDs []string) error {
+func (t *turnTx) deliver(eventIDs []string) {
 	last := t.w.LastSeq()
 	t.w.Deliver(eventIDs, t.now)
 	t.log = moveDelivered(t.log, eventIDs, last, storedTime(t.now))
-	return nil
 }
 
 // openTurn starts a new turn: its window starts at its session.status_running, with the
 // session's usage so far as the base, and the queued events are delivered into it.
-func (t *turnTx) openTurn(ctx context.Context, eventIDs []string) error {
-	if err := t.markRunning(ctx); err != nil {
+func (t *turnTx) openTurn(eventIDs []string) error {
+	if err := t.markRunning(); err != nil {
 		return err
 	}
 	t.opened++
@@ -221,7 +221,8 @@ func (t *turnTx) openTurn(ctx context.Context, eventIDs []string) error {
 	t.win = store.TurnWindow{StartSeq: start, BaseUsage: baseRaw}
 	t.w.SetTurnWindow(t.win)
 	t.log = slices.DeleteFunc(t.log, func(ev wire.Event) bool { return ev.Seq < start && ev.ProcessedAt != nil })
-	return t.deliver(ctx, eventIDs)
+	t.deliver(eventIDs)
+	return nil
 }
 
 // moveDelivered does to history what store.Writes.Deliver does to the log (it succeeds only if
@@ -256,7 +257,7 @@ type body struct {
 	v   any
 }
 
-func (t *turnTx) emit(ctx context.Context, bodies ...body) error {
+func (t *turnTx) emit(bodies ...body) error {
 	evs, err := newEvents(bodies...)
 	if err != nil {
 		return err
@@ -279,16 +280,16 @@ func newEvents(bodies ...body) ([]store.NewEvent, error) {
 }
 
 // markRunning emits session.status_running and the primary thread's running event.
-func (t *turnTx) markRunning(ctx context.Context) error {
+func (t *turnTx) markRunning() error {
 	t.rec.Status, t.rec.StopReason, t.rec.UpdatedAt, t.dirty = wire.SessionStatusRunning, nil, t.now, true
-	return t.emit(ctx,
+	return t.emit(
 		body{wire.EventSessionStatusRunning, wire.EmptyBody},
 		body{wire.EventSessionThreadStatusRunning, t.thread()},
 	)
 }
 
 // finish closes the turn: thread idle, session.usage (always right before the idle), idle.
-func (t *turnTx) finish(ctx context.Context, stop wire.StopReason) error {
+func (t *turnTx) finish(stop wire.StopReason) error {
 	usage, err := t.sessionUsage()
 	if err != nil {
 		return err
@@ -309,7 +310,7 @@ func (t *turnTx) finish(ctx context.Context, stop wire.StopReason) error {
 	}
 	t.rec.Status, t.rec.StopReason, t.rec.Usage, t.rec.UpdatedAt, t.dirty = wire.SessionStatusIdle, stopRaw, usageRaw, t.now, true
 	t.finished = append(t.finished, stop.Type)
-	return t.emit(ctx,
+	return t.emit(
 		body{wire.EventSessionThreadStatusIdle, thread},
 		body{wire.EventSessionUsage, wire.NewSessionUsageBody(usage)},
 		body{wire.EventSessionStatusIdle, wire.NewStatusIdleBody(stop)},
