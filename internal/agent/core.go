@@ -92,6 +92,11 @@ type Input struct {
 	Projection *Projection
 	// Emitter appends the step's events to the log.
 	Emitter Emitter
+	// HoldResponse makes ModelTurn return a successful response's events in
+	// ModelTurnResult.Held instead of emitting them, for a caller that commits them in the
+	// transaction of the bookkeeping that follows (one commit instead of two). The request's
+	// start is emitted either way: it is what a stream shows while the model thinks.
+	HoldResponse bool
 	// Previews receives stream previews; nil sends none.
 	Previews PreviewSink
 	// Sandbox provides the sandbox for built-in tools; nil when the agent has none enabled.
@@ -160,6 +165,10 @@ type ModelTurnResult struct {
 	Response model.Response
 	// Events are the committed events of the response, span.model_request_end last.
 	Events []wire.Event
+	// Held are the response's events, span.model_request_end last, not yet in the log: set
+	// instead of Events when Input.HoldResponse asked for them. The caller must commit them
+	// as they are, all together, or the response is lost (a retry asks the model again).
+	Held []NewEvent
 }
 
 // ModelTurn calls the model once if the log says a model call is due: it projects the
@@ -213,6 +222,9 @@ func (c *Core) ModelTurn(ctx context.Context, in Input) (ModelTurnResult, error)
 	end, err := spanEndEvent(ids.New(ids.Event), startID, false, resp.Usage)
 	if err != nil {
 		return ModelTurnResult{}, err
+	}
+	if in.HoldResponse {
+		return ModelTurnResult{Ran: true, Response: resp, Held: append(evs, end)}, nil
 	}
 	committed, err := in.Emitter.Emit(ctx, append(evs, end))
 	if err != nil {

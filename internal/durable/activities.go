@@ -136,6 +136,11 @@ func (a *Activities) next(ctx context.Context, sessionID string) (Plan, error) {
 	if err != nil {
 		return Plan{}, activityError(err)
 	}
+	return a.planOf(ctx, sessionID, turn)
+}
+
+// planOf is the plan of the step an Advance returned.
+func (a *Activities) planOf(ctx context.Context, sessionID string, turn turns.Turn) (Plan, error) {
 	if turn.Step.Kind == agent.StepExecute {
 		return a.executePlan(ctx, sessionID, turn.Step.Calls)
 	}
@@ -192,19 +197,15 @@ func (a *Activities) modelTurn(ctx context.Context, in ModelTurnInput) (Plan, er
 		}
 	}
 	rin := a.input(in.SessionID, turn)
-	// Custom tools run at the client: the model's asking is all the worker sees of them.
-	rin.Emitter = committedEmitter{next: rin.Emitter, seen: func(evs []wire.Event) {
-		for _, ev := range evs {
-			if ev.Type == wire.EventAgentCustomToolUse {
-				a.observer().ToolCallUnrun(ToolCustom, OutcomeDelegated)
-			}
-		}
-	}}
+	// The response is committed with the Advance that follows it: one transaction, one
+	// wake-up of the session's streams.
+	rin.HoldResponse = true
+	var sink *previewSink
 	if a.Previews != nil {
-		sink := newPreviewSink(ctx, a.Previews, a.Logger, in.SessionID, turn.History)
+		sink = newPreviewSink(ctx, a.Previews, a.Logger, in.SessionID, turn.History)
 		rin.Previews, rin.Emitter = sink, observingEmitter{next: rin.Emitter, sink: sink}
 	}
-	_, err = a.Core.ModelTurn(model.WithAttempt(ctx, in.Attempt), rin)
+	res, err := a.Core.ModelTurn(model.WithAttempt(ctx, in.Attempt), rin)
 	var me *model.Error
 	if errors.As(err, &me) {
 		f := ModelFailure{Kind: string(me.Kind), Status: me.Status, Message: me.Message, Retryable: me.Retryable(), RetryAfter: me.RetryAfter}
@@ -213,7 +214,24 @@ func (a *Activities) modelTurn(ctx context.Context, in ModelTurnInput) (Plan, er
 	if err != nil {
 		return Plan{}, activityError(err)
 	}
-	return a.next(ctx, in.SessionID)
+	if len(res.Held) == 0 {
+		return a.next(ctx, in.SessionID)
+	}
+	if sink != nil {
+		// Every preview ends before its event is in the log (previewSink.endAll).
+		sink.endAll()
+	}
+	next, committed, err := a.Turns.AdvanceAppending(ctx, in.SessionID, res.Held)
+	if err != nil {
+		return Plan{}, activityError(err)
+	}
+	// Custom tools run at the client: the model's asking is all the worker sees of them.
+	for _, ev := range committed {
+		if ev.Type == wire.EventAgentCustomToolUse {
+			a.observer().ToolCallUnrun(ToolCustom, OutcomeDelegated)
+		}
+	}
+	return a.planOf(ctx, in.SessionID, next)
 }
 
 // ToolCall runs one allowed built-in call, records its result and returns the plan after it.

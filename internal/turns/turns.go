@@ -51,13 +51,30 @@ type Turn struct {
 // log); this loop only applies them. Everything is derived from the log and the session row,
 // so calling it again after a crash repeats nothing.
 func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
+	turn, _, err := s.advance(ctx, sessionID, nil)
+	return turn, err
+}
+
+// AdvanceAppending is Advance that first appends evs (processed, with their pre-assigned ids)
+// in the same transaction: a step's last events and the bookkeeping they lead to commit
+// together, or not at all. It returns the turn and evs as committed.
+func (s *Service) AdvanceAppending(ctx context.Context, sessionID string, evs []agent.NewEvent) (Turn, []wire.Event, error) {
+	return s.advance(ctx, sessionID, evs)
+}
+
+func (s *Service) advance(ctx context.Context, sessionID string, evs []agent.NewEvent) (Turn, []wire.Event, error) {
 	var out Turn
+	var appended []wire.Event
 	var opened int
 	var finished []string
 	err := s.store.InTx(ctx, func(q *store.Queries) error {
 		t, err := s.openTurnTx(ctx, q, sessionID)
 		if err != nil {
 			return err
+		}
+		if len(evs) > 0 {
+			appended = t.w.Append(workerEvents(evs), t.now)
+			t.log = append(t.log, appended...)
 		}
 		if err := t.settle(); err != nil {
 			return err
@@ -74,15 +91,16 @@ func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 		opened, finished = t.opened, t.finished
 		return nil
 	})
-	if err == nil {
-		for range opened {
-			s.obs.TurnStarted()
-		}
-		for _, stop := range finished {
-			s.obs.TurnFinished(stop)
-		}
+	if err != nil {
+		return Turn{}, nil, err
 	}
-	return out, err
+	for range opened {
+		s.obs.TurnStarted()
+	}
+	for _, stop := range finished {
+		s.obs.TurnFinished(stop)
+	}
+	return out, appended, nil
 }
 
 // lockLive locks a session the worker may still act on: ErrSessionGone once it was deleted,
@@ -382,15 +400,20 @@ func (s *Service) Emitter(sessionID string) *WorkerEmitter {
 // Emit appends evs, processed, with their pre-assigned ids, if the session is still live
 // (ErrSessionGone otherwise): one statement checks and appends.
 func (e *WorkerEmitter) Emit(ctx context.Context, evs []agent.NewEvent) ([]wire.Event, error) {
-	news := make([]store.NewEvent, len(evs))
-	for i, ev := range evs {
-		news[i] = store.NewEvent{ID: ev.ID, Type: ev.Type, Body: ev.Body, Processed: true}
-	}
-	out, err := e.s.store.AppendToLive(ctx, e.sessionID, news, e.s.now())
+	out, err := e.s.store.AppendToLive(ctx, e.sessionID, workerEvents(evs), e.s.now())
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrSessionEnded) {
 		return nil, ErrSessionGone
 	}
 	return out, err
+}
+
+// workerEvents are a step's events as the store appends them: processed, with their ids.
+func workerEvents(evs []agent.NewEvent) []store.NewEvent {
+	news := make([]store.NewEvent, len(evs))
+	for i, ev := range evs {
+		news[i] = store.NewEvent{ID: ev.ID, Type: ev.Type, Body: ev.Body, Processed: true}
+	}
+	return news
 }
 
 // Reschedule records a transient model failure that will be retried: session.error with

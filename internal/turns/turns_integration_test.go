@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -395,4 +396,90 @@ func TestConversationCacheReadsWhatTheLogHolds(t *testing.T) {
 	require.ErrorIs(t, err, ErrSessionGone)
 	kept, _, _ := e.svc.conv.get(e.session)
 	require.Nil(t, kept)
+}
+
+// response is a model response without tool calls, not yet in the log.
+func response(t testing.TB, start string) []agent.NewEvent {
+	t.Helper()
+	msg, err := wire.EncodeBody(wire.EventAgentMessage, wire.AgentMessageBody{Content: wire.NewTextBlocks("done")})
+	require.NoError(t, err)
+	end, err := wire.EncodeBody(wire.EventSpanModelRequestEnd, wire.SpanModelRequestEndBody{
+		ModelRequestStartID: start, ModelUsage: wire.ModelUsage{InputTokens: 5, OutputTokens: 1}})
+	require.NoError(t, err)
+	return []agent.NewEvent{
+		{ID: ids.New(ids.Event), Type: wire.EventAgentMessage, Body: msg},
+		{ID: ids.New(ids.Event), Type: wire.EventSpanModelRequestEnd, Body: end},
+	}
+}
+
+func TestAdvanceAppendingCommitsTheResponseWithTheTurnsEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEngine(t)
+	e.send(t)
+	_, err := e.svc.Advance(ctx, e.session)
+	require.NoError(t, err)
+	start := ids.New(ids.Event)
+	_, err = e.svc.Emitter(e.session).Emit(ctx, []agent.NewEvent{{ID: start, Type: wire.EventSpanModelRequestStart, Body: wire.EmptyBody}})
+	require.NoError(t, err)
+
+	held := response(t, start)
+	closed, committed, err := e.svc.AdvanceAppending(ctx, e.session, held)
+	require.NoError(t, err)
+	require.Equal(t, agent.StepEnd, closed.Step.Kind, "the appended response ends the turn in the same transaction")
+	require.Len(t, committed, len(held))
+	for i, ev := range committed {
+		require.Equal(t, held[i].ID, ev.ID, "the pre-assigned ids are kept")
+		require.NotNil(t, ev.ProcessedAt)
+	}
+	require.Equal(t, committed[0].Seq+1, committed[1].Seq)
+
+	// The log holds exactly what the transaction said: the response, then the turn's end.
+	log, err := e.st.History(ctx, e.session)
+	require.NoError(t, err)
+	types := make([]string, 0, 5)
+	for _, ev := range log[len(log)-5:] {
+		types = append(types, ev.Type)
+	}
+	require.Equal(t, []string{wire.EventAgentMessage, wire.EventSpanModelRequestEnd,
+		wire.EventSessionThreadStatusIdle, wire.EventSessionUsage, wire.EventSessionStatusIdle}, types)
+	for i, ev := range log[len(log)-5 : len(log)-3] {
+		require.Equal(t, committed[i].ID, ev.ID)
+		require.Equal(t, committed[i].Seq, ev.Seq, "the seqs returned are the ones committed")
+	}
+	u, err := wire.DecodeBody[wire.SessionUsageBody](lastOfType(t, log, wire.EventSessionUsage))
+	require.NoError(t, err)
+	require.EqualValues(t, 5, u.Usage.InputTokens, "the turn's usage counts the appended span")
+	loaded, err := e.svc.LoadTurn(ctx, e.session)
+	require.NoError(t, err)
+	require.Equal(t, positions(loaded.History), positions(closed.History), "the returned turn is what a read finds")
+}
+
+// positions are the ids, types and seqs of evs, which a read gives back exactly (a body's JSON
+// and a time's location may differ in form).
+func positions(evs []wire.Event) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = fmt.Sprintf("%d %s %s", ev.Seq, ev.Type, ev.ID)
+	}
+	return out
+}
+
+func TestAdvanceAppendingToAnEndedSessionAppendsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEngine(t)
+	e.send(t)
+	_, err := e.svc.Advance(ctx, e.session)
+	require.NoError(t, err)
+	require.NoError(t, e.svc.Terminate(ctx, e.session, "ended for the test"))
+	before, err := e.st.History(ctx, e.session)
+	require.NoError(t, err)
+
+	_, committed, err := e.svc.AdvanceAppending(ctx, e.session, response(t, ids.New(ids.Event)))
+	require.ErrorIs(t, err, ErrSessionGone)
+	require.Empty(t, committed)
+	after, err := e.st.History(ctx, e.session)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "nothing of the response was written")
 }
