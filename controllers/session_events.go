@@ -53,7 +53,8 @@ func (e *SessionEvents) Connected(ctx context.Context) {
 	}
 }
 
-// Notify reconciles the Session of the session a wake-up ("<session id>:<seq>") names.
+// Notify reconciles the Session of the session a wake-up (its id; "<id>:<seq>" from older
+// processes) names.
 func (e *SessionEvents) Notify(ctx context.Context, payload string) {
 	id, _, _ := strings.Cut(payload, ":")
 	e.mu.Lock()

@@ -75,14 +75,14 @@ func (q *Queries) appendEvents(ctx context.Context, sessionID string, evs []NewE
 // wake-up NOTIFY (and, for a user.interrupt, the interrupt NOTIFY) together. It returns the
 // session's last_seq after the append; no row when the session is gone (or, with $11, ended).
 const appendSQL = appendWith + `
-		SELECT last_seq, pg_notify($8, $1 || ':' || last_seq),
+		SELECT last_seq, pg_notify($8, $1),
 			CASE WHEN $9::bool THEN pg_notify($10, $1) END FROM s`
 
 // appendExpectSQL is appendSQL that also checks on the server that the log ends at $12 after
 // the append (store.Writes): it fails, and so does the batch it is in, when it does not or
 // the session was not found.
 const appendExpectSQL = appendWith + `
-		SELECT s.last_seq, pg_notify($8, $1 || ':' || s.last_seq),
+		SELECT s.last_seq, pg_notify($8, $1),
 			CASE WHEN $9::bool THEN pg_notify($10, $1) END,
 			ma_expect(s.last_seq IS NOT DISTINCT FROM $12::bigint, format(
 				'append events: the session''s log ends at %s, not %s: its row was not locked', s.last_seq, $12::bigint))
@@ -316,9 +316,9 @@ func (q *Queries) EventReferencing(ctx context.Context, sessionID string, types 
 	return e, nil
 }
 
-// notify queues a wake-up for the session's subscribers; seq -1 means deleted.
-func (q *Queries) notify(ctx context.Context, sessionID string, seq int64) error {
-	if _, err := q.db.Exec(ctx, `SELECT pg_notify($1, $2)`, string(TopicEvents), sessionID+":"+strconv.FormatInt(seq, 10)); err != nil {
+// notify queues a wake-up for the session's subscribers (TopicEvents).
+func (q *Queries) notify(ctx context.Context, sessionID string) error {
+	if _, err := q.db.Exec(ctx, `SELECT pg_notify($1, $2)`, string(TopicEvents), sessionID); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil

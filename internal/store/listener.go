@@ -15,9 +15,12 @@ import (
 type Topic string
 
 const (
-	// TopicEvents carries committed-event wake-ups: tiny hints ("<session id>:<seq>") sent in
-	// the appending transaction. Subscribers always re-read the log after their cursor, so a
-	// lost or coalesced hint never loses an event.
+	// TopicEvents carries committed-event wake-ups: the session's id, sent in the appending
+	// transaction. Subscribers always re-read the log after their cursor, so a lost or
+	// coalesced hint never loses an event. The payload is the id alone so that PostgreSQL,
+	// which delivers identical notifications of one transaction once, sends one hint per
+	// transaction however many appends it made (a turn's Advance makes two or three).
+	// Listeners take the id before a ':', as payloads were "<session id>:<seq>" before.
 	TopicEvents Topic = "managed_agents_events"
 	// TopicPreviews carries preview frames (internal/stream's part encoding): many, large and
 	// best-effort.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
 // recordingHandler records what the listener hands it. If gate is set, Notify waits on it,
@@ -207,9 +209,10 @@ func (r *reconnectRecorder) list() []string {
 	return slices.Clone(r.topics)
 }
 
-// An append notifies its session's subscribers (TopicEvents: "<session>:<last seq>") and, when
-// it holds a user.interrupt, the workers (TopicInterrupts: the session id), in the appending
-// statement itself; an append without an interrupt sends no interrupt notice.
+// An append notifies its session's subscribers (TopicEvents: the session id) and, when it
+// holds a user.interrupt, the workers (TopicInterrupts: the session id), in the appending
+// statement itself; an append without an interrupt sends no interrupt notice. A transaction
+// that appends and delivers several times sends one wake-up.
 func TestAppendNotifiesEventsAndInterrupts(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -225,13 +228,34 @@ func TestAppendNotifiesEventsAndInterrupts(t *testing.T) {
 
 	_, err := f.st.AppendEvents(t.Context(), sid, []NewEvent{{Type: "user.message"}, {Type: "user.message"}}, time.Now())
 	require.NoError(t, err)
-	events.requirePayload(t, sid+":2", "the append's wake-up names its last seq")
+	events.requirePayload(t, sid, "the append's wake-up names its session")
 	interrupts.requireQuiet(t, "no interrupt in the append")
 
 	_, err = f.st.AppendEvents(t.Context(), sid, []NewEvent{{Type: "user.message"}, {Type: "user.interrupt"}}, time.Now())
 	require.NoError(t, err)
-	events.requirePayload(t, sid+":4", "the append's wake-up names its last seq")
+	events.requirePayload(t, sid, "the append's wake-up names its session")
 	interrupts.requirePayload(t, sid, "the interrupt reaches the workers")
+
+	// A turn's transaction: an append, a delivery and another append, sent with the commit.
+	queued, err := f.st.AppendEvents(t.Context(), sid, []NewEvent{{Type: "user.message"}}, time.Now())
+	require.NoError(t, err)
+	events.requirePayload(t, sid, "the queued message's wake-up")
+	require.NoError(t, f.st.InTx(t.Context(), func(q *Queries) error {
+		rec, err := q.LockSession(t.Context(), sid)
+		if err != nil {
+			return err
+		}
+		w := q.Writes(sid, rec.LastSeq)
+		w.Append([]NewEvent{{Type: wire.EventSessionStatusRunning, Processed: true}}, time.Now())
+		w.Deliver([]string{queued[0].ID}, time.Now())
+		w.Append([]NewEvent{{Type: wire.EventSessionStatusIdle, Processed: true}}, time.Now())
+		return w.FlushAtCommit(t.Context())
+	}))
+	other := f.newSession(t)
+	_, err = f.st.AppendEvents(t.Context(), other, []NewEvent{{Type: "user.message"}}, time.Now())
+	require.NoError(t, err)
+	events.requirePayload(t, sid, "the transaction's wake-up")
+	events.requirePayload(t, other, "the transaction sent one wake-up: the next is the other session's")
 
 	// A failed append (no such session) notifies no one.
 	_, err = f.st.AppendEvents(t.Context(), "sesn_missing", []NewEvent{{Type: "user.interrupt"}}, time.Now())

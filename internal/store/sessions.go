@@ -140,7 +140,7 @@ func (q *Queries) DeleteSession(ctx context.Context, id string) error {
 	if _, err := q.db.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id); err != nil {
 		return fmt.Errorf("delete session: %w", classify(err))
 	}
-	return q.notify(ctx, id, -1)
+	return q.notify(ctx, id)
 }
 
 // SessionListParams filters the sessions list.

@@ -124,7 +124,7 @@ const deliverSQL = `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 WHER
 		m AS (UPDATE events e SET seq = s.last_seq - $2 + u.ord, processed_at = $4
 			FROM s, unnest($3::text[]) WITH ORDINALITY AS u(id, ord)
 			WHERE e.session_id = $1 AND e.id = u.id AND e.processed_at IS NULL RETURNING 1)
-		SELECT c.moved, pg_notify($5, $1 || ':' || s.last_seq), s.last_seq,
+		SELECT c.moved, pg_notify($5, $1), s.last_seq,
 			ma_expect(s.last_seq IS NOT DISTINCT FROM $6::bigint, format(
 				'deliver events: the session''s log ends at %s, not %s: its row was not locked', s.last_seq, $6::bigint)),
 			ma_expect(c.moved = $2, format('deliver events: %s of %s were queued', c.moved, $2::int))
