@@ -56,6 +56,9 @@ const (
 	poolMaxAge = time.Hour
 	// poolTick is how often the pool reconciles with the engine besides refilling on claims.
 	poolTick = 30 * time.Second
+	// poolMakeTimeout bounds the engine calls that make a pool container once its image is
+	// there: they run to their end even when Stop cancels the refill.
+	poolMakeTimeout = 2 * time.Minute
 	// poolRecentSpecs bounds the environments (besides the default one) kept warm, and
 	// poolRecentFor how long one stays warm after its last session was created.
 	poolRecentSpecs = 8
@@ -270,6 +273,12 @@ func (pl *pool) make(ctx context.Context, spec sandbox.Spec) (string, error) {
 	if err := pl.p.ensureRunner(ctx, image); err != nil {
 		return "", err
 	}
+	// A create the engine has received finishes even if the call is cancelled, so a Stop that
+	// cancelled it mid-way found no container to remove and the engine made one after: a
+	// container nobody owned. From here on the calls are not cancelled (only bounded), and
+	// what they made is ready for Stop, which waits for the refill, to remove.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), poolMakeTimeout)
+	defer cancel()
 	opts := pl.p.CreateOptions(spec)
 	opts.Name = name
 	opts.Config.Image = image
