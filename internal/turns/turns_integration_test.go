@@ -82,14 +82,21 @@ func (e engine) respond(t testing.TB, inputTokens int64, extraMessages int) {
 	require.NoError(t, err)
 }
 
+// open sends a message and opens its turn (Advance), whose next step is a model call.
+func (e engine) open(t testing.TB) Turn {
+	t.Helper()
+	e.send(t)
+	open, err := e.svc.Advance(context.Background(), e.session)
+	require.NoError(t, err)
+	require.Equal(t, agent.StepModel, open.Step.Kind)
+	return open
+}
+
 // turn runs one whole turn: send, Advance (opens it), respond, Advance (closes it).
 func (e engine) turn(t testing.TB, inputTokens int64, extraMessages int) Turn {
 	t.Helper()
 	ctx := context.Background()
-	e.send(t)
-	open, err := e.svc.Advance(ctx, e.session)
-	require.NoError(t, err)
-	require.Equal(t, agent.StepModel, open.Step.Kind)
+	e.open(t)
 	e.respond(t, inputTokens, extraMessages)
 	closed, err := e.svc.Advance(ctx, e.session)
 	require.NoError(t, err)
@@ -286,10 +293,7 @@ func TestFailTurnEndsTheTurnIdle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEngine(t)
-	e.send(t)
-	open, err := e.svc.Advance(ctx, e.session)
-	require.NoError(t, err)
-	require.Equal(t, agent.StepModel, open.Step.Kind)
+	e.open(t)
 
 	cause := errors.New("append events: unsupported Unicode escape sequence (SQLSTATE 22P05)")
 	require.NoError(t, e.svc.FailTurn(ctx, e.session, cause))
@@ -416,11 +420,9 @@ func TestAdvanceAppendingCommitsTheResponseWithTheTurnsEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEngine(t)
-	e.send(t)
-	_, err := e.svc.Advance(ctx, e.session)
-	require.NoError(t, err)
+	e.open(t)
 	start := ids.New(ids.Event)
-	_, err = e.svc.Emitter(e.session).Emit(ctx, []agent.NewEvent{{ID: start, Type: wire.EventSpanModelRequestStart, Body: wire.EmptyBody}})
+	_, err := e.svc.Emitter(e.session).Emit(ctx, []agent.NewEvent{{ID: start, Type: wire.EventSpanModelRequestStart, Body: wire.EmptyBody}})
 	require.NoError(t, err)
 
 	held := response(t, start)
@@ -469,9 +471,7 @@ func TestAdvanceAppendingToAnEndedSessionAppendsNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEngine(t)
-	e.send(t)
-	_, err := e.svc.Advance(ctx, e.session)
-	require.NoError(t, err)
+	e.open(t)
 	require.NoError(t, e.svc.Terminate(ctx, e.session, "ended for the test"))
 	before, err := e.st.History(ctx, e.session)
 	require.NoError(t, err)
