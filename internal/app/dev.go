@@ -249,17 +249,3 @@ func devController(ctx context.Context, cfg Config, api *API, ws string, logger 
 		return <-done
 	}
 }
-
-// openWorkerStore opens the worker's own database pool and registers its metrics.
-func openWorkerStore(ctx context.Context, cfg Config) (*store.Store, func(), error) {
-	st, err := store.Open(ctx, cfg.DatabaseURL, cfg.storeOptions()...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open the worker's database pool: %w", err)
-	}
-	unregister, err := cfg.registerPool(st.Pool())
-	if err != nil {
-		st.Close()
-		return nil, nil, err
-	}
-	return st, unregister, nil
-}

@@ -99,19 +99,15 @@ func RunWorker(ctx context.Context, cfg Config, version string) error {
 		return err
 	}
 	defer stopTracing()
-	st, err := store.Open(ctx, cfg.DatabaseURL, cfg.storeOptions()...)
+	st, unregisterPool, err := openWorkerStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	defer unregisterPool()
 	if err := st.CheckMigrated(ctx); err != nil {
 		return fmt.Errorf("%w: run `managed-agents migrate` (or start `managed-agents serve`) first", err)
 	}
-	unregisterPool, err := cfg.registerPool(st.Pool())
-	if err != nil {
-		return err
-	}
-	defer unregisterPool()
 	stopMetrics, err := serveMetrics(ctx, cfg, reg, logger)
 	if err != nil {
 		return err
@@ -206,4 +202,19 @@ func instrument(ctx context.Context, cfg Config, role string, logger *slog.Logge
 		return cfg, nil, nil, err
 	}
 	return cfg, reg, stopTracing, nil
+}
+
+// openWorkerStore opens a worker's database pool and registers the pool's metrics: the
+// worker role's own, or dev's worker beside its API.
+func openWorkerStore(ctx context.Context, cfg Config) (*store.Store, func(), error) {
+	st, err := store.Open(ctx, cfg.DatabaseURL, cfg.storeOptions()...)
+	if err != nil {
+		return nil, nil, err
+	}
+	unregister, err := cfg.registerPool(st.Pool())
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return st, unregister, nil
 }

@@ -51,7 +51,7 @@ type Turn struct {
 // log); this loop only applies them. Everything is derived from the log and the session row,
 // so calling it again after a crash repeats nothing.
 func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
-	turn, _, err := s.advance(ctx, sessionID, nil)
+	turn, _, err := s.AdvanceAppending(ctx, sessionID, nil)
 	return turn, err
 }
 
@@ -59,10 +59,6 @@ func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 // in the same transaction: a step's last events and the bookkeeping they lead to commit
 // together, or not at all. It returns the turn and evs as committed.
 func (s *Service) AdvanceAppending(ctx context.Context, sessionID string, evs []agent.NewEvent) (Turn, []wire.Event, error) {
-	return s.advance(ctx, sessionID, evs)
-}
-
-func (s *Service) advance(ctx context.Context, sessionID string, evs []agent.NewEvent) (Turn, []wire.Event, error) {
 	var out Turn
 	var appended []wire.Event
 	var opened int
