@@ -295,7 +295,7 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 		// Before the steps, so it stops after them: no acquisition claims from a pool being emptied.
 		warmPool(registry, logger),
 		&temporalWorker{w: durable.NewWorker(tc, durable.WorkerOptions{TaskQueue: c.TaskQueue, StopTimeout: c.WorkerStopTimeout, Observer: c.durableObserver()}, acts)},
-		&Sweep{Engine: engine, Waker: runner, Interval: sweepInterval, Logger: logger},
+		&Sweep{Engine: engine, Waker: durable.Signaller{Runner: runner}, Interval: sweepInterval, Logger: logger},
 		&SandboxSweep{Store: st, Interval: sweepInterval, Logger: logger, Sweeper: &sandbox.Sweeper{
 			Registry: registry, Store: engine.Sandboxes(), IdleStop: c.SandboxIdleStop, Retention: c.SandboxRetention, Logger: logger,
 		}},

@@ -156,6 +156,7 @@ func TestRecordHistories(t *testing.T) {
 				require.GreaterOrEqual(t, acts[name], n, "%s scheduled %v", name, acts)
 			}
 			require.Equal(t, sc.timers, countEvents(h, enumspb.EVENT_TYPE_TIMER_STARTED), "backoff timers")
+			require.Positive(t, countEvents(h, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED), "woken by the wake update")
 			require.Equal(t, sc.cancel, stepStopped(h), "step canceled")
 		})
 	}

@@ -105,6 +105,20 @@ func TestRecordedHistoriesAreCheckedIn(t *testing.T) {
 	}
 }
 
+// TestRecordedHistoriesWakeByUpdate: the histories under the scenarios' names are today's
+// (woken by the wake update, durable.UpdateWake); those of runs woken by the signal, which
+// still run wherever they started before the update, keep their own files (signal_wake_*).
+func TestRecordedHistoriesWakeByUpdate(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"plain_turn", "builtin_tool"} {
+		h := loadHistory(t, historyPath(name))
+		require.Positive(t, countEvents(h, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED), name)
+		require.Zero(t, countEvents(h, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED), name)
+		old := loadHistory(t, historyPath("signal_wake_"+name))
+		require.Positive(t, countEvents(old, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED), "signal_wake_"+name)
+	}
+}
+
 func TestReplayRecordedHistories(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join(historiesDir, "*.json"))

@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -27,24 +28,65 @@ type Runner struct {
 	Tracer trace.TracerProvider
 }
 
-// Wake signals the session's workflow, starting it if it is not running (SignalWithStart).
-// The signal carries the trace context of ctx's span (the request that committed the events),
-// so the steps it starts continue that trace.
+// Wake wakes the session's workflow, starting it if it is not running. A wake-up is a
+// Workflow Update (UpdateWake, UpdateWithStart), which costs Temporal one history write per
+// turn instead of three, and returns once the workflow has accepted it: at the end of the
+// workflow task that takes it, which runs the turn's first local steps, so the call may last
+// as long as they do (a few seconds with a real model, bounded by the workflow task's
+// heartbeat). An interrupt is a signal (SignalWithStart): it is durable on arrival and never
+// waits behind a step. Either way the wake-up carries the trace context of ctx's span (the
+// request that committed the events), so the steps it starts continue that trace.
 func (r *Runner) Wake(ctx context.Context, sessionID string, interrupt bool) (err error) {
-	signal := SignalWake
-	if interrupt {
-		signal = SignalInterrupt
-	}
 	ctx, span := tracing.Start(tracing.WithSession(ctx, sessionID), tracing.Tracer(r.Tracer), "wake session",
 		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attribute.Bool("managed_agents.interrupt", interrupt)))
 	defer func() { tracing.End(span, err) }()
-	_, err = r.Client.SignalWithStartWorkflow(ctx, WorkflowID(sessionID), signal, WakeSignal{Trace: tracing.Inject(ctx)},
+	if interrupt {
+		return r.signal(ctx, sessionID, SignalInterrupt)
+	}
+	start := r.Client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:        WorkflowID(sessionID),
+		TaskQueue: r.queue(),
+		// The session's run, if one is running, takes the update; else a new run starts.
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, SessionWorkflow, SessionParams{SessionID: sessionID, Retry: r.Retry})
+	_, err = r.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			WorkflowID:   WorkflowID(sessionID),
+			UpdateName:   UpdateWake,
+			Args:         []any{WakeSignal{Trace: tracing.Inject(ctx)}},
+			WaitForStage: client.WorkflowUpdateStageAccepted,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("wake session workflow: %w", err)
+	}
+	return nil
+}
+
+// signal sends a wake or interrupt signal, starting the run if none is running.
+func (r *Runner) signal(ctx context.Context, sessionID, signal string) error {
+	_, err := r.Client.SignalWithStartWorkflow(ctx, WorkflowID(sessionID), signal, WakeSignal{Trace: tracing.Inject(ctx)},
 		client.StartWorkflowOptions{ID: WorkflowID(sessionID), TaskQueue: r.queue()},
 		SessionWorkflow, SessionParams{SessionID: sessionID, Retry: r.Retry})
 	if err != nil {
 		return fmt.Errorf("signal session workflow: %w", err)
 	}
 	return nil
+}
+
+// Signaller wakes sessions with the wake signal rather than the update: durable on arrival
+// and never waiting for the workflow, for callers that wake many sessions one after another
+// (the workers' sweep, turns.WakeStale).
+type Signaller struct{ Runner *Runner }
+
+// Wake signals the session's workflow, starting it if it is not running.
+func (s Signaller) Wake(ctx context.Context, sessionID string, interrupt bool) error {
+	signal := SignalWake
+	if interrupt {
+		signal = SignalInterrupt
+	}
+	return s.Runner.signal(ctx, sessionID, signal)
 }
 
 // StartTeardown starts the session's teardown workflow (TeardownWorkflow: destroy the sandbox,

@@ -17,6 +17,15 @@ const (
 	SignalInterrupt = "interrupt"
 )
 
+// UpdateWake is the Workflow Update that wakes a waiting session, as SignalWake does. A
+// waiting workflow takes it in a speculative workflow task, which Temporal persists once,
+// together with the turn's first steps, where a signal is persisted on arrival and again when
+// its workflow task starts: it saves a turn two of its three history writes. The price is
+// that an update is durable only once accepted, and its caller waits until then (the end of
+// the workflow task that accepts it); the waker is built for both (sessions.Waker), and the
+// signal stays for interrupts, the sweep and runs started before the update.
+const UpdateWake = "wake"
+
 // WorkflowID is the id of a session's workflow: one per session, so all work on a session is
 // serialized.
 func WorkflowID(sessionID string) string { return "session/" + sessionID }
@@ -63,11 +72,18 @@ func SessionWorkflow(ctx workflow.Context, p SessionParams) error {
 	s := &sessionRun{
 		p:         p,
 		wake:      workflow.GetSignalChannel(ctx, SignalWake),
+		woken:     workflow.NewBufferedChannel(ctx, 1),
 		interrupt: workflow.GetSignalChannel(ctx, SignalInterrupt),
 		trace:     stepTrace{SessionID: p.SessionID},
 		// Runs started before steps became local activities keep running them as activities
 		// until they continue as new: their histories must replay as they were written.
 		localSteps: workflow.GetVersion(ctx, changeLocalSteps, workflow.DefaultVersion, 1) == 1,
+	}
+	// Registering the handler records nothing, so histories written before it replay as
+	// they were. It must be in place before the first blocking call: the update that started
+	// the run arrives with its first workflow task.
+	if err := workflow.SetUpdateHandler(ctx, UpdateWake, s.wokenByUpdate); err != nil {
+		return err
 	}
 	return s.run(ctx)
 }
@@ -78,8 +94,12 @@ func SessionWorkflow(ctx workflow.Context, p SessionParams) error {
 const changeLocalSteps = "local-steps"
 
 type sessionRun struct {
-	p            SessionParams
-	wake         workflow.ReceiveChannel
+	p    SessionParams
+	wake workflow.ReceiveChannel
+	// woken holds an accepted UpdateWake until the workflow consumes it as it consumes a
+	// wake signal. One is enough: a wake-up pending already makes an Advance run, which sees
+	// everything a second one announces.
+	woken        workflow.Channel
 	interrupt    workflow.ReceiveChannel
 	modelAttempt int
 	// trace is what the steps carry to their spans (trace.go): the trace of the signal that
@@ -252,12 +272,19 @@ func (s *sessionRun) terminate(ctx workflow.Context, cause error) error {
 	return cause
 }
 
-// drain consumes pending signals: the Advance that follows sees everything they announced.
-// At the start of a run (first) they woke it, so the steps take their trace.
+// wokenByUpdate is UpdateWake's handler: it hands the wake-up to the workflow's loop, which
+// consumes it as it does a wake signal.
+func (s *sessionRun) wokenByUpdate(_ workflow.Context, sig WakeSignal) error {
+	s.woken.SendAsync(sig) // false when one is pending already: that one does
+	return nil
+}
+
+// drain consumes pending signals and wake updates: the Advance that follows sees everything
+// they announced. At the start of a run (first) they woke it, so the steps take their trace.
 func (s *sessionRun) drain(first bool) {
 	for first {
 		var sig WakeSignal
-		if !s.wake.ReceiveAsync(&sig) && !s.interrupt.ReceiveAsync(&sig) {
+		if !s.woken.ReceiveAsync(&sig) && !s.wake.ReceiveAsync(&sig) && !s.interrupt.ReceiveAsync(&sig) {
 			break
 		}
 		s.trace.adopt(sig)
@@ -270,9 +297,13 @@ func (s *sessionRun) drain(first bool) {
 func (s *sessionRun) drainWakes() {
 	for s.wake.ReceiveAsync(nil) {
 	}
+	for s.woken.ReceiveAsync(nil) {
+	}
 }
 
-func (s *sessionRun) signalled() bool { return s.wake.Len() > 0 || s.interrupt.Len() > 0 }
+func (s *sessionRun) signalled() bool {
+	return s.wake.Len() > 0 || s.woken.Len() > 0 || s.interrupt.Len() > 0
+}
 
 // waitForSignal waits for the signal that starts (or resumes) a turn, and takes its trace.
 func (s *sessionRun) waitForSignal(ctx workflow.Context) {
@@ -283,6 +314,7 @@ func (s *sessionRun) waitForSignal(ctx workflow.Context) {
 	}
 	sel := workflow.NewSelector(ctx)
 	sel.AddReceive(s.wake, receive)
+	sel.AddReceive(s.woken, receive)
 	sel.AddReceive(s.interrupt, receive)
 	sel.Select(ctx)
 }

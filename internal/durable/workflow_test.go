@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -215,6 +216,24 @@ func (f *fixture) run(retry ModelRetry) error {
 	f.env.ExecuteWorkflow(SessionWorkflow, SessionParams{SessionID: testSession, Retry: retry})
 	require.True(f.t, f.env.IsWorkflowCompleted(), "the workflow is still blocked")
 	return f.env.GetWorkflowError()
+}
+
+// wakeUpdate names the wake update (UpdateWake) among signal names in these tests.
+const wakeUpdate = "update:" + UpdateWake
+
+// wakeByUpdate wakes the run with the wake update (UpdateWake) and checks it is accepted.
+// The test environment takes an update only on its own goroutine (not from an activity's, as
+// it takes a signal), so the tests send it from a delayed callback.
+func (f *fixture) wakeByUpdate() {
+	f.env.UpdateWorkflow(UpdateWake, "", &testsuite.TestUpdateCallback{
+		OnAccept: func() {},
+		OnReject: func(err error) { f.t.Errorf("wake update rejected: %v", err) },
+		OnComplete: func(_ any, err error) {
+			if err != nil {
+				f.t.Errorf("wake update failed: %v", err)
+			}
+		},
+	}, WakeSignal{})
 }
 
 // wakeAfter sends a wake signal d after the start (test clock).
@@ -569,6 +588,8 @@ func TestSessionWorkflowSignalsAndStepPlans(t *testing.T) {
 		wantCalls []string
 		// lookedEarly: the second Advance ran before the wake an hour in.
 		lookedEarly bool
+		// hourWake wakes the waiting workflow an hour in: SignalWake unless set.
+		hourWake string
 	}{
 		{
 			name: "wakes before the step are covered by it", onAdvance: []string{SignalWake, SignalWake},
@@ -579,6 +600,14 @@ func TestSessionWorkflowSignalsAndStepPlans(t *testing.T) {
 			name: "wakes during the step make it look again", onModelTurn: []string{SignalWake, SignalWake},
 			plans:     []Plan{{Kind: agent.StepModel}, {Kind: agent.StepEnd}, {Kind: agent.StepEnd}},
 			wantCalls: []string{"Advance", "ModelTurn#1", "Advance", "Advance"}, lookedEarly: true,
+		},
+		{
+			// The update's form of a wake-up wakes a waiting run as the signal does. (The test
+			// environment delivers an update only between steps, at a moment of its choosing;
+			// updates that arrive while a step runs are tested on a real server.)
+			name:  "a wake update wakes the waiting run",
+			plans: []Plan{{Kind: agent.StepModel}, {Kind: agent.StepEnd}}, hourWake: wakeUpdate,
+			wantCalls: []string{"Advance", "ModelTurn#1", "Advance"},
 		},
 		{
 			// Canceled, or finished with a plan made before the interrupt was delivered: either
@@ -615,7 +644,14 @@ func TestSessionWorkflowSignalsAndStepPlans(t *testing.T) {
 				return nil
 			}
 			start := f.env.Now()
-			f.wakeAfter(time.Hour)
+			hourWake := cmp.Or(tc.hourWake, SignalWake)
+			f.env.RegisterDelayedCallback(func() {
+				if hourWake == wakeUpdate {
+					f.wakeByUpdate()
+				} else {
+					f.env.SignalWorkflow(hourWake, nil)
+				}
+			}, time.Hour)
 			require.NoError(t, f.run(testRetry))
 			calls, _ := f.snapshot()
 			require.Equal(t, tc.wantCalls, calls)

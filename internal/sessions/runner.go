@@ -26,7 +26,7 @@ type Runner interface {
 // Wakes returns the service's background waker. Whoever builds the service starts it (it
 // also starts on first use) and stops it at shutdown.
 func (s *Service) Wakes() *Waker {
-	s.wakesOnce.Do(func() { s.wakes = newWaker(s.logger, wakeWorkers, wakeRetryFor) })
+	s.wakesOnce.Do(func() { s.wakes = newWaker(s.logger, wakesInFlight, wakeRetryFor) })
 	return s.wakes
 }
 

@@ -12,9 +12,12 @@ import (
 
 // Waker limits.
 const (
-	// wakeWorkers bounds the concurrent signals to the runner: a burst of sends, or Temporal
-	// being slow or down, must not turn into one goroutine per request.
-	wakeWorkers = 8
+	// wakesInFlight bounds the wake-ups in flight to the runner: a burst of sends, or Temporal
+	// being slow or down, must not turn into one goroutine per request. It is large because a
+	// wake-up (a Workflow Update, durable.Runner.Wake) is answered when the woken run has
+	// taken it, after its first local steps: a few seconds with a real model, and a bound of a
+	// few would have every other session wait behind those.
+	wakesInFlight = 256
 	// maxPendingWakes bounds the sessions waiting for a wake-up; beyond it a wake-up is dropped
 	// (logged). Dropping is safe: the events are committed and the workers' sweep wakes every
 	// session with queued work.
@@ -26,7 +29,8 @@ const (
 // Waker delivers wake-ups to the runner in the background, after the request that committed
 // the events has been answered. Wake-ups of one session coalesce while they wait (an interrupt
 // in any of them makes the delivered one an interrupt), and at most one per session is in
-// flight, so a session woken by many sends costs one signal at a time.
+// flight, so a session woken by many sends costs one wake-up at a time. Each wake-up in flight
+// has a goroutine of its own, up to a bound; the rest wait, oldest first.
 //
 // Stop drops what is still queued and cancels the signals in flight: the events are durable
 // and the workers' sweep (turns.WakeStale) wakes every session with queued work, so a dropped
@@ -34,7 +38,7 @@ const (
 // a waker used before Start starts itself, one used after Stop drops.
 type Waker struct {
 	logger   *slog.Logger
-	workers  int
+	limit    int // wake-ups in flight at most
 	retryFor time.Duration
 
 	mu       sync.Mutex
@@ -61,14 +65,14 @@ type wakeUp struct {
 	trace trace.SpanContext
 }
 
-func newWaker(logger *slog.Logger, workers int, retryFor time.Duration) *Waker {
-	w := &Waker{logger: logger, workers: workers, retryFor: retryFor, pending: map[string]wakeUp{}, inflight: map[string]bool{}}
+func newWaker(logger *slog.Logger, limit int, retryFor time.Duration) *Waker {
+	w := &Waker{logger: logger, limit: limit, retryFor: retryFor, pending: map[string]wakeUp{}, inflight: map[string]bool{}}
 	w.cond = sync.NewCond(&w.mu)
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	return w
 }
 
-// Start starts the workers.
+// Start starts the dispatcher.
 func (w *Waker) Start() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -80,12 +84,10 @@ func (w *Waker) startLocked() {
 		return
 	}
 	w.started = true
-	for range w.workers {
-		w.wg.Go(w.work)
-	}
+	w.wg.Go(w.dispatch)
 }
 
-// Stop drops queued wake-ups, cancels those in flight and waits for the workers.
+// Stop drops queued wake-ups, cancels those in flight and waits for them.
 func (w *Waker) Stop() {
 	w.mu.Lock()
 	if !w.stopped {
@@ -135,8 +137,8 @@ func (w *Waker) add(sessionID string, up wakeUp) {
 	w.cond.Signal()
 }
 
-// next blocks until a pending session is not in flight, marks it in flight and returns it;
-// ok is false once the waker stops.
+// next blocks until fewer than limit wake-ups are in flight and a pending session is not in
+// flight, marks it in flight and returns it; ok is false once the waker stops.
 func (w *Waker) next() (string, wakeUp, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -145,6 +147,9 @@ func (w *Waker) next() (string, wakeUp, bool) {
 			return "", wakeUp{}, false
 		}
 		for i, id := range w.order {
+			if len(w.inflight) >= w.limit {
+				break
+			}
 			if w.inflight[id] {
 				continue
 			}
@@ -158,28 +163,29 @@ func (w *Waker) next() (string, wakeUp, bool) {
 	}
 }
 
+// done ends a wake-up in flight: its slot, and its session's next wake-up, may now go.
 func (w *Waker) done(sessionID string) {
 	w.mu.Lock()
 	delete(w.inflight, sessionID)
-	if _, again := w.pending[sessionID]; again {
-		// A wake-up that arrived while this one was in flight may now go.
-		w.cond.Signal()
-	}
+	w.cond.Signal()
 	w.mu.Unlock()
 }
 
-func (w *Waker) work() {
+// dispatch hands each wake-up that may go to a goroutine of its own.
+func (w *Waker) dispatch() {
 	for {
 		id, up, ok := w.next()
 		if !ok {
 			return
 		}
-		w.deliver(id, up)
-		w.done(id)
+		w.wg.Go(func() {
+			w.deliver(id, up)
+			w.done(id)
+		})
 	}
 }
 
-// deliver retries the signal with backoff for a while, then leaves the session to the sweep:
+// deliver retries the wake-up with backoff for a while, then leaves the session to the sweep:
 // every run starts from the log, so the next wake-up of the session finds the queued work.
 func (w *Waker) deliver(sessionID string, up wakeUp) {
 	ctx, cancel := context.WithTimeout(w.ctx, w.retryFor)

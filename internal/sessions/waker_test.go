@@ -108,7 +108,7 @@ func TestWakerCoalescesPerSession(t *testing.T) {
 	w.enqueue(g, "s1", false, trace.SpanContext{})
 	w.enqueue(g, "s1", true, trace.SpanContext{})
 	w.enqueue(g, "s1", false, trace.SpanContext{})
-	// Other workers are idle, yet none signals s1 a second time while the first is in flight.
+	// Slots are free, yet no second wake-up of s1 goes a second time while the first is in flight.
 	select {
 	case id := <-g.entered:
 		t.Fatalf("a second wake-up of %s went while the first was in flight", id)
@@ -123,7 +123,7 @@ func TestWakerCoalescesPerSession(t *testing.T) {
 	require.Equal(t, 1, peak)
 }
 
-// TestWakerBoundsConcurrency: however many sessions wait, at most workers signals are in flight.
+// TestWakerBoundsConcurrency: however many sessions wait, at most limit wake-ups are in flight.
 func TestWakerBoundsConcurrency(t *testing.T) {
 	t.Parallel()
 	g := newGateRunner()
@@ -175,7 +175,7 @@ func TestWakerStop(t *testing.T) {
 	waitEntered(t, g, 1)
 	w.enqueue(g, "s1", false, trace.SpanContext{})
 	waitEntered(t, g, 1)
-	w.enqueue(g, "s2", false, trace.SpanContext{}) // queued behind s1 on the only worker
+	w.enqueue(g, "s2", false, trace.SpanContext{}) // queued behind s1, which holds the only slot
 
 	stopped := make(chan struct{})
 	go func() {
