@@ -234,13 +234,23 @@ func (r *recorder) newSession(t *testing.T, tools string) *recordedSession {
 func (r *recorder) save(t *testing.T, workflowID, name string) *historypb.History {
 	t.Helper()
 	ctx := t.Context()
-	r.waitQuiet(t, workflowID)
-	iter := r.temporal.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	h := &historypb.History{}
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		require.NoError(t, err)
-		h.Events = append(h.Events, ev)
+	// A signal may arrive between the wait and the read: read again until the history does
+	// not end in a workflow task still open.
+	var h *historypb.History
+	for open := true; open; {
+		r.waitQuiet(t, workflowID)
+		iter := r.temporal.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		h = &historypb.History{}
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			require.NoError(t, err)
+			h.Events = append(h.Events, ev)
+		}
+		switch h.Events[len(h.Events)-1].GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+		default:
+			open = false
+		}
 	}
 	b, err := temporalproto.CustomJSONMarshalOptions{Indent: " "}.Marshal(h)
 	require.NoError(t, err)

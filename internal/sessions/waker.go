@@ -27,10 +27,11 @@ const (
 )
 
 // Waker delivers wake-ups to the runner in the background, after the request that committed
-// the events has been answered. Wake-ups of one session coalesce while they wait (an interrupt
-// in any of them makes the delivered one an interrupt), and at most one per session is in
-// flight, so a session woken by many sends costs one wake-up at a time. Each wake-up in flight
-// has a goroutine of its own, up to a bound; the rest wait, oldest first.
+// the events has been answered. Wake-ups of one session coalesce while they wait, and at most
+// one per session is in flight, so a session woken by many sends costs one wake-up at a time.
+// Interrupts do the same on their own: an interrupt never waits behind a wake-up, which may be
+// in flight for as long as the turn's first steps take (durable.Runner.Wake). Each wake-up in
+// flight has a goroutine of its own, up to a bound; the rest wait, oldest first.
 //
 // Stop drops what is still queued and cancels the signals in flight: the events are durable
 // and the workers' sweep (turns.WakeStale) wakes every session with queued work, so a dropped
@@ -45,19 +46,24 @@ type Waker struct {
 	cond     *sync.Cond
 	started  bool
 	stopped  bool
-	pending  map[string]wakeUp
-	order    []string // pending sessions, oldest first
-	inflight map[string]bool
+	pending  map[wakeKey]wakeUp
+	order    []wakeKey // pending wake-ups, oldest first
+	inflight map[wakeKey]bool
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 }
 
+// wakeKey is what coalesces: a session's wake-ups, or its interrupts.
+type wakeKey struct {
+	session   string
+	interrupt bool
+}
+
 // wakeUp is one coalesced wake-up; it carries the runner that was current when it was asked
 // for, so a worker never reads the service's fields.
 type wakeUp struct {
-	runner    Runner
-	interrupt bool
+	runner Runner
 	// forget: the session is deleted; its run only needs to notice and end.
 	forget bool
 	// trace is the span context of the request that asked for the wake-up (of the latest one
@@ -66,7 +72,7 @@ type wakeUp struct {
 }
 
 func newWaker(logger *slog.Logger, limit int, retryFor time.Duration) *Waker {
-	w := &Waker{logger: logger, limit: limit, retryFor: retryFor, pending: map[string]wakeUp{}, inflight: map[string]bool{}}
+	w := &Waker{logger: logger, limit: limit, retryFor: retryFor, pending: map[wakeKey]wakeUp{}, inflight: map[wakeKey]bool{}}
 	w.cond = sync.NewCond(&w.mu)
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	return w
@@ -106,45 +112,44 @@ func (w *Waker) Stop() {
 
 // enqueue asks for a wake-up of the session and returns at once.
 func (w *Waker) enqueue(r Runner, sessionID string, interrupt bool, sc trace.SpanContext) {
-	w.add(sessionID, wakeUp{runner: r, interrupt: interrupt, trace: sc})
+	w.add(wakeKey{session: sessionID, interrupt: interrupt}, wakeUp{runner: r, trace: sc})
 }
 
 // forget asks for the run of a deleted session to be told, and returns at once.
 func (w *Waker) forget(r Runner, sessionID string) {
-	w.add(sessionID, wakeUp{runner: r, forget: true})
+	w.add(wakeKey{session: sessionID}, wakeUp{runner: r, forget: true})
 }
 
-func (w *Waker) add(sessionID string, up wakeUp) {
+func (w *Waker) add(key wakeKey, up wakeUp) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped {
-		w.logger.Warn("wake-up after stop dropped; the worker sweep delivers it", "session_id", sessionID)
+		w.logger.Warn("wake-up after stop dropped; the worker sweep delivers it", "session_id", key.session)
 		return
 	}
 	w.startLocked()
-	if prev, ok := w.pending[sessionID]; ok {
-		up.interrupt = up.interrupt || prev.interrupt
+	if prev, ok := w.pending[key]; ok {
 		up.forget = up.forget || prev.forget
-		w.pending[sessionID] = up
+		w.pending[key] = up
 		return
 	}
 	if len(w.pending) >= maxPendingWakes {
-		w.logger.Warn("too many sessions waiting for a wake-up; dropped, the worker sweep delivers it", "session_id", sessionID)
+		w.logger.Warn("too many sessions waiting for a wake-up; dropped, the worker sweep delivers it", "session_id", key.session)
 		return
 	}
-	w.pending[sessionID] = up
-	w.order = append(w.order, sessionID)
+	w.pending[key] = up
+	w.order = append(w.order, key)
 	w.cond.Signal()
 }
 
 // next blocks until fewer than limit wake-ups are in flight and a pending session is not in
 // flight, marks it in flight and returns it; ok is false once the waker stops.
-func (w *Waker) next() (string, wakeUp, bool) {
+func (w *Waker) next() (wakeKey, wakeUp, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
 		if w.stopped {
-			return "", wakeUp{}, false
+			return wakeKey{}, wakeUp{}, false
 		}
 		for i, id := range w.order {
 			if len(w.inflight) >= w.limit {
@@ -164,9 +169,9 @@ func (w *Waker) next() (string, wakeUp, bool) {
 }
 
 // done ends a wake-up in flight: its slot, and its session's next wake-up, may now go.
-func (w *Waker) done(sessionID string) {
+func (w *Waker) done(key wakeKey) {
 	w.mu.Lock()
-	delete(w.inflight, sessionID)
+	delete(w.inflight, key)
 	w.cond.Signal()
 	w.mu.Unlock()
 }
@@ -174,20 +179,21 @@ func (w *Waker) done(sessionID string) {
 // dispatch hands each wake-up that may go to a goroutine of its own.
 func (w *Waker) dispatch() {
 	for {
-		id, up, ok := w.next()
+		key, up, ok := w.next()
 		if !ok {
 			return
 		}
 		w.wg.Go(func() {
-			w.deliver(id, up)
-			w.done(id)
+			w.deliver(key, up)
+			w.done(key)
 		})
 	}
 }
 
 // deliver retries the wake-up with backoff for a while, then leaves the session to the sweep:
 // every run starts from the log, so the next wake-up of the session finds the queued work.
-func (w *Waker) deliver(sessionID string, up wakeUp) {
+func (w *Waker) deliver(key wakeKey, up wakeUp) {
+	sessionID := key.session
 	ctx, cancel := context.WithTimeout(w.ctx, w.retryFor)
 	defer cancel()
 	ctx = trace.ContextWithSpanContext(ctx, up.trace)
@@ -196,7 +202,7 @@ func (w *Waker) deliver(sessionID string, up wakeUp) {
 		return
 	}
 	for backoff := 50 * time.Millisecond; ; backoff = min(backoff*2, 2*time.Second) {
-		err := up.runner.Wake(ctx, sessionID, up.interrupt)
+		err := up.runner.Wake(ctx, sessionID, key.interrupt)
 		if err == nil {
 			return
 		}

@@ -95,7 +95,8 @@ func waitEntered(t *testing.T, g *gateRunner, n int) []string {
 }
 
 // TestWakerCoalescesPerSession: wake-ups of a session whose wake-up is in flight wait and
-// merge into one, an interrupt among them wins, and they go once the first returns.
+// merge into one, which goes once the first returns; an interrupt goes at once beside them
+// (it never waits behind a wake-up), and interrupts coalesce among themselves the same way.
 func TestWakerCoalescesPerSession(t *testing.T) {
 	t.Parallel()
 	g := newGateRunner()
@@ -108,19 +109,29 @@ func TestWakerCoalescesPerSession(t *testing.T) {
 	w.enqueue(g, "s1", false, trace.SpanContext{})
 	w.enqueue(g, "s1", true, trace.SpanContext{})
 	w.enqueue(g, "s1", false, trace.SpanContext{})
-	// Slots are free, yet no second wake-up of s1 goes a second time while the first is in flight.
+	waitEntered(t, g, 1) // the interrupt
+	w.enqueue(g, "s1", true, trace.SpanContext{})
+	w.enqueue(g, "s1", true, trace.SpanContext{})
+	// Slots are free, yet no second wake-up or interrupt of s1 goes while one is in flight.
 	select {
 	case id := <-g.entered:
 		t.Fatalf("a second wake-up of %s went while the first was in flight", id)
 	case <-time.After(100 * time.Millisecond):
 	}
+	// Each release ends one call in flight; what waited behind it then goes.
 	g.release <- struct{}{}
 	waitEntered(t, g, 1)
 	g.release <- struct{}{}
+	waitEntered(t, g, 1)
+	g.release <- struct{}{}
+	g.release <- struct{}{}
 
 	calls, peak := g.snapshot()
-	require.Equal(t, []wakeCall{{session: "s1"}, {session: "s1", interrupt: true}}, calls)
-	require.Equal(t, 1, peak)
+	require.Len(t, calls, 4)
+	require.Equal(t, []wakeCall{{session: "s1"}, {session: "s1", interrupt: true}}, calls[:2])
+	require.ElementsMatch(t, []wakeCall{{session: "s1"}, {session: "s1", interrupt: true}}, calls[2:],
+		"what waited behind each went once, as one")
+	require.Equal(t, 2, peak)
 }
 
 // TestWakerBoundsConcurrency: however many sessions wait, at most limit wake-ups are in flight.
