@@ -316,6 +316,23 @@ func TestTurnReschedulingExhausted(t *testing.T) {
 	require.Equal(t, closing, types(evs[len(evs)-3:]))
 }
 
+// TestTurnMessageDuringAStep: a message sent while the model step runs (its wake-up reaches
+// the run while a workflow task is in flight, and is taken by the next) opens the next turn
+// once this one ends, with no further send.
+func TestTurnMessageDuringAStep(t *testing.T) {
+	t.Parallel()
+	f := newTurnFixture(t)
+	f.send(userMessage("/sleep 1500\nfirst"))
+	f.until("span.model_request_start")
+	f.send(userMessage("second"))
+
+	evs := f.untilIdle()
+	require.Equal(t, "end_turn", last(evs).StopReason.Type)
+	evs = f.untilIdle()
+	require.Equal(t, "echo: second", messageText(find(t, evs, "agent.message")))
+	require.Equal(t, "end_turn", last(evs).StopReason.Type)
+}
+
 // TestTurnInterruptsAroundAQueuedMessage: a message and two interrupts queued during a turn.
 // The interrupts apply first and close the turn; the message then runs its own turn; nothing
 // is left queued and the session ends idle (it used to stay running).
