@@ -160,6 +160,29 @@ func TestWakerBoundsConcurrency(t *testing.T) {
 	require.ElementsMatch(t, []string{"a", "b", "c", "d", "e"}, []string{calls[0].session, calls[1].session, calls[2].session, calls[3].session, calls[4].session})
 }
 
+// TestWakerReusesWorkers: wake-ups one after another are delivered by the one worker that
+// delivered the first, not by a new goroutine each.
+func TestWakerReusesWorkers(t *testing.T) {
+	t.Parallel()
+	g := newGateRunner()
+	w := quietWaker(8)
+	w.Start()
+	defer w.Stop()
+	for _, id := range []string{"a", "b", "c", "d"} {
+		w.enqueue(g, id, false, trace.SpanContext{})
+		waitEntered(t, g, 1)
+		g.release <- struct{}{}
+		require.Eventually(t, func() bool {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return len(w.inflight) == 0
+		}, 5*time.Second, time.Millisecond)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	require.Equal(t, 1, w.workers)
+}
+
 // TestWakerRetriesFailedSignals: a failed signal is retried with backoff until it succeeds.
 func TestWakerRetriesFailedSignals(t *testing.T) {
 	t.Parallel()
