@@ -275,34 +275,47 @@ func (c *Core) failRequest(ctx context.Context, in Input, startID string, modelE
 // that outlived its worker, or, for a run that died unrecorded (also one cut short by a
 // cancelled ctx), gets an is_error result saying the call was interrupted.
 func (c *Core) ExecuteTool(ctx context.Context, in Input, toolUse wire.Event) error {
+	ev, ran, err := c.RunTool(ctx, in, toolUse)
+	if err != nil || !ran {
+		return err
+	}
+	if _, err := in.Emitter.Emit(ctx, []NewEvent{ev}); err != nil {
+		return fmt.Errorf("emit tool result of %s: %w", toolUse.ID, err)
+	}
+	return nil
+}
+
+// RunTool is ExecuteTool without the emit: it runs the call if the log says it is due and
+// returns its result event, not yet in the log, for a caller that commits it with the
+// bookkeeping that follows (one commit instead of two). ran is false when nothing was due.
+// The caller must commit the event as it is, or the call's result is lost (a retry runs the
+// call again, which the sandbox's at-most-once records answer).
+func (c *Core) RunTool(ctx context.Context, in Input, toolUse wire.Event) (ev NewEvent, ran bool, err error) {
 	d, err := readDue(in.turn())
 	if err != nil {
-		return err
+		return NewEvent{}, false, err
 	}
 	i := slices.IndexFunc(d.run, func(tc ToolCall) bool { return tc.Event.ID == toolUse.ID })
 	if i < 0 {
 		if slices.Contains(d.waiting, toolUse.ID) || slices.ContainsFunc(d.reject, func(tc ToolCall) bool { return tc.Event.ID == toolUse.ID }) {
-			return fmt.Errorf("execute %s: %w", toolUse.ID, ErrNotRunnable)
+			return NewEvent{}, false, fmt.Errorf("execute %s: %w", toolUse.ID, ErrNotRunnable)
 		}
 		c.log.DebugContext(ctx, "tool call already answered or abandoned; nothing to do", "tool_use_id", toolUse.ID)
-		return nil
+		return NewEvent{}, false, nil
 	}
 	call := d.run[i]
 	res, err := c.run(ctx, in, call)
 	if err != nil {
-		return err
+		return NewEvent{}, false, err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("execute %s %s: %w", call.Name, call.Event.ID, err)
+		return NewEvent{}, false, fmt.Errorf("execute %s %s: %w", call.Name, call.Event.ID, err)
 	}
-	ev, err := resultEvent(ids.New(ids.Event), call, res.content(), res.IsError)
+	ev, err = resultEvent(ids.New(ids.Event), call, res.content(), res.IsError)
 	if err != nil {
-		return err
+		return NewEvent{}, false, err
 	}
-	if _, err := in.Emitter.Emit(ctx, []NewEvent{ev}); err != nil {
-		return fmt.Errorf("emit tool result of %s: %w", call.Event.ID, err)
-	}
-	return nil
+	return ev, true, nil
 }
 
 // run executes one runnable call where it runs: an MCP server, the web tools, or the sandbox.

@@ -261,8 +261,7 @@ func (a *Activities) toolCall(ctx context.Context, in ToolCallInput) (Plan, erro
 	markTurn(ctx, turn)
 	tctx, tool := a.startTool(ctx, *toolUse)
 	start, outcome := time.Now(), ""
-	tin := a.input(in.SessionID, turn)
-	tin.Emitter = committedEmitter{next: tin.Emitter, seen: func(evs []wire.Event) {
+	seen := func(evs []wire.Event) {
 		for _, ev := range evs {
 			if id, isError, ok := resultOf(ev); ok && id == in.ToolUseID {
 				outcome = OutcomeOK
@@ -271,8 +270,32 @@ func (a *Activities) toolCall(ctx context.Context, in ToolCallInput) (Plan, erro
 				}
 			}
 		}
-	}}
-	err = a.Core.ExecuteTool(tctx, tool.observe(tin), *toolUse)
+		tool.saw(evs)
+	}
+	tin := a.input(in.SessionID, turn)
+	// A built-in call's result is committed with the Advance that follows it: one transaction,
+	// one wake-up of the session's streams. An MCP call's is appended on its own, where a
+	// result another attempt appended first (ErrCallAnswered) loses without failing the step.
+	var (
+		held []agent.NewEvent
+		next turns.Turn
+	)
+	if toolUse.Type == wire.EventAgentMCPToolUse {
+		tin.Emitter = committedEmitter{next: tin.Emitter, seen: seen}
+		err = a.Core.ExecuteTool(tctx, tin, *toolUse)
+	} else {
+		var ev agent.NewEvent
+		var ran bool
+		if ev, ran, err = a.Core.RunTool(tctx, tin, *toolUse); ran {
+			held = []agent.NewEvent{ev}
+		}
+	}
+	if len(held) > 0 {
+		var committed []wire.Event
+		if next, committed, err = a.Turns.AdvanceAppending(ctx, in.SessionID, held); err == nil {
+			seen(committed)
+		}
+	}
 	tool.end(err)
 	if outcome == "" && err != nil && !errors.Is(err, agent.ErrNotRunnable) && !errors.Is(err, turns.ErrCallAnswered) {
 		outcome = OutcomeFailed
@@ -288,6 +311,8 @@ func (a *Activities) toolCall(ctx context.Context, in ToolCallInput) (Plan, erro
 		a.Logger.WarnContext(ctx, "MCP call answered by another attempt; this attempt's answer is dropped", "session_id", in.SessionID, "tool_use_id", in.ToolUseID)
 	case err != nil:
 		return Plan{}, activityError(err)
+	case len(held) > 0:
+		return a.planOf(ctx, in.SessionID, next)
 	case toolUse.Type == wire.EventAgentMCPToolUse:
 		// The answer is in the log now; the copy kept for a retry is no longer needed.
 		if ferr := a.Turns.ForgetMCPResult(ctx, in.SessionID, in.ToolUseID); ferr != nil {

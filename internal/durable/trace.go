@@ -142,7 +142,7 @@ func markTurn(ctx context.Context, turn turns.Turn) {
 }
 
 // toolSpan is the span of one tool call: it learns the outcome from the result the call
-// commits (toolSpan.observe wraps the emitter) or from the call's error. With tracing off
+// commits (toolSpan.saw) or from the call's error. With tracing off
 // it is nil, and does nothing.
 type toolSpan struct {
 	span    trace.Span
@@ -174,13 +174,19 @@ const (
 	genAIToolCallID = attribute.Key("gen_ai.tool.call.id")
 )
 
-// observe returns in with an emitter that notes the committed result's is_error.
-func (t *toolSpan) observe(in agent.Input) agent.Input {
+// saw notes the is_error of the call's result among committed events.
+func (t *toolSpan) saw(evs []wire.Event) {
 	if t == nil {
-		return in
+		return
 	}
-	in.Emitter = toolEmitter{next: in.Emitter, span: t}
-	return in
+	for _, ev := range evs {
+		if id, isError, ok := resultOf(ev); ok && id == t.callID {
+			t.outcome = "ok"
+			if isError {
+				t.outcome = "error"
+			}
+		}
+	}
 }
 
 // end ends the span with the call's outcome; a call the log says may not run or that
@@ -197,27 +203,6 @@ func (t *toolSpan) end(err error) {
 	}
 	t.span.SetAttributes(tracing.ToolOutcome.String(t.outcome))
 	tracing.End(t.span, err)
-}
-
-type toolEmitter struct {
-	next agent.Emitter
-	span *toolSpan
-}
-
-func (e toolEmitter) Emit(ctx context.Context, evs []agent.NewEvent) ([]wire.Event, error) {
-	out, err := e.next.Emit(ctx, evs)
-	if err != nil {
-		return out, err
-	}
-	for _, ev := range out {
-		if id, isError, ok := resultOf(ev); ok && id == e.span.callID {
-			e.span.outcome = "ok"
-			if isError {
-				e.span.outcome = "error"
-			}
-		}
-	}
-	return out, err
 }
 
 // traceSandbox runs fn, the session's sandbox acquisition or attachment, under a span.

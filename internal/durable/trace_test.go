@@ -116,10 +116,10 @@ func TestToolSpanOutcome(t *testing.T) {
 			a := &Activities{Tracer: sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))}
 			use := wire.Event{ID: "sevt_u", Type: wire.EventAgentToolUse, Body: json.RawMessage(`{"name":"bash","input":{}}`)}
 			ctx, tool := a.startTool(tracing.WithSession(context.Background(), testSession), use)
-			in := tool.observe(agent.Input{Emitter: echoEmitter{}})
 			if tt.emit != nil {
-				_, err := in.Emitter.Emit(ctx, tt.emit)
+				committed, err := echoEmitter{}.Emit(ctx, tt.emit)
 				require.NoError(t, err)
+				tool.saw(committed)
 			}
 			tool.end(tt.err)
 			spans := exp.GetSpans()
@@ -134,14 +134,14 @@ func TestToolSpanOutcome(t *testing.T) {
 	}
 }
 
-// With tracing off a tool call costs nothing: no span, the emitter as it was.
+// With tracing off a tool call costs nothing: no span, the context as it was.
 func TestToolSpanOff(t *testing.T) {
 	t.Parallel()
 	a := &Activities{}
 	ctx := context.Background()
 	tctx, tool := a.startTool(ctx, wire.Event{ID: "sevt_u", Type: wire.EventAgentToolUse, Body: json.RawMessage(`{"name":"bash"}`)})
 	require.Equal(t, ctx, tctx)
-	in := agent.Input{Emitter: echoEmitter{}}
-	require.Equal(t, in, tool.observe(in))
+	require.Nil(t, tool)
+	tool.saw([]wire.Event{{ID: "sevt_r", Type: wire.EventAgentToolResult, Body: json.RawMessage(`{"tool_use_id":"sevt_u"}`)}})
 	tool.end(errors.New("ignored"))
 }
