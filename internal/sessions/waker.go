@@ -31,12 +31,12 @@ const (
 // one per session is in flight, so a session woken by many sends costs one wake-up at a time.
 // Interrupts do the same on their own: an interrupt never waits behind a wake-up, which may be
 // in flight for as long as the turn's first steps take (durable.Runner.Wake). So the workers
-// that deliver them are many: one is started whenever a wake-up finds none idle, up to a
-// bound, and each stays for the next (a goroutine per wake-up would grow a fresh stack for the
-// SDK's deep payload walk every time: 8 % of dev's CPU when measured). The rest wait, oldest
-// first.
+// that deliver them are many: one is started whenever there are fewer workers than wake-ups in
+// flight and pending, up to a bound, and each stays for the next (a goroutine per wake-up
+// would grow a fresh stack for the SDK's deep payload walk every time: 8 % of dev's CPU when
+// measured). Beyond the bound, wake-ups wait, oldest first.
 //
-// Stop drops what is still queued and cancels the signals in flight: the events are durable
+// Stop drops what is still queued and cancels the wake-ups in flight: the events are durable
 // and the workers' sweep (turns.WakeStale) wakes every session with queued work, so a dropped
 // wake-up delays a turn, it never loses one. Start and Stop may each be called more than once;
 // a waker used before Start starts itself, one used after Stop drops.
