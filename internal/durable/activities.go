@@ -18,6 +18,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/model"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/stream"
+	"github.com/managed-agents/managed-agents/internal/tools"
 	"github.com/managed-agents/managed-agents/internal/turns"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
@@ -221,7 +222,11 @@ func (a *Activities) modelTurn(ctx context.Context, in ModelTurnInput) (Plan, er
 		// Every preview ends before its event is in the log (previewSink.endAll).
 		sink.endAll()
 	}
-	next, committed, err := a.Turns.AdvanceAppending(ctx, in.SessionID, res.Held)
+	// The model has answered: an interrupt arriving now must not throw the answer away. The
+	// commit runs to its end (bounded), and the interrupt is delivered by the Advance after.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	next, committed, err := a.Turns.AdvanceAppending(cctx, in.SessionID, res.Held)
 	if err != nil {
 		return Plan{}, activityError(err)
 	}
@@ -273,35 +278,46 @@ func (a *Activities) toolCall(ctx context.Context, in ToolCallInput) (Plan, erro
 		tool.saw(evs)
 	}
 	tin := a.input(in.SessionID, turn)
-	// A built-in call's result is committed with the Advance that follows it: one transaction,
-	// one wake-up of the session's streams. An MCP call's is appended on its own, where a
-	// result another attempt appended first (ErrCallAnswered) loses without failing the step.
+	// A sandbox tool's result is committed with the Advance that follows it: one transaction,
+	// one wake-up of the session's streams. A retry after that transaction failed runs the
+	// call again, which the sandbox's at-most-once records answer with the recorded result.
+	// Other calls' results are appended on their own: a web tool has no such record (a retry
+	// would fetch again), and an MCP call's result that another attempt appended first
+	// (ErrCallAnswered) must lose without failing the step.
 	var (
-		held []agent.NewEvent
-		next turns.Turn
+		held     []agent.NewEvent
+		next     turns.Turn
+		ran      bool
+		duration time.Duration
+		label    = toolLabel(*toolUse)
 	)
-	if toolUse.Type == wire.EventAgentMCPToolUse {
-		tin.Emitter = committedEmitter{next: tin.Emitter, seen: seen}
-		err = a.Core.ExecuteTool(tctx, tin, *toolUse)
-	} else {
+	if toolUse.Type == wire.EventAgentToolUse && tools.NeedsSandbox(label) {
 		var ev agent.NewEvent
-		var ran bool
 		if ev, ran, err = a.Core.RunTool(tctx, tin, *toolUse); ran {
 			held = []agent.NewEvent{ev}
 		}
+		duration = time.Since(start)
+	} else {
+		tin.Emitter = committedEmitter{next: tin.Emitter, seen: seen}
+		err = a.Core.ExecuteTool(tctx, tin, *toolUse)
+		duration = time.Since(start)
 	}
 	if len(held) > 0 {
+		// The call has run: an interrupt arriving now must not throw its result away. The
+		// commit runs to its end (bounded), and the interrupt is delivered by the Advance after.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 		var committed []wire.Event
-		if next, committed, err = a.Turns.AdvanceAppending(ctx, in.SessionID, held); err == nil {
+		if next, committed, err = a.Turns.AdvanceAppending(cctx, in.SessionID, held); err == nil {
 			seen(committed)
 		}
+		cancel()
 	}
 	tool.end(err)
 	if outcome == "" && err != nil && !errors.Is(err, agent.ErrNotRunnable) && !errors.Is(err, turns.ErrCallAnswered) {
 		outcome = OutcomeFailed
 	}
 	if outcome != "" { // else nothing ran: the call was answered or may not run
-		a.observer().ToolCall(toolLabel(*toolUse), outcome, time.Since(start))
+		a.observer().ToolCall(label, outcome, duration)
 	}
 	switch {
 	case errors.Is(err, agent.ErrNotRunnable):
@@ -598,6 +614,10 @@ func (a *Activities) interruptible(ctx context.Context, sessionID string) (conte
 		return p, err
 	}
 }
+
+// commitTimeout bounds the commit of a step's held events (a model response, a tool result),
+// which runs to its end although an interrupt cancels the step.
+const commitTimeout = 30 * time.Second
 
 // heartbeatInterval is how often a running activity records a heartbeat: a dead worker is
 // noticed within the heartbeat timeout, and an interrupt reaches a step within about this

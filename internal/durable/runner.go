@@ -30,7 +30,7 @@ type Runner struct {
 
 // Wake wakes the session's workflow, starting it if it is not running. A wake-up is a
 // Workflow Update (UpdateWake, UpdateWithStart), which costs Temporal one history write per
-// turn instead of three, and returns once the workflow has accepted it: at the end of the
+// turn instead of three, and returns once the workflow has taken it: at the end of the
 // workflow task that takes it, which runs the turn's first local steps, so the call may last
 // as long as they do (a few seconds with a real model, bounded by the workflow task's
 // heartbeat). An interrupt is a signal (SignalWithStart): it is durable on arrival and never
@@ -49,15 +49,21 @@ func (r *Runner) Wake(ctx context.Context, sessionID string, interrupt bool) (er
 		// The session's run, if one is running, takes the update; else a new run starts.
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 	}, SessionWorkflow, SessionParams{SessionID: sessionID, Retry: r.Retry})
-	_, err = r.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+	// Completed, not accepted: the handler completes in the workflow task that accepts it, so
+	// it costs no wait, and a rejection (a worker without the handler, during a rolling
+	// deploy) comes back from Get as an error, to be retried, instead of passing for a wake-up.
+	h, err := r.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
 			WorkflowID:   WorkflowID(sessionID),
 			UpdateName:   UpdateWake,
 			Args:         []any{WakeSignal{Trace: tracing.Inject(ctx)}},
-			WaitForStage: client.WorkflowUpdateStageAccepted,
+			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
 	if err != nil {
 		return fmt.Errorf("wake session workflow: %w", err)
 	}

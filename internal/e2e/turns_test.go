@@ -316,9 +316,10 @@ func TestTurnReschedulingExhausted(t *testing.T) {
 	require.Equal(t, closing, types(evs[len(evs)-3:]))
 }
 
-// TestTurnMessageDuringAStep: a message sent while the model step runs (its wake-up reaches
-// the run while a workflow task is in flight, and is taken by the next) opens the next turn
-// once this one ends, with no further send.
+// TestTurnMessageDuringAStep: a message sent while the model step runs opens the next turn
+// once this one ends, with no further send. (The step's closing Advance opens it from the
+// queued message; the wake-up sent meanwhile is taken by a later workflow task and finds the
+// work done. This checks the lifecycle, not that wake-up's path.)
 func TestTurnMessageDuringAStep(t *testing.T) {
 	t.Parallel()
 	f := newTurnFixture(t)

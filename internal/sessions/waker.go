@@ -18,6 +18,9 @@ const (
 	// taken it, after its first local steps: a few seconds with a real model, and a bound of a
 	// few would have every other session wait behind those.
 	wakesInFlight = 256
+	// signalWorkers are workers beyond wakesInFlight that only interrupts and forgets (quick
+	// signals) may use: with every wake-up slot held by a slow run, an interrupt still goes.
+	signalWorkers = 16
 	// maxPendingWakes bounds the sessions waiting for a wake-up; beyond it a wake-up is dropped
 	// (logged). Dropping is safe: the events are committed and the workers' sweep wakes every
 	// session with queued work.
@@ -34,25 +37,26 @@ const (
 // that deliver them are many: one is started whenever there are fewer workers than wake-ups in
 // flight and pending, up to a bound, and each stays for the next (a goroutine per wake-up
 // would grow a fresh stack for the SDK's deep payload walk every time: 8 % of dev's CPU when
-// measured). Beyond the bound, wake-ups wait, oldest first.
+// measured). Beyond the bound, wake-ups wait, oldest first. Interrupts and forgets go first,
+// are not counted against the bound, and have workers of their own beyond it.
 //
 // Stop drops what is still queued and cancels the wake-ups in flight: the events are durable
 // and the workers' sweep (turns.WakeStale) wakes every session with queued work, so a dropped
-// wake-up delays a turn, it never loses one. Start and Stop may each be called more than once;
-// a waker used before Start starts itself, one used after Stop drops.
+// wake-up delays a turn, it never loses one. Stop may be called more than once; a waker used
+// after Stop drops.
 type Waker struct {
 	logger   *slog.Logger
-	limit    int // wake-ups in flight at most
+	limit    int // wake-ups in flight at most; interrupts and forgets are not counted
 	retryFor time.Duration
 
 	mu       sync.Mutex
 	cond     *sync.Cond
-	started  bool
 	stopped  bool
 	workers  int // started; each stays for the next wake-up
 	pending  map[wakeKey]wakeUp
 	order    []wakeKey // pending wake-ups, oldest first
 	inflight map[wakeKey]bool
+	wakes    int // in flight and counted against limit
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -82,25 +86,15 @@ func newWaker(logger *slog.Logger, limit int, retryFor time.Duration) *Waker {
 	return w
 }
 
-// Start starts the waker; its workers start as wake-ups arrive.
-func (w *Waker) Start() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.startLocked()
-}
-
-func (w *Waker) startLocked() {
-	if w.started || w.stopped {
-		return
-	}
-	w.started = true
-}
+// Start is part of the service's start/stop life; there is nothing to start: workers start as
+// wake-ups arrive.
+func (w *Waker) Start() {}
 
 // addWorkerLocked starts a worker unless there are as many as wake-ups in flight and pending
 // (a pending one that waits behind its session's counts too, so a few may idle) or as many
 // as allowed.
 func (w *Waker) addWorkerLocked() {
-	if w.workers >= w.limit || w.workers >= len(w.inflight)+len(w.pending) {
+	if w.workers >= w.limit+signalWorkers || w.workers >= len(w.inflight)+len(w.pending) {
 		return
 	}
 	w.workers++
@@ -141,7 +135,6 @@ func (w *Waker) add(key wakeKey, up wakeUp) {
 		w.logger.Warn("wake-up after stop dropped; the worker sweep delivers it", "session_id", key.session)
 		return
 	}
-	w.startLocked()
 	if prev, ok := w.pending[key]; ok {
 		up.forget = up.forget || prev.forget
 		w.pending[key] = up
@@ -157,8 +150,13 @@ func (w *Waker) add(key wakeKey, up wakeUp) {
 	w.cond.Signal()
 }
 
-// next blocks until a pending wake-up's session has none of its kind in flight, marks it in
-// flight and returns it; ok is false once the waker stops.
+// signal reports whether a wake-up is delivered as a quick signal: an interrupt, or the
+// notice to a deleted session's run.
+func (up wakeUp) signal(key wakeKey) bool { return key.interrupt || up.forget }
+
+// next blocks until a pending wake-up may go — its session has none of its kind in flight,
+// and it is a signal or fewer than limit wake-ups are in flight — marks it in flight and
+// returns it, signals first, each kind oldest first; ok is false once the waker stops.
 func (w *Waker) next() (wakeKey, wakeUp, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -166,27 +164,37 @@ func (w *Waker) next() (wakeKey, wakeUp, bool) {
 		if w.stopped {
 			return wakeKey{}, wakeUp{}, false
 		}
-		for i, id := range w.order {
-			if w.inflight[id] {
-				continue
+		for _, signals := range []bool{true, false} {
+			if !signals && w.wakes >= w.limit {
+				break
 			}
-			w.order = slices.Delete(w.order, i, i+1)
-			up := w.pending[id]
-			delete(w.pending, id)
-			w.inflight[id] = true
-			return id, up, true
+			for i, key := range w.order {
+				up := w.pending[key]
+				if w.inflight[key] || up.signal(key) != signals {
+					continue
+				}
+				w.order = slices.Delete(w.order, i, i+1)
+				delete(w.pending, key)
+				w.inflight[key] = true
+				if !signals {
+					w.wakes++
+				}
+				return key, up, true
+			}
 		}
 		w.cond.Wait()
 	}
 }
 
-// done ends a wake-up in flight: its session's next wake-up of the kind may now go.
-func (w *Waker) done(key wakeKey) {
+// done ends a wake-up in flight: its session's next wake-up of the kind, and if it counted
+// against the limit any other waiting wake-up, may now go.
+func (w *Waker) done(key wakeKey, up wakeUp) {
 	w.mu.Lock()
 	delete(w.inflight, key)
-	if _, again := w.pending[key]; again {
-		w.cond.Signal()
+	if !up.signal(key) {
+		w.wakes--
 	}
+	w.cond.Signal()
 	w.mu.Unlock()
 }
 
@@ -197,7 +205,7 @@ func (w *Waker) work() {
 			return
 		}
 		w.deliver(key, up)
-		w.done(key)
+		w.done(key, up)
 	}
 }
 

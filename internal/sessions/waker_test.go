@@ -160,6 +160,32 @@ func TestWakerBoundsConcurrency(t *testing.T) {
 	require.ElementsMatch(t, []string{"a", "b", "c", "d", "e"}, []string{calls[0].session, calls[1].session, calls[2].session, calls[3].session, calls[4].session})
 }
 
+// TestWakerInterruptsPassWaitingWakeUps: with every wake-up slot held, an interrupt still goes,
+// ahead of the wake-ups waiting for a slot.
+func TestWakerInterruptsPassWaitingWakeUps(t *testing.T) {
+	t.Parallel()
+	g := newGateRunner()
+	w := quietWaker(1)
+	w.Start()
+	defer w.Stop()
+	w.enqueue(g, "a", false, trace.SpanContext{})
+	waitEntered(t, g, 1)
+	w.enqueue(g, "b", false, trace.SpanContext{})
+	w.enqueue(g, "c", true, trace.SpanContext{})
+	require.Equal(t, []string{"c"}, waitEntered(t, g, 1), "the interrupt went while a held the only slot")
+	select {
+	case id := <-g.entered:
+		t.Fatalf("%s went while a held the only slot", id)
+	case <-time.After(100 * time.Millisecond):
+	}
+	g.release <- struct{}{}
+	g.release <- struct{}{}
+	require.Equal(t, []string{"b"}, waitEntered(t, g, 1))
+	g.release <- struct{}{}
+	calls, _ := g.snapshot()
+	require.Equal(t, []wakeCall{{session: "a"}, {session: "c", interrupt: true}, {session: "b"}}, calls)
+}
+
 // TestWakerReusesWorkers: wake-ups one after another are delivered by the one worker that
 // delivered the first, not by a new goroutine each.
 func TestWakerReusesWorkers(t *testing.T) {
