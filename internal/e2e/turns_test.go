@@ -7,10 +7,15 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/managed-agents/managed-agents/internal/durable"
 )
 
 // turnFixture is a running session with a live SDK stream opened before anything was sent.
@@ -318,8 +323,8 @@ func TestTurnReschedulingExhausted(t *testing.T) {
 
 // TestTurnMessageDuringAStep: a message sent while the model step runs opens the next turn
 // once this one ends, with no further send. (The step's closing Advance opens it from the
-// queued message; the wake-up sent meanwhile is taken by a later workflow task and finds the
-// work done. This checks the lifecycle, not that wake-up's path.)
+// queued message.) Its wake-up, sent while the first one was still in flight, reaches the
+// run as a second wake update, which the run accepts.
 func TestTurnMessageDuringAStep(t *testing.T) {
 	t.Parallel()
 	f := newTurnFixture(t)
@@ -332,6 +337,22 @@ func TestTurnMessageDuringAStep(t *testing.T) {
 	evs = f.untilIdle()
 	require.Equal(t, "echo: second", messageText(find(t, evs, "agent.message")))
 	require.Equal(t, "end_turn", last(evs).StopReason.Type)
+
+	tc := sharedTemporal(t)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		accepted := 0
+		it := tc.GetWorkflowHistory(context.Background(), durable.WorkflowID(f.sessionID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if !assert.NoError(c, err) {
+				return
+			}
+			if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
+				accepted++
+			}
+		}
+		assert.GreaterOrEqual(c, accepted, 2, "wake updates the run accepted")
+	}, 15*time.Second, 100*time.Millisecond)
 }
 
 // TestTurnInterruptsAroundAQueuedMessage: a message and two interrupts queued during a turn.
