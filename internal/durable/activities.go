@@ -18,7 +18,6 @@ import (
 	"github.com/managed-agents/managed-agents/internal/model"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/stream"
-	"github.com/managed-agents/managed-agents/internal/tools"
 	"github.com/managed-agents/managed-agents/internal/turns"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
@@ -222,11 +221,7 @@ func (a *Activities) modelTurn(ctx context.Context, in ModelTurnInput) (Plan, er
 		// Every preview ends before its event is in the log (previewSink.endAll).
 		sink.endAll()
 	}
-	// The model has answered: an interrupt arriving now must not throw the answer away. The
-	// commit runs to its end (bounded), and the interrupt is delivered by the Advance after.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
-	defer cancel()
-	next, committed, err := a.Turns.AdvanceAppending(cctx, in.SessionID, res.Held)
+	next, committed, err := a.commitHeld(ctx, in.SessionID, res.Held)
 	if err != nil {
 		return Plan{}, activityError(err)
 	}
@@ -285,32 +280,26 @@ func (a *Activities) toolCall(ctx context.Context, in ToolCallInput) (Plan, erro
 	// would fetch again), and an MCP call's result that another attempt appended first
 	// (ErrCallAnswered) must lose without failing the step.
 	var (
-		held     []agent.NewEvent
-		next     turns.Turn
-		ran      bool
-		duration time.Duration
-		label    = toolLabel(*toolUse)
+		held  []agent.NewEvent
+		next  turns.Turn
+		label = toolLabel(*toolUse)
 	)
-	if toolUse.Type == wire.EventAgentToolUse && tools.NeedsSandbox(label) {
+	if (agent.ToolCall{Event: *toolUse, Name: label}).NeedsSandbox() {
 		var ev agent.NewEvent
+		var ran bool
 		if ev, ran, err = a.Core.RunTool(tctx, tin, *toolUse); ran {
 			held = []agent.NewEvent{ev}
 		}
-		duration = time.Since(start)
 	} else {
 		tin.Emitter = committedEmitter{next: tin.Emitter, seen: seen}
 		err = a.Core.ExecuteTool(tctx, tin, *toolUse)
-		duration = time.Since(start)
 	}
+	duration := time.Since(start)
 	if len(held) > 0 {
-		// The call has run: an interrupt arriving now must not throw its result away. The
-		// commit runs to its end (bounded), and the interrupt is delivered by the Advance after.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 		var committed []wire.Event
-		if next, committed, err = a.Turns.AdvanceAppending(cctx, in.SessionID, held); err == nil {
+		if next, committed, err = a.commitHeld(ctx, in.SessionID, held); err == nil {
 			seen(committed)
 		}
-		cancel()
 	}
 	tool.end(err)
 	if outcome == "" && err != nil && !errors.Is(err, agent.ErrNotRunnable) && !errors.Is(err, turns.ErrCallAnswered) {
@@ -615,8 +604,17 @@ func (a *Activities) interruptible(ctx context.Context, sessionID string) (conte
 	}
 }
 
-// commitTimeout bounds the commit of a step's held events (a model response, a tool result),
-// which runs to its end although an interrupt cancels the step.
+// commitHeld commits a step's held events (a model response, a sandbox tool's result) with
+// the Advance they lead to. The step's work is done by then, so an interrupt arriving now must
+// not throw it away: the commit runs to its end (bounded by commitTimeout) although the
+// interrupt cancels the step, and the Advance after the step delivers the interrupt.
+func (a *Activities) commitHeld(ctx context.Context, sessionID string, held []agent.NewEvent) (turns.Turn, []wire.Event, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	return a.Turns.AdvanceAppending(ctx, sessionID, held)
+}
+
+// commitTimeout bounds commitHeld.
 const commitTimeout = 30 * time.Second
 
 // heartbeatInterval is how often a running activity records a heartbeat: a dead worker is
