@@ -180,31 +180,34 @@ func runOnce(t *testing.T, newSandbox NewSandbox) {
 		}
 	})
 
-	// The records of many large calls stay within tools.MaxStateOutput: the oldest outputs
-	// are deleted, their replays say so, and nothing runs again.
-	t.Run("BashRecordsStayUnderTheSandboxBudget", func(t *testing.T) {
+	// The keeper counts what it dropped without wc when head read to the end (less than the
+	// cap kept); at the cap and past it wc counts: the exit record's count is exact either way.
+	t.Run("BashDroppedCountIsExactAroundTheCap", func(t *testing.T) {
 		t.Parallel()
 		sb := newSandbox(t)
-		n := tools.MaxStateOutput/tools.MaxStoredOutput + 8
-		input := jsonObject("command", "echo x >> counter; yes | head -c "+strconv.Itoa(tools.MaxStoredOutput+1))
-		var first, last tools.Result
-		for i := range n {
-			res := toolOnce(t, sb, fmt.Sprintf("sevt_big%02d", i), "bash", input)
-			require.False(t, res.IsError, res.Text[:200])
-			if i == 0 {
-				first = res
-			}
-			last = res
+		for i, tc := range []struct{ size, dropped int }{
+			{0, 0}, {1, 0}, {tools.MaxStoredOutput - 1, 0}, {tools.MaxStoredOutput, 0}, {tools.MaxStoredOutput + 1, 1}, {tools.MaxStoredOutput + 4097, 4097},
+		} {
+			id := fmt.Sprintf("sevt_cap%d", i)
+			res := toolOnce(t, sb, id, "bash", jsonObject("command", "yes | head -c "+strconv.Itoa(tc.size)))
+			require.False(t, res.IsError, res.Text)
+			dir := tools.StateDir + "/calls/" + id
+			require.Equal(t, fmt.Sprintf("exit 0 %d\n", tc.dropped), sh(t, sb, "cat "+dir+"/exit"), "size %d", tc.size)
+			require.Equal(t, fmt.Sprint(min(tc.size, tools.MaxStoredOutput)), strings.TrimSpace(sh(t, sb, "wc -c < "+dir+"/output")), "size %d", tc.size)
 		}
-		total := sh(t, sb, "du -sk "+tools.StateDir+" | cut -f1")
-		require.LessOrEqual(t, atoi(t, strings.TrimSpace(total)), (tools.MaxStateOutput+2*tools.MaxStoredOutput)/1024,
-			"the records hold the budget and at most the latest call beyond it")
-		require.Contains(t, first.Text, "y\ny\n")
-		old := toolOnce(t, sb, "sevt_big00", "bash", input)
-		require.False(t, old.IsError, old.Text)
-		require.Contains(t, old.Text, fmt.Sprintf("bytes of output recorded for this call were deleted later, to keep the sandbox's records under %d bytes]", tools.MaxStateOutput))
-		require.True(t, last == toolOnce(t, sb, fmt.Sprintf("sevt_big%02d", n-1), "bash", input), "the latest call replays")
-		require.Equal(t, n, counter(t, sb), "no call ran again")
+	})
+
+	// The records of many large calls stay within tools.MaxStateOutput: the oldest outputs
+	// are deleted, their replays say so, and nothing runs again. Outputs under the cap are
+	// pruned as those over it are.
+	t.Run("BashRecordsStayUnderTheSandboxBudget", func(t *testing.T) {
+		t.Parallel()
+		for _, size := range []int{tools.MaxStoredOutput + 1, tools.MaxStoredOutput * 3 / 4} {
+			t.Run(fmt.Sprint(size), func(t *testing.T) {
+				t.Parallel()
+				recordsStayUnderBudget(t, newSandbox(t), size)
+			})
+		}
 	})
 
 	t.Run("WriteReplays", func(t *testing.T) {
@@ -341,4 +344,28 @@ func (w *execWatcher) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbo
 		close(w.reached)
 	}
 	return w.Sandbox.Exec(ctx, req)
+}
+
+// recordsStayUnderBudget runs more calls of size bytes of output than the budget holds.
+func recordsStayUnderBudget(t *testing.T, sb sandbox.Sandbox, size int) {
+	n := tools.MaxStateOutput/size + 8
+	input := jsonObject("command", "echo x >> counter; yes | head -c "+strconv.Itoa(size))
+	var first, last tools.Result
+	for i := range n {
+		res := toolOnce(t, sb, fmt.Sprintf("sevt_big%02d", i), "bash", input)
+		require.False(t, res.IsError, res.Text[:200])
+		if i == 0 {
+			first = res
+		}
+		last = res
+	}
+	total := sh(t, sb, "du -sk "+tools.StateDir+" | cut -f1")
+	require.LessOrEqual(t, atoi(t, strings.TrimSpace(total)), (tools.MaxStateOutput+2*tools.MaxStoredOutput)/1024,
+		"the records hold the budget and at most the latest call beyond it")
+	require.Contains(t, first.Text, "y\ny\n")
+	old := toolOnce(t, sb, "sevt_big00", "bash", input)
+	require.False(t, old.IsError, old.Text)
+	require.Contains(t, old.Text, fmt.Sprintf("bytes of output recorded for this call were deleted later, to keep the sandbox's records under %d bytes]", tools.MaxStateOutput))
+	require.True(t, last == toolOnce(t, sb, fmt.Sprintf("sevt_big%02d", n-1), "bash", input), "the latest call replays")
+	require.Equal(t, n, counter(t, sb), "no call ran again")
 }
