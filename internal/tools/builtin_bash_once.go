@@ -55,25 +55,28 @@ const (
 // builds). GNU head -c reads no byte past its count, so wc's count is exact; stdbuf makes
 // head write each read at once, so what a killed command printed is on disk.
 //
-// Each process the keeper starts costs about a millisecond of CPU and, after the command,
-// of the result's latency, so it starts no more than it needs: it holds the output record
-// open on fd 3 and, once head is done, reads the descriptor's position from
-// /proc/$$/fdinfo/3 (an append leaves it at the end of the file): the output's size, with
-// no process. Less than the cap means head read to the end, so nothing was dropped and wc is
-// not needed; the size also decides the prune below. Where /proc cannot tell, or head
-// failed, wc counts as before.
-//
-// head and wc (the keeper, a coprocess) run in their own session: a provider that kills the
+// head and wc (the keeper, a coprocess) run in a process group of their own (`set -m` for
+// the coprocess only: bash gives a job started under job control its own group, and the
+// command's jobs, started after `set +m`, stay in the shell's): a provider that kills the
 // command's process group (at its timeout, or when the shell ends) leaves them to write out
 // what is still in the pipe, after which they end, since every writer is gone. The dropped
-// record, written last, says they are done. Until the keeper is in its own session it dies
-// with the group, so the command starts only once it says "ready" on the coprocess pipe; at
-// the end it says "done" there (bashOnceFinish waits for it), then prunes the sandbox's
-// records (bashPrune) with its output closed. Waiting on the pipe costs no polling. A keeper
-// that does not start (no setsid, stdbuf, head or wc in the sandbox: it checks before it says
-// "ready", so its pipe never swallows the output) leaves the output uncapped, as
-// a plain append to the record, rather than the command without output. Apart from the
-// keeper, builtins only.
+// record, written last, says they are done. bash puts the coprocess in its group before the
+// coproc command returns; the command still starts only once the keeper says "ready" on the
+// coprocess pipe, after checking its tools; at the end it says "done" there
+// (bashOnceFinish waits for it), then prunes the sandbox's records (bashPrune) with its
+// output closed. Waiting on the pipe costs no polling. A keeper that does not start (no
+// stdbuf, head or wc in the sandbox: it checks before it says "ready", so its pipe never
+// swallows the output) leaves the output uncapped, as a plain append to the record, rather
+// than the command without output.
+//
+// Every process started costs a millisecond or two of CPU (exec and dynamic loading), and
+// those after the command also cost the result's latency, so the keeper starts only head
+// (through stdbuf), and wc at the cap: it is the forked shell itself, not a shell it execs,
+// and it learns the output's size from the position of its descriptor of the output record
+// (/proc/$BASHPID/fdinfo/3; appends leave it at the end of the file) rather than from wc.
+// Less than the cap means head read to the end, so nothing was dropped; the size also
+// decides the prune. Where /proc cannot tell, or head failed, wc counts as it always did.
+// Apart from the keeper, builtins only.
 const bashOnceClaim = `__ma_stat=
 { read -r __ma_stat < "/proc/$$/stat"; } 2>/dev/null
 set -f
@@ -92,7 +95,23 @@ unset __ma_stat __ma_now __ma_deadline
 if ! { : >"$__ma_call/` + recOutput + `"; } 2>/dev/null; then
 	printf '%s%s\n' '@NORECORD@' "$__ma_call/` + recOutput + ` is not writable"; exit 1
 fi
-coproc __MA_KEEPER { exec setsid sh -c 'command -v stdbuf >/dev/null && command -v head >/dev/null && command -v wc >/dev/null && exec 3>>"$2/` + recOutput + `" || exit 1; echo ready; k=-; if stdbuf -o0 head -c "$1" >&3; then { read -r _ k </proc/$$/fdinfo/3; } 2>/dev/null; fi; case $k in ""|*[!0-9]*) k=- ;; esac; if [ "$k" != - ] && [ "$k" -lt "$1" ]; then echo 0 >|"$2/` + recDropped + `"; else wc -c >|"$2/` + recDropped + `"; fi; exec 3>&-; read -r n <"$2/` + recDropped + `"; echo "done $n"; exec >/dev/null; [ "$k" != - ] || k=$(wc -c <"$2/` + recOutput + `"); if [ $(($$ % 16)) = 0 ] || [ "$k" -gt 65536 ]; then eval "$3"; fi' _ @STORED@ "$__ma_call" @PRUNE@ 2>/dev/null; }
+set -m
+coproc __MA_KEEPER {
+	set -- @STORED@ "$__ma_call" @PRUNE@
+	command -v stdbuf >/dev/null && command -v head >/dev/null && command -v wc >/dev/null && exec 3>>"$2/` + recOutput + `" || exit 1
+	echo ready
+	k=-
+	if stdbuf -o0 head -c "$1" >&3; then { read -r _ k </proc/$BASHPID/fdinfo/3; } 2>/dev/null; fi
+	case $k in ""|*[!0-9]*) k=- ;; esac
+	if [ "$k" != - ] && [ "$k" -lt "$1" ]; then echo 0 >|"$2/` + recDropped + `"; else wc -c >|"$2/` + recDropped + `"; fi
+	exec 3>&-
+	read -r n <"$2/` + recDropped + `"
+	echo "done $n"
+	exec >/dev/null
+	[ "$k" != - ] || k=$(wc -c <"$2/` + recOutput + `")
+	if [ $((BASHPID % 16)) = 0 ] || [ "$k" -gt 65536 ]; then eval "$3"; fi
+} 2>/dev/null
+set +m
 __ma_sync=${__MA_KEEPER[0]} __ma_keep=${__MA_KEEPER[1]}
 if read -r -t 10 -u "$__ma_sync" __ma_ready; then
 	exec >&"$__ma_keep" 2>&1 {__ma_keep}>&-
