@@ -62,20 +62,23 @@ const (
 // what is still in the pipe, after which they end, since every writer is gone. The dropped
 // record, written last, says they are done. bash puts the coprocess in its group before the
 // coproc command returns; the command still starts only once the keeper says "ready" on the
-// coprocess pipe, after checking its tools; at the end it says "done" there
-// (bashOnceFinish waits for it), then prunes the sandbox's records (bashPrune) with its
-// output closed. Waiting on the pipe costs no polling. A keeper that does not start (no
-// stdbuf, head or wc in the sandbox: it checks before it says "ready", so its pipe never
-// swallows the output) leaves the output uncapped, as a plain append to the record, rather
-// than the command without output.
+// coprocess pipe (its record is open); at the end it says "done" there (bashOnceFinish waits
+// for it), then prunes the sandbox's records (bashPrune) with its output closed. Waiting on
+// the pipe costs no polling. Without stdbuf, head or wc in the sandbox no keeper starts (the
+// shell checks first, so a keeper never exits before the command while job control is on,
+// and its pipe never swallows the output): the output is then recorded uncapped, as a plain
+// append, rather than lost. The keeper's stderr is replaced (exec 2>/dev/null), not
+// redirected for the group: bash would keep a copy of the old one, the Exec's output pipe,
+// and Exec would wait for the keeper, its count and its prune.
 //
 // Every process started costs a millisecond or two of CPU (exec and dynamic loading), and
 // those after the command also cost the result's latency, so the keeper starts only head
 // (through stdbuf), and wc at the cap: it is the forked shell itself, not a shell it execs,
 // and it learns the output's size from the position of its descriptor of the output record
-// (/proc/$BASHPID/fdinfo/3; appends leave it at the end of the file) rather than from wc.
-// Less than the cap means head read to the end, so nothing was dropped; the size also
-// decides the prune. Where /proc cannot tell, or head failed, wc counts as it always did.
+// (/proc/$BASHPID/fdinfo/3, its "pos:" line; appends leave it at the end of the file)
+// rather than from wc. Less than the cap means head read to the end, so nothing was dropped;
+// the size also decides the prune. Where /proc cannot tell (gVisor's fdinfo had no pos line
+// before 2026), or head failed, wc counts as it always did.
 // Apart from the keeper, builtins only.
 const bashOnceClaim = `__ma_stat=
 { read -r __ma_stat < "/proc/$$/stat"; } 2>/dev/null
@@ -95,25 +98,28 @@ unset __ma_stat __ma_now __ma_deadline
 if ! { : >"$__ma_call/` + recOutput + `"; } 2>/dev/null; then
 	printf '%s%s\n' '@NORECORD@' "$__ma_call/` + recOutput + ` is not writable"; exit 1
 fi
-set -m
-coproc __MA_KEEPER {
-	set -- @STORED@ "$__ma_call" @PRUNE@
-	command -v stdbuf >/dev/null && command -v head >/dev/null && command -v wc >/dev/null && exec 3>>"$2/` + recOutput + `" || exit 1
-	echo ready
-	k=-
-	if stdbuf -o0 head -c "$1" >&3; then { read -r _ k </proc/$BASHPID/fdinfo/3; } 2>/dev/null; fi
-	case $k in ""|*[!0-9]*) k=- ;; esac
-	if [ "$k" != - ] && [ "$k" -lt "$1" ]; then echo 0 >|"$2/` + recDropped + `"; else wc -c >|"$2/` + recDropped + `"; fi
-	exec 3>&-
-	read -r n <"$2/` + recDropped + `"
-	echo "done $n"
-	exec >/dev/null
-	[ "$k" != - ] || k=$(wc -c <"$2/` + recOutput + `")
-	if [ $((BASHPID % 16)) = 0 ] || [ "$k" -gt 65536 ]; then eval "$3"; fi
-} 2>/dev/null
-set +m
+if command -v stdbuf >/dev/null && command -v head >/dev/null && command -v wc >/dev/null; then
+	set -m
+	coproc __MA_KEEPER {
+		exec 2>/dev/null
+		set -- @STORED@ "$__ma_call" @PRUNE@
+		exec 3>>"$2/` + recOutput + `" || exit 1
+		echo ready
+		k=-
+		if stdbuf -o0 head -c "$1" >&3; then read -r f k </proc/$BASHPID/fdinfo/3 && [ "$f" = pos: ] || k=-; fi
+		case $k in ""|*[!0-9]*) k=- ;; esac
+		if [ "$k" != - ] && [ "$k" -lt "$1" ]; then echo 0 >|"$2/` + recDropped + `"; else wc -c >|"$2/` + recDropped + `"; fi
+		exec 3>&-
+		read -r n <"$2/` + recDropped + `"
+		echo "done $n"
+		exec >/dev/null
+		[ "$k" != - ] || k=$(wc -c <"$2/` + recOutput + `")
+		if [ $((BASHPID % 16)) = 0 ] || [ "$k" -gt 65536 ]; then eval "$3"; fi
+	}
+	set +m
+fi
 __ma_sync=${__MA_KEEPER[0]} __ma_keep=${__MA_KEEPER[1]}
-if read -r -t 10 -u "$__ma_sync" __ma_ready; then
+if [ -n "$__ma_sync" ] && read -r -t 10 -u "$__ma_sync" __ma_ready; then
 	exec >&"$__ma_keep" 2>&1 {__ma_keep}>&-
 else
 	exec >>"$__ma_call/` + recOutput + `" 2>&1
