@@ -493,7 +493,7 @@ func (r *runner) runScenario(ctx context.Context, sc Scenario) (*RunReport, erro
 		out.Processes = nil // bench alone says nothing of the server
 	}
 	for _, p := range out.Processes {
-		if p.Name != groupClient {
+		if p.Name != groupClient && p.Name != groupMachine {
 			out.CPUMillisPerTurn += p.CPUMillisPerTurn
 		}
 	}

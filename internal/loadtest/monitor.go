@@ -10,7 +10,8 @@ import (
 // ProcessUsage is what one group of processes cost during a run. The server's group holds
 // the server process and the commands its local sandbox ran; postgres the postmaster and its
 // backends; temporal the Temporal CLI dev server; bench this load generator, which shares
-// the machine.
+// the machine; machine every CPU of the machine (no pid, processes or memory), which also
+// counts processes that left the server's tree before they exited.
 type ProcessUsage struct {
 	Name string `json:"name"`
 	PID  int    `json:"pid"`
@@ -56,6 +57,11 @@ func (m *monitor) sample() (map[string]*groupUsage, error) {
 		return nil, err
 	}
 	groups[groupClient] = self
+	if m.root != 0 {
+		if machine := m.fs.machineUsage(); machine != nil {
+			groups[groupMachine] = machine
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for name, g := range groups {
@@ -97,6 +103,9 @@ func (m *monitor) usage(start map[string]*groupUsage, turns int) ([]ProcessUsage
 	defer m.mu.Unlock()
 	var out []ProcessUsage
 	for name, g := range end {
+		if name == groupMachine && start[name] == nil {
+			continue // a total since boot is no window
+		}
 		u := ProcessUsage{Name: name, PID: g.pid, Processes: g.procs, PeakRSSBytes: g.hwm,
 			PeakRSSSumBytes: m.peaks[name], RSSBytes: g.rssSum}
 		ticks := g.cpuTicks
@@ -121,6 +130,8 @@ func groupOrder(name string) int {
 		return 1
 	case groupTemporal:
 		return 2
+	case groupMachine:
+		return 4
 	default:
 		return 3
 	}

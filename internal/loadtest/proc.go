@@ -22,6 +22,11 @@ const (
 	groupPostgres = "postgres"
 	groupTemporal = "temporal"
 	groupClient   = "bench"
+	// groupMachine is every CPU of the machine, busy: it also counts what the tree cannot,
+	// processes that left the server's tree (a bash tool call's output keeper outlives its
+	// shell and is reparented to init) and exited there, as well as the load generator and
+	// anything else running.
+	groupMachine = "machine"
 )
 
 // procStat is what the load tool reads of one process.
@@ -195,4 +200,27 @@ func (fs procFS) selfUsage() (*groupUsage, error) {
 	}
 	m := fs.memory(pid)
 	return &groupUsage{name: groupClient, pid: pid, cpuTicks: ps.cpuTicks, rssSum: m.rss, hwm: m.hwm, procs: 1}, nil
+}
+
+// machineUsage is the machine's busy CPU time from the first line of /proc/stat (user, nice,
+// system, irq, softirq and steal; guest time is inside user), or nil when it cannot be read.
+func (fs procFS) machineUsage() *groupUsage {
+	b, err := os.ReadFile(filepath.Join(string(fs), "stat"))
+	if err != nil {
+		return nil
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return nil
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system [idle iowait] irq softirq steal
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return nil
+		}
+		busy += n
+	}
+	return &groupUsage{name: groupMachine, cpuTicks: busy}
 }

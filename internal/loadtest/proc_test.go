@@ -94,6 +94,11 @@ func TestMonitorUsageIsTheWindowsDelta(t *testing.T) {
 		self: {1, "loadtest.test", 10, 5_000, 5_000},
 	}
 	writeFakeProc(t, dir, procs)
+	writeCPU := func(user, nice, system, idle, iowait, irq, softirq, steal int) {
+		line := fmt.Sprintf("cpu  %d %d %d %d %d %d %d %d 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n", user, nice, system, idle, iowait, irq, softirq, steal)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o644))
+	}
+	writeCPU(1000, 10, 500, 90_000, 30, 5, 7, 0)
 	m := newMonitor(procFS(dir), 100)
 	start, err := m.mark()
 	require.NoError(t, err)
@@ -107,6 +112,9 @@ func TestMonitorUsageIsTheWindowsDelta(t *testing.T) {
 	require.NoError(t, err)
 	procs[100] = fakeProcess{1, "managed-agents", 300, 45_000, 80_000}
 	writeFakeProc(t, dir, procs)
+	// The machine was busy 2.93 s (idle and iowait are not): more than the tree, which missed a
+	// process that left it.
+	writeCPU(1200, 10, 590, 95_000, 90, 5, 10, 0)
 
 	got, err := m.usage(start, 4)
 	require.NoError(t, err)
@@ -114,5 +122,12 @@ func TestMonitorUsageIsTheWindowsDelta(t *testing.T) {
 		{Name: groupServer, PID: 100, Processes: 1, CPUSeconds: 2, CPUMillisPerTurn: 500, PeakRSSBytes: 80_000 << 10, PeakRSSSumBytes: 80_000 << 10, RSSBytes: 45_000 << 10},
 		{Name: groupPostgres, PID: 101, Processes: 2, CPUSeconds: 0.5, CPUMillisPerTurn: 125, PeakRSSBytes: 10_000 << 10, PeakRSSSumBytes: 12_000 << 10, RSSBytes: 12_000 << 10},
 		{Name: groupClient, PID: self, Processes: 1, CPUSeconds: 0, CPUMillisPerTurn: 0, PeakRSSBytes: 5_000 << 10, PeakRSSSumBytes: 5_000 << 10, RSSBytes: 5_000 << 10},
+		{Name: groupMachine, CPUSeconds: 2.93, CPUMillisPerTurn: 732.5},
 	}, got)
+
+	// Without a readable /proc/stat the machine's row is left out, not an error.
+	require.NoError(t, os.Remove(filepath.Join(dir, "stat")))
+	got, err = m.usage(start, 4)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
 }

@@ -101,6 +101,10 @@ func WriteTable(w io.Writer, rep *Report) error {
 		fmt.Fprintf(w, "\n%s: processes over %.1f s\n", run.Scenario, run.DurationSeconds)
 		fmt.Fprintln(tw, "process\tpid\tprocs\tCPU s\tCPU/turn\tpeak RSS\tpeak RSS (sum)\t")
 		for _, p := range run.Processes {
+			if p.Name == groupMachine {
+				fmt.Fprintf(tw, "%s\t-\t-\t%.2f\t%s\t-\t-\t\n", p.Name, p.CPUSeconds, msec(p.CPUMillisPerTurn))
+				continue
+			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%s\t%s\t%s\t\n", p.Name, p.PID, p.Processes, p.CPUSeconds, msec(p.CPUMillisPerTurn),
 				mib(float64(p.PeakRSSBytes)), mib(float64(p.PeakRSSSumBytes)))
 		}
