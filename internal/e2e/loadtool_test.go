@@ -132,11 +132,12 @@ func TestBenchStartsDev(t *testing.T) {
 	}
 	require.Equal(t, rep.ServerPID, got["server"].PID)
 	require.Greater(t, got["postgres"].Processes, 1, "the postmaster and its backends")
-	// The machine's row counts every busy CPU, so at least what the tree's groups used
-	// (their ticks are read at slightly different moments: a tick of slack each).
+	// The machine's row counts every busy CPU, so about at least what the tree's groups used:
+	// the kernel samples the machine's time by ticks and a process's more finely, so the two
+	// may part by a few per cent.
 	machine, ok := got["machine"]
 	require.True(t, ok, "no machine in %+v", run.Processes)
-	require.GreaterOrEqual(t, machine.CPUSeconds+0.05, got["server"].CPUSeconds+got["postgres"].CPUSeconds+got["temporal"].CPUSeconds)
+	require.GreaterOrEqual(t, machine.CPUSeconds, 0.9*(got["server"].CPUSeconds+got["postgres"].CPUSeconds+got["temporal"].CPUSeconds))
 	require.InDelta(t, run.CPUMillisPerTurn, got["server"].CPUMillisPerTurn+got["postgres"].CPUMillisPerTurn+got["temporal"].CPUMillisPerTurn, 0.01,
 		"the scenario's CPU/turn is the server's three groups, not the machine")
 	require.Contains(t, table, "temporal")

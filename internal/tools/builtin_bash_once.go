@@ -107,7 +107,6 @@ if command -v stdbuf >/dev/null && command -v head >/dev/null && command -v wc >
 		echo ready
 		k=-
 		if stdbuf -o0 head -c "$1" >&3; then read -r f k </proc/$BASHPID/fdinfo/3 && [ "$f" = pos: ] || k=-; fi
-		case $k in ""|*[!0-9]*) k=- ;; esac
 		if [ "$k" != - ] && [ "$k" -lt "$1" ]; then echo 0 >|"$2/` + recDropped + `"; else wc -c >|"$2/` + recDropped + `"; fi
 		exec 3>&-
 		read -r n <"$2/` + recDropped + `"
