@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 
 	"github.com/managed-agents/managed-agents/internal/agent"
@@ -59,4 +60,29 @@ func BenchmarkCoreRound(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkDecodedTurnPart is the part of a long session's log a model step plans from
+// (LoadConversation): 2,000 finished turns of six events, then the current turn's first
+// three. Its cost should not grow with the turns before.
+func BenchmarkDecodedTurnPart(b *testing.B) {
+	running := func(id string) wire.Event { return ev(id, wire.EventSessionStatusRunning, `{}`) }
+	var parts []any
+	for i := range 2000 {
+		n := strconv.Itoa(i)
+		parts = append(parts, running("r"+n), userMsg("u"+n, "hi"), response(n, agentMsg("m"+n, "hello")), idle("i"+n, "end_turn"))
+	}
+	parts = append(parts, running("now"), userMsg("unow", "go"))
+	h := withSeqs(hist(parts...))
+	start := h[len(h)-2].Seq
+	log, err := agent.DecodeLog(h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if part := agent.DecodedTurnPart(log, start, log[len(log)-2:]); len(part) != 2 {
+			b.Fatalf("turn part has %d events, want 2", len(part))
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 
@@ -226,12 +227,26 @@ func TurnPart(history []wire.Event, start int64) []wire.Event {
 	return out
 }
 
-// DecodedTurnPart is TurnPart of the events of a decoded log (DecodeLog), without the whole
-// log's events copied first.
-func DecodedTurnPart(log []Decoded, start int64) []wire.Event {
+// DecodedTurnPart is TurnPart of a decoded log (DecodeLog) in seq order, read without the
+// log before the turn, which a long session's step would otherwise scan on every call: the
+// turn's events are found by seq, and the queued events from before it are taken from
+// unsettled, which must hold every event of log not delivered yet (it may hold more, and
+// must be in seq order too). LoadConversation passes the events it just read: the events it
+// keeps from earlier reads are all delivered.
+func DecodedTurnPart(log []Decoded, start int64, unsettled []Decoded) []wire.Event {
+	i, _ := slices.BinarySearchFunc(log, start, func(d Decoded, seq int64) int { return cmp.Compare(d.Event.Seq, seq) })
 	var out []wire.Event
-	for _, d := range log {
-		if d.Event.Seq >= start || !delivered(d.Event) {
+	for _, d := range unsettled {
+		if d.Event.Seq >= start {
+			break
+		}
+		if !delivered(d.Event) {
+			out = append(out, d.Event)
+		}
+	}
+	if turn := log[i:]; len(turn) > 0 {
+		out = slices.Grow(out, len(turn))
+		for _, d := range turn {
 			out = append(out, d.Event)
 		}
 	}

@@ -322,11 +322,20 @@ func TestTurnPart(t *testing.T) {
 		{name: "the second turn and the message still queued in the first", start: 8, want: []string{"u2", "r2", "u3"}},
 		{name: "past the end: only what is queued", start: 100, want: []string{"u2"}},
 	}
+	decoded, err := agent.DecodeLog(h)
+	require.NoError(t, err)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			require.Equal(t, tt.want, ids(agent.TurnPart(h, tt.start)))
+			// What LoadConversation passes: the events read after the kept (delivered) ones,
+			// here from the queued message on.
+			require.Equal(t, tt.want, ids(agent.DecodedTurnPart(decoded, tt.start, decoded[2:])))
+			require.Equal(t, tt.want, ids(agent.DecodedTurnPart(decoded, tt.start, decoded)))
 		})
 	}
+	// The log before the turn is not read: a queued event that unsettled does not hold is
+	// not found there (LoadConversation's kept events never hold one).
+	require.Equal(t, []string{"r2", "u3"}, ids(agent.DecodedTurnPart(decoded, 8, decoded[3:])))
 }
 
 // TestNextFromTheTurnPart: for every prefix of a log of several turns, the step planned from
@@ -361,6 +370,6 @@ func TestNextFromTheTurnPart(t *testing.T) {
 		require.NoError(t, err)
 		// Appended to an empty slice: an empty part may be nil from one and not the other.
 		require.Equal(t, append([]wire.Event{}, agent.TurnPart(h[:k], start)...),
-			append([]wire.Event{}, agent.DecodedTurnPart(decoded, start)...), "the first %d events, decoded", k)
+			append([]wire.Event{}, agent.DecodedTurnPart(decoded, start, decoded)...), "the first %d events, decoded", k)
 	}
 }

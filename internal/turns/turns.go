@@ -565,7 +565,7 @@ func (s *Service) LoadConversation(ctx context.Context, sessionID string) (Turn,
 	}
 	out.Projection = proj
 	// The step plans from the turn's part; only the projection needs the whole log.
-	out.History = agent.DecodedTurnPart(out.Conversation, out.TurnStartSeq)
+	out.History = agent.DecodedTurnPart(out.Conversation, out.TurnStartSeq, fresh)
 	if out.Agent, err = s.decodeAgent(c.Session); err != nil {
 		return Turn{}, err
 	}
