@@ -64,7 +64,7 @@ func BenchmarkCoreRound(b *testing.B) {
 
 // BenchmarkDecodedTurnPart is the part of a long session's log a model step plans from
 // (LoadConversation): 2,000 finished turns of six events, then the current turn's first
-// three. Its cost should not grow with the turns before.
+// two. Its cost should not grow with the turns before.
 func BenchmarkDecodedTurnPart(b *testing.B) {
 	running := func(id string) wire.Event { return ev(id, wire.EventSessionStatusRunning, `{}`) }
 	var parts []any

@@ -319,6 +319,8 @@ func TestTurnPart(t *testing.T) {
 	}{
 		{name: "no window: the whole log", start: 0, want: ids(h)},
 		{name: "from the first event: the whole log", start: 1, want: ids(h)},
+		{name: "from the queued message on", start: 3, want: ids(h[2:])},
+		{name: "within the first turn: the queued message before it comes first", start: 5, want: append([]string{"u2"}, ids(h[4:])...)},
 		{name: "the second turn and the message still queued in the first", start: 8, want: []string{"u2", "r2", "u3"}},
 		{name: "past the end: only what is queued", start: 100, want: []string{"u2"}},
 	}

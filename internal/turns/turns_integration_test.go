@@ -345,6 +345,9 @@ func TestConversationCacheReadsWhatTheLogHolds(t *testing.T) {
 		want, err := e.st.History(ctx, e.session)
 		require.NoError(t, err)
 		require.Equal(t, want, eventsOf(whole.Conversation), what)
+		// The turn's part, found by seq in the kept and fresh events, is the whole log's.
+		require.Equal(t, append([]wire.Event{}, agent.TurnPart(want, whole.TurnStartSeq)...),
+			append([]wire.Event{}, whole.History...), what)
 		fresh, err := uncached.LoadConversation(ctx, e.session)
 		require.NoError(t, err)
 		// The projection, extended turn by turn in the cache, is the whole log's.
