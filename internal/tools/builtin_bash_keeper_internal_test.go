@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -18,12 +19,13 @@ import (
 // find blocks, and the pipe must still reach its end while the keeper runs on.
 func TestBashKeeperLeavesTheExecOutput(t *testing.T) {
 	work, bin := t.TempDir(), t.TempDir()
-	// A find that blocks, then leaves a mark: the keeper prunes after a call that kept more
-	// than 64 KB.
+	// A find that blocks, then leaves a mark; the calls before this one kept pruneAfter
+	// bytes, so the keeper prunes after it.
 	mark := filepath.Join(bin, "find-ended")
 	require.NoError(t, os.WriteFile(filepath.Join(bin, "find"), []byte("#!/bin/sh\nsleep 30\ntouch "+mark+"\n"), 0o755))
 	call := callDir(StateDir + "/calls/sevt_keeper")
 	require.NoError(t, os.MkdirAll(filepath.Join(work, string(call)), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(work, StateDir, bashUnpruned), []byte(strconv.Itoa(pruneAfter)+"\n"), 0o644))
 
 	script := bashOnceScript(call, bashInput{Command: `printf %s "$__MA_KEEPER_PID" > keeper.pid; head -c 70000 /dev/zero`}, time.Minute)
 	cmd := exec.Command("bash", "-c", script)
@@ -50,6 +52,13 @@ func TestBashKeeperLeavesTheExecOutput(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = syscall.Kill(-keeper, syscall.SIGKILL) }) // the keeper leads its group
 	require.NoFileExists(t, mark, "the output ended only after the keeper's prune")
+	// The keeper is in its prune (it restarts the count just before): this test would pass
+	// without it having started.
+	require.Eventually(t, func() bool {
+		raw, err := os.ReadFile(filepath.Join(work, StateDir, bashUnpruned))
+		return err == nil && string(raw) == "0\n"
+	}, 30*time.Second, 5*time.Millisecond)
+	require.NoFileExists(t, mark, "the blocked find is still running")
 
 	exit, err := os.ReadFile(filepath.Join(work, call.file(recExit)))
 	require.NoError(t, err)
@@ -57,4 +66,63 @@ func TestBashKeeperLeavesTheExecOutput(t *testing.T) {
 	kept, err := os.Stat(filepath.Join(work, call.file(recOutput)))
 	require.NoError(t, err)
 	require.EqualValues(t, 70000, kept.Size())
+}
+
+// The keeper walks the sandbox's records (bashPrune) only once the calls since its last walk
+// have kept more than pruneAfter bytes: small calls add up in the unpruned record and start
+// nothing, the call that passes the sum prunes and starts the count again.
+func TestBashKeeperPrunesOnceTheKeptBytesAddUp(t *testing.T) {
+	work, bin := t.TempDir(), t.TempDir()
+	walks := filepath.Join(bin, "walks")
+	// A find that counts its runs and finds nothing.
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "find"), []byte("#!/bin/sh\necho >> "+walks+"\n"), 0o755))
+	run := func(id string, kept int) {
+		t.Helper()
+		call := callDir(StateDir + "/calls/" + id)
+		require.NoError(t, os.MkdirAll(filepath.Join(work, string(call)), 0o755))
+		script := bashOnceScript(call, bashInput{Command: `printf %s "$__MA_KEEPER_PID" > keeper.pid; head -c ` + strconv.Itoa(kept) + ` /dev/zero`}, time.Minute)
+		cmd := exec.Command("bash", "-c", script)
+		cmd.Dir = work
+		cmd.Env = []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "LANG=C.UTF-8"}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, string(out))
+		raw, err := os.ReadFile(filepath.Join(work, "keeper.pid"))
+		require.NoError(t, err)
+		keeper, err := strconv.Atoi(string(raw))
+		require.NoError(t, err)
+		// The keeper counts and prunes after the result: wait until it has exited.
+		require.Eventually(t, func() bool { return syscall.Kill(keeper, 0) != nil }, 30*time.Second, 5*time.Millisecond)
+	}
+	state := func() (unpruned string, walked int) {
+		t.Helper()
+		raw, err := os.ReadFile(filepath.Join(work, StateDir, bashUnpruned))
+		require.NoError(t, err)
+		w, err := os.ReadFile(walks)
+		if errors.Is(err, os.ErrNotExist) {
+			return string(raw), 0
+		}
+		require.NoError(t, err)
+		return string(raw), len(w)
+	}
+
+	run("sevt_a", 1000)
+	u, walked := state()
+	require.Equal(t, "1000\n", u)
+	require.Zero(t, walked)
+	run("sevt_b", pruneAfter-1000)
+	u, walked = state()
+	require.Equal(t, strconv.Itoa(pruneAfter)+"\n", u, "up to pruneAfter bytes add up")
+	require.Zero(t, walked)
+	run("sevt_empty", 0)
+	u, walked = state()
+	require.Equal(t, strconv.Itoa(pruneAfter)+"\n", u, "a call that kept nothing adds nothing")
+	require.Zero(t, walked)
+	run("sevt_c", 1)
+	u, walked = state()
+	require.Equal(t, "0\n", u, "the call past the sum prunes and starts the count again")
+	require.Equal(t, 2, walked, "one prune: a find of the calls and one of the spill files")
+	run("sevt_d", 10)
+	u, walked = state()
+	require.Equal(t, "10\n", u)
+	require.Equal(t, 2, walked)
 }

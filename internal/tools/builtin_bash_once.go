@@ -77,8 +77,8 @@ const (
 // and it learns the output's size from the position of its descriptor of the output record
 // (/proc/$BASHPID/fdinfo/3, its "pos:" line; appends leave it at the end of the file)
 // rather than from wc. Less than the cap means head read to the end, so nothing was dropped;
-// the size also decides the prune. Where /proc cannot tell (gVisor's fdinfo had no pos line
-// before 2026), or head failed, wc counts as it always did.
+// the size also counts toward the prune (bashPrune). Where /proc cannot tell (gVisor's
+// fdinfo had no pos line before 2026), or head failed, wc counts as it always did.
 // Apart from the keeper, builtins only.
 const bashOnceClaim = `__ma_stat=
 { read -r __ma_stat < "/proc/$$/stat"; } 2>/dev/null
@@ -113,7 +113,12 @@ if command -v stdbuf >/dev/null && command -v head >/dev/null && command -v wc >
 		echo "done $n"
 		exec >/dev/null
 		[ "$k" != - ] || k=$(wc -c <"$2/` + recOutput + `")
-		if [ $((BASHPID % 16)) = 0 ] || [ "$k" -gt 65536 ]; then eval "$3"; fi
+		[ "$k" -gt 0 ] || exit 0
+		u=; { read -r u <"$2/../../` + bashUnpruned + `"; } 2>/dev/null
+		case $u in '' | *[!0-9]*) u=0 ;; esac
+		if [ $((u + k)) -le @PRUNE_AFTER@ ]; then echo $((u + k)) >|"$2/../../` + bashUnpruned + `"; exit 0; fi
+		echo 0 >|"$2/../../` + bashUnpruned + `"
+		eval "$3"
 	}
 	set +m
 fi
@@ -132,10 +137,14 @@ unset __ma_ready __ma_keep
 // deleted rather than that it had none; the command is never run again. A call without an
 // exit record is never touched: it may be running or being answered. Spill files are
 // deleted (the result that named them was given long ago). It runs after the dropped
-// record, off the result's path, in $2, the call's directory; and only after a call that
-// kept more than 64 KB or, by its pid, one call in sixteen, since a call that kept little
-// moves the total little and a find per call is not free: the budget is passed by about
-// sixteen small calls at most, on average.
+// record, off the result's path, in $2, the call's directory. It walks every call's records,
+// so a run costs in proportion to the calls the sandbox has made (10 ms of CPU at 400 calls
+// here): it runs only once the calls since the last run have kept more than pruneAfter bytes
+// in all, which the keepers add up in the bashUnpruned file. A session of small outputs then
+// walks its records once per pruneAfter bytes, not once every few calls, and between runs the
+// budget is passed by at most pruneAfter and the spill files written since (each no larger
+// than the result it holds, which is at most the output its call kept). Two keepers adding at
+// once may lose one's bytes; that only delays a run.
 const bashPrune = `cd "$2/../.." 2>/dev/null || exit 0
 { find calls -mindepth 2 -maxdepth 2 -name ` + recOutput + ` -size +0 -printf '%T@ %s %p\n'; find outputs -maxdepth 1 -type f -printf '%T@ %s %p\n'; } 2>/dev/null |
 sort -rn | { __ma_total=0; while read -r _ size path; do
@@ -197,6 +206,12 @@ kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
 echo killed
 `
 
+// bashUnpruned, under StateDir, holds the bytes calls have kept since bashPrune last ran.
+const bashUnpruned = "unpruned"
+
+// pruneAfter is how many bytes kept since bashPrune last ran make a call's keeper run it.
+const pruneAfter = MaxStoredOutput / 2
+
 // States of a run as bashProbe reports them.
 const (
 	runFinished = "finished"
@@ -216,6 +231,7 @@ func bashOnceScript(call callDir, in bashInput, timeout time.Duration) string {
 	b.WriteString(strings.NewReplacer(
 		"@TIMEOUT@", strconv.Itoa(int(math.Ceil(timeout.Seconds()))),
 		"@STORED@", strconv.Itoa(MaxStoredOutput),
+		"@PRUNE_AFTER@", strconv.Itoa(pruneAfter),
 		"@PRUNE@", shellQuote(strings.ReplaceAll(bashPrune, "@BUDGET@", strconv.Itoa(MaxStateOutput))),
 		"@BUSY@", bashBusy,
 		"@NORECORD@", bashNoRecord,

@@ -199,10 +199,11 @@ func runOnce(t *testing.T, newSandbox NewSandbox) {
 
 	// The records of many large calls stay within tools.MaxStateOutput: the oldest outputs
 	// are deleted, their replays say so, and nothing runs again. Outputs under the cap are
-	// pruned as those over it are.
+	// pruned as those over it are, also those that prune only every other call (under the
+	// half of the cap that a call's keeper waits for before it prunes).
 	t.Run("BashRecordsStayUnderTheSandboxBudget", func(t *testing.T) {
 		t.Parallel()
-		for _, size := range []int{tools.MaxStoredOutput + 1, tools.MaxStoredOutput * 3 / 4} {
+		for _, size := range []int{tools.MaxStoredOutput + 1, tools.MaxStoredOutput * 3 / 4, tools.MaxStoredOutput * 3 / 8} {
 			t.Run(fmt.Sprint(size), func(t *testing.T) {
 				t.Parallel()
 				recordsStayUnderBudget(t, newSandbox(t), size)
