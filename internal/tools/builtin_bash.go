@@ -27,8 +27,9 @@ const (
 	// second, cannot fill the disk. It is past what a result shows (bashMaxOutput), so the
 	// result can tell a long output from one cut at the cap.
 	MaxStoredOutput = 4 << 20
-	// MaxStateOutput caps the output records and spill files a sandbox keeps in all (about
-	// sixteen calls at the cap); the oldest go first.
+	// MaxStateOutput bounds the output records and spill files a sandbox keeps in all (about
+	// sixteen calls at the cap; passed by up to about pruneAfter between prunes, see
+	// bashPrune); the oldest go first.
 	MaxStateOutput = 64 << 20
 )
 

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -21,8 +22,8 @@ func TestBashKeeperLeavesTheExecOutput(t *testing.T) {
 	work, bin := t.TempDir(), t.TempDir()
 	// A find that blocks, then leaves a mark; the calls before this one kept pruneAfter
 	// bytes, so the keeper prunes after it.
-	mark := filepath.Join(bin, "find-ended")
-	require.NoError(t, os.WriteFile(filepath.Join(bin, "find"), []byte("#!/bin/sh\nsleep 30\ntouch "+mark+"\n"), 0o755))
+	started, mark := filepath.Join(bin, "find-started"), filepath.Join(bin, "find-ended")
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "find"), []byte("#!/bin/sh\ntouch "+started+"\nsleep 30\ntouch "+mark+"\n"), 0o755))
 	call := callDir(StateDir + "/calls/sevt_keeper")
 	require.NoError(t, os.MkdirAll(filepath.Join(work, string(call)), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(work, StateDir, bashUnpruned), []byte(strconv.Itoa(pruneAfter)+"\n"), 0o644))
@@ -52,11 +53,10 @@ func TestBashKeeperLeavesTheExecOutput(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = syscall.Kill(-keeper, syscall.SIGKILL) }) // the keeper leads its group
 	require.NoFileExists(t, mark, "the output ended only after the keeper's prune")
-	// The keeper is in its prune (it restarts the count just before): this test would pass
-	// without it having started.
+	// The keeper is in its prune: this test would pass without it having started.
 	require.Eventually(t, func() bool {
-		raw, err := os.ReadFile(filepath.Join(work, StateDir, bashUnpruned))
-		return err == nil && string(raw) == "0\n"
+		_, err := os.Stat(started)
+		return err == nil
 	}, 30*time.Second, 5*time.Millisecond)
 	require.NoFileExists(t, mark, "the blocked find is still running")
 
@@ -91,7 +91,7 @@ func TestBashKeeperPrunesOnceTheKeptBytesAddUp(t *testing.T) {
 		keeper, err := strconv.Atoi(string(raw))
 		require.NoError(t, err)
 		// The keeper counts and prunes after the result: wait until it has exited.
-		require.Eventually(t, func() bool { return syscall.Kill(keeper, 0) != nil }, 30*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return exited(keeper) }, 30*time.Second, 5*time.Millisecond)
 	}
 	state := func() (unpruned string, walked int) {
 		t.Helper()
@@ -125,4 +125,32 @@ func TestBashKeeperPrunesOnceTheKeptBytesAddUp(t *testing.T) {
 	u, walked = state()
 	require.Equal(t, "10\n", u)
 	require.Equal(t, 2, walked)
+
+	// A spill file was written (spill sets the count past pruneAfter): the next call prunes
+	// although it kept nothing.
+	require.NoError(t, os.WriteFile(filepath.Join(work, StateDir, bashUnpruned), []byte(strconv.Itoa(pruneAfter+1)+"\n"), 0o644))
+	run("sevt_after_spill", 0)
+	u, walked = state()
+	require.Equal(t, "0\n", u)
+	require.Equal(t, 4, walked)
+
+	// A FIFO in the count's place would block the keeper's read: it is replaced.
+	require.NoError(t, os.Remove(filepath.Join(work, StateDir, bashUnpruned)))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(work, StateDir, bashUnpruned), 0o644))
+	run("sevt_fifo", 5)
+	u, walked = state()
+	require.Equal(t, "5\n", u)
+	require.Equal(t, 4, walked)
+}
+
+// exited reports whether pid is gone or a zombie: a keeper outlives the wrapper and is
+// reparented, and where nothing reaps it (a container whose init does not) it stays a zombie.
+func exited(pid int) bool {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	stat := string(raw)
+	i := strings.LastIndex(stat, ") ")
+	return i < 0 || len(stat) < i+3 || stat[i+2] == 'Z' || stat[i+2] == 'X'
 }

@@ -113,12 +113,17 @@ if command -v stdbuf >/dev/null && command -v head >/dev/null && command -v wc >
 		echo "done $n"
 		exec >/dev/null
 		[ "$k" != - ] || k=$(wc -c <"$2/` + recOutput + `")
-		[ "$k" -gt 0 ] || exit 0
-		u=; { read -r u <"$2/../../` + bashUnpruned + `"; } 2>/dev/null
+		case $k in '' | *[!0-9]*) k=0 ;; esac
+		s=$2/../../` + bashUnpruned + `
+		[ -f "$s" ] || [ ! -e "$s" ] || rm -rf -- "$s"
+		u=; { read -r u <"$s"; } 2>/dev/null
 		case $u in '' | *[!0-9]*) u=0 ;; esac
-		if [ $((u + k)) -le @PRUNE_AFTER@ ]; then echo $((u + k)) >|"$2/../../` + bashUnpruned + `"; exit 0; fi
-		echo 0 >|"$2/../../` + bashUnpruned + `"
+		if [ $((u + k)) -le @PRUNE_AFTER@ ]; then
+			[ "$k" = 0 ] || echo $((u + k)) >|"$s"
+			exit 0
+		fi
 		eval "$3"
+		echo 0 >|"$s"
 	}
 	set +m
 fi
@@ -138,13 +143,16 @@ unset __ma_ready __ma_keep
 // exit record is never touched: it may be running or being answered. Spill files are
 // deleted (the result that named them was given long ago). It runs after the dropped
 // record, off the result's path, in $2, the call's directory. It walks every call's records,
-// so a run costs in proportion to the calls the sandbox has made (10 ms of CPU at 400 calls
-// here): it runs only once the calls since the last run have kept more than pruneAfter bytes
-// in all, which the keepers add up in the bashUnpruned file. A session of small outputs then
-// walks its records once per pruneAfter bytes, not once every few calls, and between runs the
-// budget is passed by at most pruneAfter and the spill files written since (each no larger
-// than the result it holds, which is at most the output its call kept). Two keepers adding at
-// once may lose one's bytes; that only delays a run.
+// so a run costs in proportion to the calls the sandbox has made (its first find alone takes
+// 10 ms of CPU at 400 calls here): it runs only once the calls since the last run have kept
+// more than pruneAfter bytes in all, which the keepers add up in the bashUnpruned record, or
+// after a spill file was written (spill sets the record past pruneAfter). A session of small
+// outputs then walks its records once per pruneAfter bytes, not once every few calls; between
+// runs the budget is passed by about pruneAfter and the spill files of the calls since the
+// last bash call. The record is reset after the run, so a keeper killed in its run leaves the
+// next one to prune. Two keepers adding at once may lose one's bytes, which only delays a run
+// (the tools run a session's calls one at a time). A record that is not a regular file (the
+// agent made a FIFO there, which would block the keeper) is removed.
 const bashPrune = `cd "$2/../.." 2>/dev/null || exit 0
 { find calls -mindepth 2 -maxdepth 2 -name ` + recOutput + ` -size +0 -printf '%T@ %s %p\n'; find outputs -maxdepth 1 -type f -printf '%T@ %s %p\n'; } 2>/dev/null |
 sort -rn | { __ma_total=0; while read -r _ size path; do

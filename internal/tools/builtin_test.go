@@ -267,8 +267,14 @@ func TestLongResultsAreCutAndSpilled(t *testing.T) {
 			require.Contains(t, res.Text, tt.wantNote)
 			require.True(t, strings.HasPrefix(tt.output, res.Text[:strings.Index(res.Text, "\n\n[output truncated")]))
 			if tt.writeErr == nil {
-				require.Len(t, sb.files, 1)
+				// The spill file, and the keepers' count set past the point where the next
+				// bash call prunes (spill files count toward the sandbox's budget).
+				require.Len(t, sb.files, 2)
+				require.Equal(t, fmt.Sprintf("%d\n", tools.MaxStoredOutput/2+1), sb.file(tools.StateDir+"/unpruned"))
 				for path, content := range sb.files {
+					if path == tools.StateDir+"/unpruned" {
+						continue
+					}
 					require.Contains(t, res.Text, path)
 					require.Equal(t, tt.output, content)
 				}
@@ -292,7 +298,7 @@ func TestSpillOfTheSameOutputReusesItsFile(t *testing.T) {
 	first := run(sb, "bash", `{"command":"x"}`)
 	second := run(sb, "bash", `{"command":"x"}`)
 	require.Equal(t, first, second)
-	require.Len(t, sb.files, 1)
+	require.Len(t, sb.files, 2, "one spill file, and the keepers' count")
 }
 
 func TestGlobListingCutNotes(t *testing.T) {
