@@ -86,12 +86,19 @@ func TestBashKeeperPrunesOnceTheKeptBytesAddUp(t *testing.T) {
 		cmd.Env = []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "LANG=C.UTF-8"}
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, string(out))
+		// The count is written before the keeper reports the call done, so it is in place
+		// when the wrapper exits: after the result a keeper writes only in its prune.
+		counted, err := os.ReadFile(filepath.Join(work, StateDir, bashUnpruned))
+		require.NoError(t, err)
 		raw, err := os.ReadFile(filepath.Join(work, "keeper.pid"))
 		require.NoError(t, err)
 		keeper, err := strconv.Atoi(string(raw))
 		require.NoError(t, err)
-		// The keeper counts and prunes after the result: wait until it has exited.
+		// The keeper prunes after the result: wait until it has exited.
 		require.Eventually(t, func() bool { return exited(keeper) }, 30*time.Second, 5*time.Millisecond)
+		final, err := os.ReadFile(filepath.Join(work, StateDir, bashUnpruned))
+		require.NoError(t, err)
+		require.Equal(t, string(counted), string(final), "the keeper changed the count after the result")
 	}
 	state := func() (unpruned string, walked int) {
 		t.Helper()

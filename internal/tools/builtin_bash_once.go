@@ -107,23 +107,29 @@ if command -v stdbuf >/dev/null && command -v head >/dev/null && command -v wc >
 		echo ready
 		k=-
 		if stdbuf -o0 head -c "$1" >&3; then read -r f k </proc/$BASHPID/fdinfo/3 && [ "$f" = pos: ] || k=-; fi
+		case $k in '' | *[!0-9]*) k=- ;; esac
 		if [ "$k" != - ] && [ "$k" -lt "$1" ]; then echo 0 >|"$2/` + recDropped + `"; else wc -c >|"$2/` + recDropped + `"; fi
 		exec 3>&-
 		read -r n <"$2/` + recDropped + `"
+		s=$2/../../` + bashUnpruned + ` p=
+		c() {
+			[ -f "$s" ] || [ ! -e "$s" ] || rm -rf -- "$s"
+			u=; { read -r u <"$s"; } 2>/dev/null
+			case $u in '' | *[!0-9]*) u=0 ;; esac
+			if [ $((u + k)) -gt @PRUNE_AFTER@ ]; then echo 0 >|"$s"; return 0; fi
+			[ "$k" = 0 ] || echo $((u + k)) >|"$s"
+			return 1
+		}
+		[ "$k" = - ] || { c && p=1; }
 		echo "done $n"
 		exec >/dev/null
-		[ "$k" != - ] || k=$(wc -c <"$2/` + recOutput + `")
-		case $k in '' | *[!0-9]*) k=0 ;; esac
-		s=$2/../../` + bashUnpruned + `
-		[ -f "$s" ] || [ ! -e "$s" ] || rm -rf -- "$s"
-		u=; { read -r u <"$s"; } 2>/dev/null
-		case $u in '' | *[!0-9]*) u=0 ;; esac
-		if [ $((u + k)) -le @PRUNE_AFTER@ ]; then
-			[ "$k" = 0 ] || echo $((u + k)) >|"$s"
-			exit 0
+		if [ "$k" = - ]; then
+			k=$(wc -c <"$2/` + recOutput + `")
+			case $k in '' | *[!0-9]*) k=0 ;; esac
+			c && p=1
 		fi
+		[ -n "$p" ] || exit 0
 		eval "$3"
-		echo 0 >|"$s"
 	}
 	set +m
 fi
@@ -149,10 +155,14 @@ unset __ma_ready __ma_keep
 // after a spill file was written (spill sets the record past pruneAfter). A session of small
 // outputs then walks its records once per pruneAfter bytes, not once every few calls; between
 // runs the budget is passed by about pruneAfter and the spill files of the calls since the
-// last bash call. The record is reset after the run, so a keeper killed in its run leaves the
-// next one to prune. Two keepers adding at once may lose one's bytes, which only delays a run
-// (the tools run a session's calls one at a time). A record that is not a regular file (the
-// agent made a FIFO there, which would block the keeper) is removed.
+// last bash call. The keeper counts, and restarts the count when it will prune, before it
+// says "done" (a read and a write of a small record, builtins only), so after the result it
+// writes in the sandbox only what the prune itself does (a sandbox removed right after a
+// call, as tests do, races nothing else); where /proc gives no size it counts after, with
+// wc. A keeper killed in its prune leaves the budget passed until pruneAfter more is kept.
+// Two keepers adding at once may lose one's bytes, which only delays a run (the tools run a
+// session's calls one at a time). A record that is not a regular file (the agent made a FIFO
+// there, which would block the keeper) is removed.
 const bashPrune = `cd "$2/../.." 2>/dev/null || exit 0
 { find calls -mindepth 2 -maxdepth 2 -name ` + recOutput + ` -size +0 -printf '%T@ %s %p\n'; find outputs -maxdepth 1 -type f -printf '%T@ %s %p\n'; } 2>/dev/null |
 sort -rn | { __ma_total=0; while read -r _ size path; do
