@@ -244,11 +244,9 @@ func DecodedTurnPart(log []Decoded, start int64, unsettled []Decoded) []wire.Eve
 			out = append(out, d.Event)
 		}
 	}
-	if turn := log[i:]; len(turn) > 0 {
-		out = slices.Grow(out, len(turn))
-		for _, d := range turn {
-			out = append(out, d.Event)
-		}
+	out = slices.Grow(out, len(log)-i)
+	for _, d := range log[i:] {
+		out = append(out, d.Event)
 	}
 	return out
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -166,9 +165,7 @@ func spill(ctx context.Context, sb sandbox.Sandbox, res Result) Result {
 	} else if err := sb.WriteFile(ctx, path, []byte(res.Text)); err != nil {
 		note = fmt.Sprintf("the full output could not be saved: %v", err)
 	} else {
-		// The next bash call's keeper prunes (bashPrune), so spill files, which no keeper
-		// counts, stay within MaxStateOutput. Failing to say so only delays that.
-		_ = sb.WriteFile(ctx, StateDir+"/"+bashUnpruned, []byte(strconv.Itoa(pruneAfter+1)+"\n"))
+		requestPrune(ctx, sb)
 		note = fmt.Sprintf("the full output is in %s; read it in parts with the read tool's view_range or search it with grep", path)
 		if res.cutAt > 0 {
 			note = fmt.Sprintf("the full text of this result is in %s; it holds only the first %d bytes of the command's output (see the note at its end), not all of it; read it in parts with the read tool's view_range or search it with grep", path, res.cutAt)

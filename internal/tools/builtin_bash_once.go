@@ -230,6 +230,12 @@ const bashUnpruned = "unpruned"
 // pruneAfter is how many bytes kept since bashPrune last ran make a call's keeper run it.
 const pruneAfter = MaxStoredOutput / 2
 
+// requestPrune makes the next bash call's keeper prune (bashPrune): spill files, which no
+// keeper counts, then stay within MaxStateOutput too. Failing only delays the prune.
+func requestPrune(ctx context.Context, sb sandbox.Sandbox) {
+	_ = sb.WriteFile(ctx, StateDir+"/"+bashUnpruned, []byte(strconv.Itoa(pruneAfter+1)+"\n"))
+}
+
 // States of a run as bashProbe reports them.
 const (
 	runFinished = "finished"
