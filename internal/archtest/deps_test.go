@@ -92,7 +92,7 @@ func rules() []rule {
 		{
 			name:    "agent imports only model, tools, sandbox interfaces, wire and ids",
 			subject: is("internal/agent"),
-			only:    []string{internal("internal/model"), internal("internal/tools"), internal("internal/tools/config"), internal("internal/sandbox"), internal("internal/wire"), internal("internal/ids")},
+			only:    []string{internal("internal/model"), internal("internal/tools"), internal("internal/tools/config"), internal("internal/sandbox"), internal("internal/wire"), internal("internal/ids"), internal("internal/model/catalog")},
 		},
 		{
 			name:    "agent never reaches store, sessions, turns, httpapi, durable, Temporal, Kubernetes or net/http",
