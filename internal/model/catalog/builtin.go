@@ -16,7 +16,10 @@ package catalog
 //   - Effort (supported models): https://platform.claude.com/docs/en/build-with-claude/effort
 //   - Fast mode (supported models): https://platform.claude.com/docs/en/build-with-claude/fast-mode
 //     (available on Fable 5.2, Mythos 5.2 and Opus 5.5; research preview on Opus 5;
-//     deprecated but still accepted on Opus 4.8; gone from Opus 4.7 and 4.6)
+//     deprecated but still accepted on Opus 4.8; gone from Opus 4.7 and 4.6). Its premium is a
+//     multiplier on every rate, cache prices included: 2× on Opus 5.5 ($8/$40), Opus 5 and
+//     Opus 4.8 ($10/$50). The Fable 5.2 and Mythos 5.2 premium was not on the pages read, so
+//     their fast requests are priced at standard rates until an override sets fast_price.
 //
 // Where the pages read did not state a number, the entry says so and what it assumes.
 // Operators correct or extend the table without a release through MANAGED_AGENT_MODEL_CATALOG
@@ -78,14 +81,16 @@ var builtinModels = []Model{
 		// not stated for 5.5; Opus 5's 512 assumed.
 		ID: "claude-opus-5-5", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
 		Thinking: ThinkingAdaptive, Effort: true, FastMode: true,
-		Price: Price{Input: 4, Output: 20, CacheWrite5m: 5, CacheWrite1h: 8, CacheRead: 0.20},
+		Price:     Price{Input: 4, Output: 20, CacheWrite5m: 5, CacheWrite1h: 8, CacheRead: 0.20},
+		FastPrice: Price{Input: 8, Output: 40, CacheWrite5m: 10, CacheWrite1h: 16, CacheRead: 0.4},
 	},
 	{
 		// Opus 5 (legacy since Opus 5.5, released 2026-07-24): documented, and the model this
 		// project's quickstarts use.
 		ID: "claude-opus-5", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
 		Thinking: ThinkingAdaptive, Effort: true, FastMode: true,
-		Price: Price{Input: 5, Output: 25, CacheWrite5m: 6.25, CacheWrite1h: 10, CacheRead: 0.50},
+		Price:     Price{Input: 5, Output: 25, CacheWrite5m: 6.25, CacheWrite1h: 10, CacheRead: 0.50},
+		FastPrice: Price{Input: 10, Output: 50, CacheWrite5m: 12.5, CacheWrite1h: 20, CacheRead: 1},
 	},
 	{
 		// Sonnet 5.5: cache hits cut to $0.10 (0.05× input) on 2026-10-07. Minimum cacheable
@@ -114,7 +119,8 @@ var builtinModels = []Model{
 	{
 		ID: "claude-opus-4-8", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 1024,
 		Thinking: ThinkingAdaptive, Effort: true, FastMode: true,
-		Price: Price{Input: 5, Output: 25, CacheWrite5m: 6.25, CacheWrite1h: 10, CacheRead: 0.50},
+		Price:     Price{Input: 5, Output: 25, CacheWrite5m: 6.25, CacheWrite1h: 10, CacheRead: 0.50},
+		FastPrice: Price{Input: 10, Output: 50, CacheWrite5m: 12.5, CacheWrite1h: 20, CacheRead: 1},
 	},
 	{
 		ID: "claude-opus-4-7", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 2048,

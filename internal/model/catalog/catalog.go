@@ -50,6 +50,11 @@ type Model struct {
 	// LongPromptPrice instead of Price (Claude Haiku 5.5 prices prompts over 100k tokens so).
 	LongPromptThreshold int64
 	LongPromptPrice     Price
+
+	// FastPrice is the price of a request served at speed "fast" (fast mode is a multiplier
+	// on every rate, cache prices included). Zero where the premium is not documented: such a
+	// request is priced at Price.
+	FastPrice Price
 }
 
 // Default limits of a model the table does not know (see Table.Resolve). They are the

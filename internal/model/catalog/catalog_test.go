@@ -68,7 +68,8 @@ func TestBuiltinEntries(t *testing.T) {
 		{"claude-opus-5", Model{
 			ID: "claude-opus-5", ContextWindow: 1_000_000, MaxOutputTokens: 128_000, MinCacheableTokens: 512,
 			Thinking: ThinkingAdaptive, Effort: true, FastMode: true,
-			Price: Price{Input: 5, Output: 25, CacheWrite5m: 6.25, CacheWrite1h: 10, CacheRead: 0.5},
+			Price:     Price{Input: 5, Output: 25, CacheWrite5m: 6.25, CacheWrite1h: 10, CacheRead: 0.5},
+			FastPrice: Price{Input: 10, Output: 50, CacheWrite5m: 12.5, CacheWrite1h: 20, CacheRead: 1},
 		}},
 		{"claude-sonnet-4-5", Model{
 			ID: "claude-sonnet-4-5", ContextWindow: 200_000, MaxOutputTokens: 64_000, MinCacheableTokens: 1024,
@@ -113,6 +114,10 @@ func TestBuiltinSane(t *testing.T) {
 		require.Greater(t, p.CacheWrite5m, p.Input, id)
 		require.Greater(t, p.CacheWrite1h, p.CacheWrite5m, id)
 		require.Less(t, p.CacheRead, p.Input, id)
+		if m.FastPrice != (Price{}) {
+			require.True(t, m.FastMode, "%s: a fast price without fast mode", id)
+			require.Greater(t, m.FastPrice.Input, p.Input, id)
+		}
 		if m.Thinking == ThinkingNone {
 			require.False(t, m.Effort, "%s: effort without thinking", id)
 		}

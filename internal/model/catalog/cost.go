@@ -13,6 +13,8 @@ type Usage struct {
 	CacheWrite5mTokens int64
 	CacheWrite1hTokens int64
 	CacheReadTokens    int64
+	// Fast says the request was served at speed "fast" (the response's usage.speed).
+	Fast bool
 }
 
 // PromptTokens is every token of the request's prompt: uncached input, cache writes and cache
@@ -72,7 +74,10 @@ func (c Cents) Float() float64 { return float64(c.nano) / nanoPerCent }
 // prompt is over the threshold, which a sum of many requests' usage cannot tell.
 func (m Model) Cost(u Usage) Cents {
 	p := m.Price
-	if m.LongPromptThreshold > 0 && u.PromptTokens() > m.LongPromptThreshold {
+	switch {
+	case u.Fast && m.FastPrice != (Price{}):
+		p = m.FastPrice
+	case m.LongPromptThreshold > 0 && u.PromptTokens() > m.LongPromptThreshold:
 		p = m.LongPromptPrice
 	}
 	return Cents{nano: tokensCost(u.InputTokens, p.Input) +

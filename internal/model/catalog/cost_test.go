@@ -9,6 +9,7 @@ import (
 func TestCost(t *testing.T) {
 	sonnet, _ := Builtin().Lookup("claude-sonnet-4-5")
 	haiku55, _ := Builtin().Lookup("claude-haiku-5-5")
+	opus5, _ := Builtin().Lookup("claude-opus-5")
 	tests := []struct {
 		name  string
 		model Model
@@ -35,6 +36,13 @@ func TestCost(t *testing.T) {
 			60_000*500 + 40_001*50 + 1000*2500, "3"},
 		{"at the threshold stays", haiku55, Usage{InputTokens: 60_000, CacheReadTokens: 40_000, OutputTokens: 1000},
 			60_000*100 + 40_000*10 + 1000*500, "1"},
+		// Fast mode doubles every Opus 5 rate, cache reads included; without Fast, standard.
+		{"fast", opus5, Usage{InputTokens: 1000, CacheReadTokens: 1000, OutputTokens: 100, Fast: true},
+			1000*10_000 + 1000*1000 + 100*50_000, "2"},
+		{"standard", opus5, Usage{InputTokens: 1000, CacheReadTokens: 1000, OutputTokens: 100},
+			1000*5000 + 1000*500 + 100*25_000, "1"},
+		// A model with no documented premium prices a fast request at standard rates.
+		{"fast without a premium", sonnet, Usage{InputTokens: 1, Fast: true}, 3000, "0"},
 		{"negative counts cost nothing", sonnet, Usage{InputTokens: -5}, 0, "0"},
 	}
 	for _, tt := range tests {

@@ -22,6 +22,7 @@ type overrideEntry struct {
 	Price               *overridePrice `json:"price"`
 	LongPromptThreshold *int64         `json:"long_prompt_threshold"`
 	LongPromptPrice     *overridePrice `json:"long_prompt_price"`
+	FastPrice           *overridePrice `json:"fast_price"`
 }
 
 type overridePrice struct {
@@ -37,7 +38,8 @@ type overridePrice struct {
 // Each element is an object with snake_case fields: id (required), context_window,
 // max_output_tokens, min_cacheable_tokens, thinking ("", "none", "enabled" or "adaptive"),
 // effort, fast_mode, price {input, output, cache_write_5m, cache_write_1h, cache_read}
-// (dollars per million tokens), long_prompt_threshold and long_prompt_price. An id the table
+// (dollars per million tokens), long_prompt_threshold, long_prompt_price and fast_price (the
+// same shape as price). An id the table
 // knows by any spelling (see Lookup) names that model, and only the fields the entry sets
 // change (inside price too); any other id adds a model whose unset fields are Resolve's
 // conservative defaults (and a zero price). Decoding is strict: an unknown field, a negative
@@ -136,6 +138,9 @@ func (t *Table) applyEntry(r json.RawMessage) (Model, error) {
 		m.LongPromptThreshold = *e.LongPromptThreshold
 	}
 	if err := e.LongPromptPrice.apply("long_prompt_price", &m.LongPromptPrice); err != nil {
+		return Model{}, err
+	}
+	if err := e.FastPrice.apply("fast_price", &m.FastPrice); err != nil {
 		return Model{}, err
 	}
 	return m, nil

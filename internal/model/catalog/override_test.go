@@ -50,12 +50,13 @@ func TestOverride(t *testing.T) {
 		{
 			name: "thinking none clears it; a long-prompt tier can be set",
 			json: `[{"id": "claude-opus-4-1", "thinking": "none", "long_prompt_threshold": 10,
-				"long_prompt_price": {"output": 100}}]`,
+				"long_prompt_price": {"output": 100}, "fast_price": {"input": 7}}]`,
 			id: "claude-opus-4-1",
 			check: func(t *testing.T, m Model) {
 				require.Equal(t, ThinkingNone, m.Thinking)
 				require.EqualValues(t, 10, m.LongPromptThreshold)
 				require.Equal(t, Price{Output: 100}, m.LongPromptPrice)
+				require.Equal(t, Price{Input: 7}, m.FastPrice)
 			},
 		},
 		{
@@ -108,6 +109,7 @@ func TestOverrideRejects(t *testing.T) {
 		{"negative min cacheable", `[{"id": "b", "min_cacheable_tokens": -4}]`, "min_cacheable_tokens -4"},
 		{"negative price", `[{"id": "claude-opus-5", "price": {"cache_read": -0.5}}]`, `entry 0 ("claude-opus-5"): price.cache_read -0.5: must not be negative`},
 		{"negative long price", `[{"id": "b", "long_prompt_price": {"input": -1}}]`, "long_prompt_price.input"},
+		{"negative fast price", `[{"id": "b", "fast_price": {"output": -1}}]`, "fast_price.output"},
 		{"negative threshold", `[{"id": "b", "long_prompt_threshold": -1}]`, "long_prompt_threshold -1"},
 		{"bad thinking", `[{"id": "b", "thinking": "budget"}]`, `entry 0 ("b"): thinking "budget"`},
 		{"output above window", `[{"id": "claude-haiku-4-5", "max_output_tokens": 300000}]`, "above context_window"},
