@@ -164,9 +164,6 @@ func parseSystem(raw json.RawMessage) ([]Block, *apiError) {
 		if err != nil {
 			return nil, err
 		}
-		if err := checkText("system", b.Text); err != nil {
-			return nil, err
-		}
 		out = append(out, b)
 	}
 	return out, nil
@@ -331,7 +328,7 @@ func parseBlock(path string, raw json.RawMessage, allowed []string, media *media
 	}
 	switch typ {
 	case "text":
-		if err := checkText("messages", b.Text); err != nil {
+		if err := checkText(strings.SplitN(path, ".", 2)[0], b.Text); err != nil {
 			return Block{}, err
 		}
 	case "tool_use":
