@@ -75,7 +75,7 @@ func devCmd() *cobra.Command {
 		Use:   "dev",
 		Short: "Run everything a laptop needs in one process, on embedded defaults",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c := app.FromLookup(app.Config{Addr: "127.0.0.1:8080", LogFormat: "text", DataDir: "./.data", ControllerWorkspacePerNamespace: true}, lookup)
+			c := app.FromLookup(app.DevDefaults(), lookup)
 			overrideFlags(cmd, &c)
 			return app.RunDev(cmd.Context(), c)
 		},

@@ -41,6 +41,17 @@ type RateLimitConfig struct {
 // decision.
 var DefaultRateLimits = RateLimitConfig{RequestsPerSecond: 50, Burst: 100, StreamsPerKey: 100}
 
+// DevRateLimits are dev's limits: no request rate, because a laptop server serves its own
+// user's test suites, and the official SDK's two retries are used up at 50 requests a second.
+// The burst is kept so that setting MANAGED_AGENT_RATE_LIMIT_RPS alone turns on a valid limit.
+var DevRateLimits = RateLimitConfig{Burst: DefaultRateLimits.Burst, StreamsPerKey: DefaultRateLimits.StreamsPerKey}
+
+// DevDefaults is the configuration dev starts from before the environment applies.
+func DevDefaults() Config {
+	return Config{Addr: "127.0.0.1:8080", LogFormat: "text", DataDir: "./.data", ControllerWorkspacePerNamespace: true,
+		RateLimits: DevRateLimits}
+}
+
 // maxRequestsPerSecond keeps the limiter's interval (1/rate) above PostgreSQL's microsecond
 // resolution, with room to spare.
 const maxRequestsPerSecond = 100_000
