@@ -20,7 +20,11 @@ import (
 // tool_result block and whether it reports an error. A tool that fails (bad input, a missing
 // file, a timeout) still produces a Result; RunBuiltin never returns a Go error.
 type Result struct {
-	Text    string
+	Text string
+	// Content, when set, is the result's content blocks, which the model gets instead of Text
+	// (read of an image or a PDF: the image or document block, then a text block that says
+	// what it is; Text is that text alone, for logs). Nil means Text as one text block.
+	Content []wire.ContentBlock
 	IsError bool
 	// cutAt, when positive, says the text holds only the first cutAt bytes of a command's
 	// output, so a spill file of it must not claim to hold the whole output.
@@ -99,11 +103,27 @@ func checkBuiltin(sb sandbox.Sandbox, name string) *Result {
 // (command output and file names may be any bytes; the log's jsonb stores neither, see
 // wire.LogSafeJSON), with U+FFFD in their place, cut and spilled past MaxResultChars.
 func finish(ctx context.Context, sb sandbox.Sandbox, res Result) Result {
-	res.Text = strings.ToValidUTF8(strings.ReplaceAll(res.Text, "\x00", wire.Replacement), wire.Replacement)
+	res.Text = logSafe(res.Text)
+	if res.Content != nil {
+		// Blocks carry their data in base64 and short texts of their own: nothing to spill.
+		for i, b := range res.Content {
+			if b.Text != nil {
+				text := logSafe(*b.Text)
+				res.Content[i].Text = &text
+			}
+		}
+		res.cutAt = 0
+		return res
+	}
 	res = spill(ctx, sb, res)
 	// cutAt only informs the spill note; callers compare results as the model sees them.
 	res.cutAt = 0
 	return res
+}
+
+// logSafe is s as valid UTF-8 without NUL, with U+FFFD in their place.
+func logSafe(s string) string {
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", wire.Replacement), wire.Replacement)
 }
 
 func notImplemented(name string) builtinFunc {

@@ -16,7 +16,10 @@ type readInput struct {
 	ViewRange []int64 `json:"view_range"`
 }
 
-// runRead prints a text file, or the lines view_range selects, numbered like `cat -n`.
+// runRead prints a text file, or the lines view_range selects, numbered like `cat -n`. A PNG,
+// JPEG, GIF or WebP image or a PDF (told by its first bytes, not its name) comes back as an
+// image or document block instead (builtin_media.go). read keeps no call record
+// (RunBuiltinOnce): a retried call reads the file again, which gives the same blocks.
 func runRead(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Result {
 	var in readInput
 	if err := decodeInput(wire.ToolNameRead, raw, &in); err != nil {
@@ -32,8 +35,18 @@ func runRead(ctx context.Context, sb sandbox.Sandbox, raw json.RawMessage) Resul
 	if err != nil {
 		return sandboxError(wire.ToolNameRead, in.FilePath, err)
 	}
+	if m, ok := sniffMedia(data); ok {
+		if in.ViewRange != nil {
+			return errorf("read: %q is a %s; view_range applies to text files only, so read it without one", in.FilePath, m.name)
+		}
+		return mediaResult(in.FilePath, m, data)
+	}
 	if sandbox.IsBinary(data) {
-		return errorf("read: %q looks like a binary file (%d bytes); inspect it with bash (for example `xxd` or `file`)", in.FilePath, len(data))
+		kind := unsupportedFormat(data)
+		if kind == "" {
+			return errorf("read: %q looks like a binary file (%d bytes) of a type read cannot show: it returns text files, PNG, JPEG, GIF and WebP images, and PDF documents; inspect it with bash (for example `file` or `xxd`)", in.FilePath, len(data))
+		}
+		return errorf("read: %q is %s (%d bytes), a binary type read cannot show: it returns text files, PNG, JPEG, GIF and WebP images, and PDF documents; convert it to PNG with bash (for example ImageMagick's `convert`, if installed) and read that", in.FilePath, kind, len(data))
 	}
 	lines := sandbox.SplitLines(string(data))
 	first, last := 1, len(lines)

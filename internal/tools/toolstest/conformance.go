@@ -7,7 +7,7 @@
 // the tools' fallbacks and their capability paths are proven to behave alike.
 //
 // The suite assumes a Linux sandbox with bash, coreutils (or busybox) and /proc, as every
-// provider's image has. It only imports sandbox and tools. The provider contract itself
+// provider's image has. It only imports sandbox, tools and wire. The provider contract itself
 // (create, attach, destroy) is sandbox/sandboxtest.
 package toolstest
 
@@ -51,6 +51,7 @@ func run(t *testing.T, newSandbox NewSandbox) {
 	t.Run("Exec", func(t *testing.T) { t.Parallel(); runExec(t, newSandbox) })
 	t.Run("Bash", func(t *testing.T) { t.Parallel(); runBash(t, newSandbox) })
 	t.Run("FileTools", func(t *testing.T) { t.Parallel(); runFileTools(t, newSandbox) })
+	t.Run("Media", func(t *testing.T) { t.Parallel(); runMedia(t, newSandbox) })
 	t.Run("SearchTools", func(t *testing.T) { t.Parallel(); runSearchTools(t, newSandbox) })
 	t.Run("ToolErrors", func(t *testing.T) { t.Parallel(); runToolErrors(t, newSandbox) })
 	t.Run("Once", func(t *testing.T) { t.Parallel(); runOnce(t, newSandbox) })

@@ -3,6 +3,7 @@ package toolstest
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,7 +131,7 @@ func runOnce(t *testing.T, newSandbox NewSandbox) {
 		// The output is cut at the exec cap, then spilled.
 		full := readFile(t, sb, spillPath(t, first.Text))
 		require.Contains(t, full[len(full)-200:], "[output truncated: the command wrote more than")
-		require.True(t, first == toolOnce(t, sb, "sevt_big", "bash", input), "the replay differs")
+		require.True(t, reflect.DeepEqual(first, toolOnce(t, sb, "sevt_big", "bash", input)), "the replay differs")
 		require.Equal(t, 1, counter(t, sb))
 		// Neither the records nor the spilled output show up in searches.
 		require.Equal(t, "counter", toolOK(t, sb, "glob", `{"pattern":"**"}`))
@@ -174,7 +175,7 @@ func runOnce(t *testing.T, newSandbox NewSandbox) {
 					// The shell ended normally and waited for the count: the total is exact.
 					require.Greater(t, atoi(t, written), tools.MaxStoredOutput)
 				}
-				require.True(t, first == toolOnce(t, sb, "sevt_yes", "bash", tc.input), "the replay differs")
+				require.True(t, reflect.DeepEqual(first, toolOnce(t, sb, "sevt_yes", "bash", tc.input)), "the replay differs")
 				require.Equal(t, 1, counter(t, sb))
 			})
 		}
@@ -367,6 +368,6 @@ func recordsStayUnderBudget(t *testing.T, sb sandbox.Sandbox, size int) {
 	old := toolOnce(t, sb, "sevt_big00", "bash", input)
 	require.False(t, old.IsError, old.Text)
 	require.Contains(t, old.Text, fmt.Sprintf("bytes of output recorded for this call were deleted later, to keep the sandbox's records under %d bytes]", tools.MaxStateOutput))
-	require.True(t, last == toolOnce(t, sb, fmt.Sprintf("sevt_big%02d", n-1), "bash", input), "the latest call replays")
+	require.True(t, reflect.DeepEqual(last, toolOnce(t, sb, fmt.Sprintf("sevt_big%02d", n-1), "bash", input)), "the latest call replays")
 	require.Equal(t, n, counter(t, sb), "no call ran again")
 }
