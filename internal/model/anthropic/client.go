@@ -20,11 +20,17 @@
 // Content blocks other than text, thinking and tool_use (redacted_thinking, server tool
 // blocks, citations) have no place in model.Block and are dropped from responses.
 //
-// It imports only the model package and the standard library.
+// Where the calls go is a Provider (provider.go): the Anthropic API or an Anthropic-shaped
+// gateway by default, or Claude on Amazon Bedrock, Google Vertex AI or Microsoft Foundry
+// (provider_bedrock.go, provider_vertex.go, provider_foundry.go). A provider rewrites the body
+// and URL, authenticates, and turns its platform's stream framing into server-sent events; the
+// encoder, the stream reader and the error classification are the same for all.
+//
+// It imports the model package, the standard library and, for Bedrock, the AWS SDK's signer
+// and event stream decoder.
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +64,7 @@ type Client struct {
 	endpoint  string
 	apiKey    string
 	bearer    string
+	provider  Provider
 	headers   http.Header
 	http      *http.Client
 	timeout   time.Duration
@@ -77,6 +84,11 @@ func WithAPIKey(key string) Option { return func(c *Client) { c.apiKey = key } }
 
 // WithBearerToken authenticates with "Authorization: Bearer TOKEN" (gateways, proxies).
 func WithBearerToken(token string) Option { return func(c *Client) { c.bearer = token } }
+
+// WithProvider sends the calls through another inference platform (Bedrock, Vertex AI,
+// Foundry) instead of an Anthropic-shaped endpoint; WithBaseURL, WithAPIKey and
+// WithBearerToken configure only the default Anthropic provider and are refused with it.
+func WithProvider(p Provider) Option { return func(c *Client) { c.provider = p } }
 
 // WithHTTPClient sets the HTTP client (transport, proxies, TLS). Its own Timeout, if any,
 // also cuts streams, so prefer WithTimeout.
@@ -106,6 +118,9 @@ func New(opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(c)
 	}
+	if c.provider != nil && (c.endpoint != DefaultBaseURL || c.apiKey != "" || c.bearer != "") {
+		return nil, errors.New("anthropic: a base URL, API key or bearer token is for the Anthropic provider; give it to the provider itself")
+	}
 	base, err := url.Parse(c.endpoint)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("anthropic: base URL %q must be an absolute http or https URL", c.endpoint)
@@ -120,6 +135,9 @@ func New(opts ...Option) (*Client, error) {
 		return nil, errors.New("anthropic: HTTP client must not be nil")
 	}
 	c.endpoint = strings.TrimSuffix(base.String(), "/") + "/v1/messages"
+	if c.provider == nil {
+		c.provider = anthropicProvider{endpoint: c.endpoint, apiKey: c.apiKey, bearer: c.bearer}
+	}
 	return c, nil
 }
 
@@ -150,7 +168,7 @@ func (c *Client) call(ctx context.Context, req model.Request, stream bool, read 
 		callCtx, cancel = context.WithTimeoutCause(ctx, c.timeout, errTimedOut)
 		defer cancel()
 	}
-	resp, err := c.send(callCtx, body, stream)
+	resp, err := c.send(callCtx, req.Model, body, stream)
 	if err == nil {
 		defer resp.Body.Close()
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -164,27 +182,28 @@ func (c *Client) call(ctx context.Context, req model.Request, stream bool, read 
 	return model.Response{}, c.failure(ctx, callCtx, err)
 }
 
-func (c *Client) send(ctx context.Context, body []byte, stream bool) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
-	}
+// send builds the call's common headers, lets the provider turn them and the body into its
+// platform's request, and hands the response to the provider before the client reads it.
+func (c *Client) send(ctx context.Context, modelName string, body []byte, stream bool) (*http.Response, error) {
+	header := http.Header{}
 	for k, v := range c.headers {
-		req.Header[k] = slices.Clone(v)
+		header[k] = slices.Clone(v)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
+	header.Set("Content-Type", "application/json")
+	header.Set("Accept", "application/json")
 	if stream {
-		req.Header.Set("Accept", "text/event-stream")
+		header.Set("Accept", "text/event-stream")
 	}
-	req.Header.Set("anthropic-version", APIVersion)
-	if c.apiKey != "" {
-		req.Header.Set("x-api-key", c.apiKey)
+	header.Set("anthropic-version", APIVersion)
+	req, err := c.provider.Request(ctx, Call{Model: modelName, Stream: stream, Body: body, Header: header})
+	if err != nil {
+		return nil, err
 	}
-	if c.bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+c.bearer)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
 	}
-	return c.http.Do(req)
+	return c.provider.Response(resp, stream)
 }
 
 // failure turns an error met while sending or reading into what the caller should see.
