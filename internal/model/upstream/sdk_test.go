@@ -68,3 +68,90 @@ func checkToolMessage(t *testing.T, msg *sdk.Message) {
 	require.Positive(t, msg.Usage.InputTokens)
 	require.Positive(t, msg.Usage.OutputTokens)
 }
+
+// TestSDKThinkingToolLoop runs a tool loop with thinking the way an SDK user does: the
+// assistant message goes back as the SDK turns it into a param, signatures and all, once
+// from Messages.New and once from an accumulated stream.
+func TestSDKThinkingToolLoop(t *testing.T) {
+	srv := upstream.Start(t, upstream.WithScript(func(r *upstream.Request) upstream.Reply {
+		if len(r.Messages) == 1 {
+			return thinkingTurn(r)
+		}
+		return upstream.Reply{Content: []upstream.Block{{Type: "thinking", Thinking: "It is sunny."}, {Type: "text", Text: "Sunny."}}}
+	}))
+	client := sdkClient(srv)
+	params := func(messages ...sdk.MessageParam) sdk.MessageNewParams {
+		return sdk.MessageNewParams{
+			Model:     budgetModel,
+			MaxTokens: 4000,
+			Thinking:  sdk.ThinkingConfigParamOfEnabled(2000),
+			Messages:  messages,
+			Tools: []sdk.ToolUnionParam{{OfTool: &sdk.ToolParam{
+				Name: "lookup", InputSchema: sdk.ToolInputSchemaParam{Properties: map[string]any{}},
+			}}},
+		}
+	}
+	question := sdk.NewUserMessage(sdk.NewTextBlock("Weather?"))
+	result := sdk.NewUserMessage(sdk.NewToolResultBlock("toolu_w", "sunny", false))
+
+	first, err := client.Messages.New(context.Background(), params(question))
+	require.NoError(t, err)
+	require.Equal(t, sdk.StopReasonToolUse, first.StopReason)
+	require.Equal(t, "thinking", first.Content[0].Type)
+	require.Equal(t, "redacted_thinking", first.Content[1].Type)
+	second, err := client.Messages.New(context.Background(), params(question, first.ToParam(), result))
+	require.NoError(t, err)
+	require.Equal(t, "Sunny.", second.Content[1].Text)
+
+	stream := client.Messages.NewStreaming(context.Background(), params(question))
+	var acc sdk.Message
+	for stream.Next() {
+		require.NoError(t, acc.Accumulate(stream.Current()))
+	}
+	require.NoError(t, stream.Err())
+	require.Equal(t, first.Content[0].Signature, acc.Content[0].Signature)
+	require.Equal(t, first.Content[0].Thinking, acc.Content[0].Thinking)
+	_, err = client.Messages.New(context.Background(), params(question, acc.ToParam(), result))
+	require.NoError(t, err)
+
+	// The same loop without the thinking is what the API refuses.
+	stripped := first.ToParam()
+	stripped.OfAssistant.Content = stripped.OfAssistant.Content[2:]
+	_, err = client.Messages.New(context.Background(), params(question, stripped, result))
+	var apiErr *sdk.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, 400, apiErr.StatusCode)
+	require.Contains(t, apiErr.Error(), "Expected `thinking` or `redacted_thinking`, but found `tool_use`")
+}
+
+func TestSDKReadsRefusalsAndCacheUsage(t *testing.T) {
+	srv := upstream.Start(t, upstream.WithScript(func(r *upstream.Request) upstream.Reply {
+		if len(r.Messages) > 1 {
+			return upstream.Reply{StopReason: "refusal", StopDetails: json.RawMessage(`{"type":"refusal","category":"bio","explanation":"No."}`)}
+		}
+		return upstream.Reply{Content: []upstream.Block{{Type: "text", Text: "ok"}}}
+	}))
+	client := sdkClient(srv)
+	params := sdk.MessageNewParams{
+		Model:     testModel,
+		MaxTokens: 100,
+		System:    []sdk.TextBlockParam{{Text: tokens(2000), CacheControl: sdk.NewCacheControlEphemeralParam()}},
+		Messages:  []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("Hi"))},
+	}
+	first, err := client.Messages.New(context.Background(), params)
+	require.NoError(t, err)
+	require.Equal(t, int64(2000), first.Usage.CacheCreationInputTokens)
+	require.Equal(t, int64(2000), first.Usage.CacheCreation.Ephemeral5mInputTokens)
+
+	params.Messages = append(params.Messages, first.ToParam(), sdk.NewUserMessage(sdk.NewTextBlock("And?")))
+	stream := client.Messages.NewStreaming(context.Background(), params)
+	var acc sdk.Message
+	for stream.Next() {
+		require.NoError(t, acc.Accumulate(stream.Current()))
+	}
+	require.NoError(t, stream.Err())
+	require.Equal(t, sdk.StopReasonRefusal, acc.StopReason)
+	require.Equal(t, sdk.RefusalStopDetailsCategoryBio, acc.StopDetails.Category)
+	require.Equal(t, int64(2000), acc.Usage.CacheReadInputTokens)
+	require.Equal(t, int64(3), acc.Usage.InputTokens, `"Hi", "ok", "And?": a token each`)
+}
