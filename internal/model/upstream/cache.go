@@ -62,13 +62,18 @@ func checkCacheControls(req *Request) *apiError {
 		if len(raw) == 0 || string(raw) == "null" {
 			return nil
 		}
+		if path == "" {
+			path = "cache_control" // the top-level one
+		} else {
+			path += ".cache_control"
+		}
 		ttl, err := readCacheControl(path, raw)
 		if err != nil {
 			return err
 		}
 		count++
 		if ttl == "1h" && sawShort {
-			return invalid("%s.cache_control: a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block; longer-lived breakpoints come first", path)
+			return invalid("%s: a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block; longer-lived breakpoints come first", path)
 		}
 		if ttl == "5m" {
 			sawShort = true
@@ -113,13 +118,13 @@ func checkCacheControls(req *Request) *apiError {
 func readCacheControl(path string, raw json.RawMessage) (string, *apiError) {
 	var cc cacheControl
 	if json.Unmarshal(raw, &cc) != nil || cc.Type != "ephemeral" {
-		return "", invalid("%s.cache_control.type: Input should be 'ephemeral'", path)
+		return "", invalid("%s.type: Input should be 'ephemeral'", path)
 	}
 	if cc.TTL == "" {
 		cc.TTL = "5m"
 	}
 	if _, ok := cacheTTLs[cc.TTL]; !ok {
-		return "", invalid("%s.cache_control.ephemeral.ttl: Input should be '5m' or '1h'", path)
+		return "", invalid("%s.ephemeral.ttl: Input should be '5m' or '1h'", path)
 	}
 	return cc.TTL, nil
 }

@@ -196,3 +196,21 @@ func TestStreamEvents(t *testing.T) {
 		}
 	}
 }
+
+func TestStreamError(t *testing.T) {
+	srv := upstream.Start(t, upstream.WithScript(func(*upstream.Request) upstream.Reply {
+		return upstream.Reply{Content: []upstream.Block{{Type: "text", Text: "Half an answ"}}, StreamError: "overloaded_error"}
+	}))
+	events := stream(t, srv, request())
+	last := events[len(events)-1]
+	require.Equal(t, "error", last.name)
+	require.Equal(t, map[string]any{"type": "overloaded_error", "message": "Overloaded"}, last.data["error"])
+	for _, e := range events {
+		require.NotEqual(t, "message_stop", e.name)
+	}
+	ex := srv.Exchanges()[0]
+	require.Equal(t, "Overloaded", ex.ErrorMessage)
+	require.Empty(t, ex.StopReason)
+	// A JSON answer is whole.
+	require.Equal(t, "end_turn", post(t, srv, request()).ok(t).msg["stop_reason"])
+}

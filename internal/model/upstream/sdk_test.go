@@ -155,3 +155,16 @@ func TestSDKReadsRefusalsAndCacheUsage(t *testing.T) {
 	require.Equal(t, int64(2000), acc.Usage.CacheReadInputTokens)
 	require.Equal(t, int64(3), acc.Usage.InputTokens, `"Hi", "ok", "And?": a token each`)
 }
+
+func TestSDKSeesStreamErrors(t *testing.T) {
+	srv := upstream.Start(t, upstream.WithScript(func(*upstream.Request) upstream.Reply {
+		return upstream.Reply{Content: []upstream.Block{{Type: "text", Text: "Half"}}, StreamError: "api_error", ErrorMessage: "Internal server error"}
+	}))
+	client := sdkClient(srv)
+	stream := client.Messages.NewStreaming(context.Background(), sdk.MessageNewParams{
+		Model: testModel, MaxTokens: 100, Messages: []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("Hi"))},
+	})
+	for stream.Next() {
+	}
+	require.ErrorContains(t, stream.Err(), "Internal server error")
+}

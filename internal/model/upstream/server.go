@@ -190,7 +190,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	msg.Usage = toWireUsage(usage, req.Speed)
 	w.Header().Set("request-id", s.newID("req_"))
 	if req.Stream {
-		writeStream(w, msg, a)
+		var streamErr *apiError
+		if reply.StreamError != "" {
+			streamErr = &apiError{typ: reply.StreamError, msg: reply.ErrorMessage}
+			if streamErr.msg == "" {
+				streamErr.msg = "Overloaded"
+			}
+			ex.ErrorMessage, ex.StopReason = streamErr.msg, ""
+		}
+		writeStream(w, msg, a, streamErr)
 		return
 	}
 	for _, b := range a.content {

@@ -17,7 +17,10 @@ const deltaBytes = 16
 // thinking_delta then one signature_delta, input_json_delta) and content_block_stop, then
 // message_delta with the stop reason and the final usage, and message_stop. Each event's
 // name is also the type in its data.
-func writeStream(w http.ResponseWriter, msg wireMessage, a answer) {
+//
+// A failure after the 200 (streamErr set) ends the stream after the content blocks with an
+// error event in the error shape of api/errors, as the documentation's "Error events" shows.
+func writeStream(w http.ResponseWriter, msg wireMessage, a answer, streamErr *apiError) {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -67,6 +70,10 @@ func writeStream(w http.ResponseWriter, msg wireMessage, a answer) {
 		send("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
 	}
 
+	if streamErr != nil {
+		send("error", map[string]any{"type": "error", "error": map[string]string{"type": streamErr.typ, "message": streamErr.msg}})
+		return
+	}
 	stopDetails := a.stopDetails
 	if len(stopDetails) == 0 {
 		stopDetails = json.RawMessage("null")

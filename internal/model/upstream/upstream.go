@@ -8,8 +8,8 @@
 // instead of a session in production.
 //
 // It is a normal package (not a _test.go file) because tests in several packages import it;
-// it imports the standard library, the model catalog and testing, and nothing that runs in
-// the server binary imports it.
+// it imports the standard library, the model catalog (models.go: limits and features per
+// model) and testing, and nothing that runs in the server binary may import it.
 //
 // The rules, each checked in the file named and each with a test that fails without it
 // (pages are under https://platform.claude.com/docs/en/):
@@ -42,7 +42,8 @@
 //     image/gif, image/webp; valid base64 of at most 5 MB whose bytes are of the declared
 //     type; at most 8000 px a side, 2000 px when more than 20 images) or url; at most 100
 //     images a request; document sources base64 application/pdf (valid base64 of a PDF),
-//     text/plain text, or url; the same inside tool_result content.
+//     text/plain text, or url; the same inside tool_result content. The request body is at
+//     most 32 MB (server.go).
 //  5. Prompt caching (cache.go; build-with-claude/prompt-caching): see the comment there.
 //  6. Context window (server.go; build-with-claude/context-windows, api/errors): a prompt
 //     of more tokens than the window answers 400 "prompt is too long: N tokens > M maximum";
@@ -146,13 +147,18 @@ type Reply struct {
 	Status       int
 	ErrorMessage string
 	RetryAfter   int
+	// StreamError, if set, is an error type (overloaded_error, api_error …) that ends a
+	// streamed answer after its content blocks with an error event instead of message_delta
+	// and message_stop, as the API's stream may fail after its 200 (build-with-claude/
+	// streaming, "Error events"). ErrorMessage is its message. A JSON answer ignores it.
+	StreamError string
 }
 
 // Exchange is one request and what the server answered, refused requests included.
 type Exchange struct {
 	Request      *Request
 	Status       int
-	ErrorMessage string
+	ErrorMessage string // of the refusal, or of the error event that ended a stream
 	Usage        Usage
 	StopReason   string
 	Content      []Block // the content answered (cut, signed), for a 200
