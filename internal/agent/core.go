@@ -11,6 +11,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/ids"
 	"github.com/managed-agents/managed-agents/internal/model"
+	"github.com/managed-agents/managed-agents/internal/model/catalog"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/tools"
 	toolconfig "github.com/managed-agents/managed-agents/internal/tools/config"
@@ -36,7 +37,7 @@ func (f ToolRunnerFunc) RunBuiltin(ctx context.Context, sb sandbox.Sandbox, call
 // builtinTools runs the built-ins of package tools, exactly once per call id.
 var builtinTools = ToolRunnerFunc(func(ctx context.Context, sb sandbox.Sandbox, callID, name string, input json.RawMessage) ToolResult {
 	res := tools.RunBuiltinOnce(ctx, sb, callID, name, input)
-	return ToolResult{Text: res.Text, IsError: res.IsError}
+	return ToolResult{Text: res.Text, Content: res.Content, IsError: res.IsError}
 })
 
 // ToolResult is what a tool returns; a failing tool is a result with IsError, not an error.
@@ -106,6 +107,9 @@ type Input struct {
 	MCPTools []MCPServerTools
 	// MCP calls MCP tools; nil answers every MCP call with an error result.
 	MCP MCPCaller
+	// Harness is what the caller knows of where the agent runs, for the preamble of the
+	// system prompt (prompt.go); the zero value leaves those facts out.
+	Harness HarnessInfo
 }
 
 // turn is the part of History that plans the current turn.
@@ -114,9 +118,6 @@ func (in Input) turn() []wire.Event { return TurnPart(in.History, in.TurnStart) 
 // ErrNotRunnable is returned by ExecuteTool for a call the log does not allow to run: it waits
 // for a confirmation, was denied, or is a custom tool call.
 var ErrNotRunnable = errors.New("tool call is not allowed to run")
-
-// DefaultMaxTokens is the max_tokens of model requests unless WithMaxTokens says otherwise.
-const DefaultMaxTokens = 8192
 
 // spanEndTimeout bounds the emit that closes a failed model request: it runs even when the
 // step's context was cancelled (an interrupt), so previews are closed and the span paired.
@@ -128,14 +129,21 @@ type Core struct {
 	tools     ToolRunner
 	web       WebTools
 	maxTokens int
+	catalog   *catalog.Table
 	log       *slog.Logger
 }
 
 // CoreOption configures a Core.
 type CoreOption func(*Core)
 
-// WithMaxTokens sets max_tokens of every model request.
+// WithMaxTokens caps max_tokens of model requests at n; 0 (the default) sends each model's
+// own output limit from the catalog. A tool call cut at a cap below the model's limit is asked
+// for once more with the limit.
 func WithMaxTokens(n int) CoreOption { return func(c *Core) { c.maxTokens = n } }
+
+// WithCatalog sets the model table that gives each model's limits and capabilities (default
+// catalog.Builtin()).
+func WithCatalog(t *catalog.Table) CoreOption { return func(c *Core) { c.catalog = t } }
 
 // WithToolRunner replaces how built-in tools run (default: tools.RunBuiltinOnce).
 func WithToolRunner(t ToolRunner) CoreOption { return func(c *Core) { c.tools = t } }
@@ -149,7 +157,7 @@ func WithLogger(l *slog.Logger) CoreOption { return func(c *Core) { c.log = l } 
 
 // NewCore returns a Core that calls m and runs built-ins with the tools package.
 func NewCore(m model.Client, opts ...CoreOption) *Core {
-	c := &Core{model: m, tools: builtinTools, maxTokens: DefaultMaxTokens, log: slog.Default()}
+	c := &Core{model: m, tools: builtinTools, catalog: catalog.Builtin(), log: slog.Default()}
 	for _, opt := range opts {
 		opt(c)
 	}
@@ -200,7 +208,8 @@ func (c *Core) ModelTurn(ctx context.Context, in Input) (ModelTurnResult, error)
 		// the only servers an agent's earlier calls went to cannot be reached this turn.
 		msgs = toolBlocksAsText(msgs)
 	}
-	req := model.Request{Model: in.Agent.Model.ID, System: deref(in.Agent.System), Messages: msgs, Tools: ts.offered, MaxTokens: c.maxTokens}
+	mdl := c.catalog.Resolve(in.Agent.Model.ID)
+	req := c.request(in, mdl, msgs, ts)
 
 	startID := step.RequestStartID
 	if startID == "" {
@@ -210,18 +219,38 @@ func (c *Core) ModelTurn(ctx context.Context, in Input) (ModelTurnResult, error)
 		}
 	}
 	rids := &responseIDs{}
-	pv := newPreviewer(in.Previews, rids)
-	resp, err := c.model.Stream(ctx, req, pv.onDelta)
-	if err != nil {
-		return ModelTurnResult{}, c.failRequest(ctx, in, startID, err)
+	resp, err := c.model.Stream(ctx, req, newPreviewer(in.Previews, rids).onDelta)
+	if err == nil && cutCall(resp) && req.MaxTokens < mdl.MaxOutputTokens {
+		// The model ran out of max_tokens inside a tool call: the call is incomplete and must
+		// not run, and the same request would be cut the same way. Ask once more with the
+		// model's whole output limit (platform.claude.com/docs/en/build-with-claude/
+		// handling-stop-reasons: "retry the request with a higher max_tokens value to get the
+		// full tool use"). The cut response's previews end without a committed event, which
+		// clients tolerate (API.md §5.4); its tokens were billed and stay in the usage.
+		c.log.InfoContext(ctx, "tool call cut at max_tokens; asking again with the model's output limit",
+			"max_tokens", req.MaxTokens, "retry_max_tokens", mdl.MaxOutputTokens)
+		billed := resp.Usage
+		req.MaxTokens = mdl.MaxOutputTokens
+		rids = &responseIDs{}
+		resp, err = c.model.Stream(ctx, req, newPreviewer(in.Previews, rids).onDelta)
+		resp.Usage = sumUsage(billed, resp.Usage)
+		if err != nil {
+			return ModelTurnResult{}, c.failRequest(ctx, in, startID, err, billed)
+		}
 	}
-	evs, err := responseEvents(resp, rids, ts)
+	if err != nil {
+		return ModelTurnResult{}, c.failRequest(ctx, in, startID, err, model.Usage{})
+	}
+	evs, err := responseEvents(resp, rids, ts, req.MaxTokens)
 	if err != nil {
 		return ModelTurnResult{}, err
 	}
 	end, err := spanEndEvent(ids.New(ids.Event), startID, false, resp.Usage)
 	if err != nil {
 		return ModelTurnResult{}, err
+	}
+	if end.Private, err = json.Marshal(responsePrivate{StopReason: resp.StopReason, StopDetails: resp.StopDetails}); err != nil {
+		return ModelTurnResult{}, fmt.Errorf("encode response stop: %w", err)
 	}
 	if in.HoldResponse {
 		return ModelTurnResult{Ran: true, Response: resp, Held: append(evs, end)}, nil
@@ -250,8 +279,8 @@ func (in Input) messages() ([]model.Message, error) {
 
 // failRequest closes a failed model request in the log and returns the model error unchanged,
 // or joined with the emit error if the log could not be written.
-func (c *Core) failRequest(ctx context.Context, in Input, startID string, modelErr error) error {
-	end, err := spanEndEvent(ids.New(ids.Event), startID, true, model.Usage{})
+func (c *Core) failRequest(ctx context.Context, in Input, startID string, modelErr error, billed model.Usage) error {
+	end, err := spanEndEvent(ids.New(ids.Event), startID, true, billed)
 	if err != nil {
 		return errors.Join(modelErr, err)
 	}

@@ -19,6 +19,8 @@ type NewEvent struct {
 	Type string
 	// Body holds the type-specific fields as a JSON object (no id, type or processed_at).
 	Body json.RawMessage
+	// Private is what only the worker reads back (wire.Event.Private), or nil.
+	Private json.RawMessage
 }
 
 // Emitter appends events to the session's log. One call's events must be appended
@@ -57,6 +59,10 @@ func (l *MemoryLog) Emit(_ context.Context, evs []NewEvent) ([]wire.Event, error
 	out := make([]wire.Event, len(evs))
 	for i, ev := range evs {
 		out[i] = l.appendLocked(ev.ID, ev.Type, ev.Body, true)
+		if len(ev.Private) > 0 {
+			out[i].Private = ev.Private
+			l.events[len(l.events)-1].Private = ev.Private
+		}
 	}
 	return out, nil
 }

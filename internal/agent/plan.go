@@ -19,6 +19,7 @@ const (
 	StopEndTurn          = wire.StopEndTurn
 	StopRequiresAction   = wire.StopRequiresAction
 	StopRetriesExhausted = wire.StopRetriesExhausted
+	StopRefusal          = wire.StopRefusal
 )
 
 // StepKind names what the current turn needs next.
@@ -52,8 +53,10 @@ type Step struct {
 	// EventIDs are the calls StepPark waits for, in log order.
 	EventIDs []string
 	// StopReason is set on StepEnd: end_turn (also after an interrupt, and when no turn was
-	// ever started) or retries_exhausted.
+	// ever started), retries_exhausted or refusal.
 	StopReason string
+	// StopDetails is set on a refusal's StepEnd: {type: "refusal", category, explanation}.
+	StopDetails json.RawMessage
 	// RequestStartID is set on StepModel when a span.model_request_start has no end yet (its
 	// model call died with its process); the retried call reuses it instead of opening another.
 	RequestStartID string
@@ -80,8 +83,10 @@ type ToolCall struct {
 // turn is the state of the latest turn as the log tells it.
 type turn struct {
 	open bool
-	// stop is how the latest turn ended, when it is not open.
-	stop string
+	// stop is how the latest turn ended, when it is not open; stopDetails the refusal's
+	// details when it ended with one.
+	stop        string
+	stopDetails json.RawMessage
 	// rounds counts successful model responses since the turn opened.
 	rounds int
 	// usage sums the model usage of the turn, failed requests included.
@@ -142,7 +147,12 @@ func readTurn(history []wire.Event) (turn, error) {
 				continue
 			}
 			t.rounds++
-			if len(response) == 0 {
+			if refused, details := refusal(ev); refused {
+				// A refused response ends the turn with the hosted stop reason refusal
+				// (API.md §8.2); none of its calls run.
+				closeTurn(StopRefusal)
+				t.stopDetails = details
+			} else if len(response) == 0 {
 				closeTurn(StopEndTurn)
 			} else {
 				t.calls = response
@@ -267,7 +277,7 @@ func Next(history []wire.Event) (Step, error) {
 		if stop == "" {
 			stop = StopEndTurn
 		}
-		return Step{Kind: StepEnd, StopReason: stop}, nil
+		return Step{Kind: StepEnd, StopReason: stop, StopDetails: d.turn.stopDetails}, nil
 	case len(d.reject) > 0:
 		return Step{Kind: StepReject, Calls: d.reject}, nil
 	case len(d.run) > 0:

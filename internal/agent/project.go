@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -63,6 +64,12 @@ func Decode(ev wire.Event) (Decoded, error) {
 			return d, err
 		}
 		d.blocks = convertBlocks(b.Content)
+	case ev.Type == wire.EventAgentThinking:
+		blocks, err := thinkingBlocks(ev)
+		if err != nil {
+			return d, err
+		}
+		d.blocks = blocks
 	case isToolUse(ev.Type):
 		c, err := readCall(ev)
 		if err != nil {
@@ -242,7 +249,11 @@ func (p *projector) add(d Decoded) {
 	case ev.Type == wire.EventUserMessage:
 		p.seal()
 		p.userBlocks = append(p.userBlocks, d.blocks...)
-	case ev.Type == wire.EventAgentMessage:
+	case ev.Type == wire.EventAgentMessage, ev.Type == wire.EventAgentThinking:
+		// A thinking block goes back exactly where the model produced it, signature and all:
+		// with thinking on, the API refuses a tool loop whose assistant message lost its
+		// thinking (platform.claude.com/docs/en/build-with-claude/extended-thinking,
+		// "Preserving thinking blocks").
 		p.addAssistant(d.blocks...)
 	case d.call != nil:
 		c := *d.call
@@ -349,45 +360,61 @@ func (p *projector) result(c call) (b model.Block, synthetic bool) {
 }
 
 // convertBlocks turns event content into model blocks. Empty text blocks are dropped because
-// models reject them.
+// models reject them; redacted blocks (content withheld by policy) carry nothing to send.
 func convertBlocks(blocks []wire.ContentBlock) []model.Block {
 	out := make([]model.Block, 0, len(blocks))
 	for _, b := range blocks {
-		if text := blockText(b); text != "" {
-			out = append(out, model.Block{Type: model.BlockText, Text: text})
+		if mb, ok := convertBlock(b); ok {
+			out = append(out, mb)
 		}
 	}
 	return out
 }
 
-// blockText renders one content block as text. Only text reaches the model through
-// model.Block, so other blocks say what they were instead of vanishing.
+// convertBlock is one content block as the model is sent it. Images and documents go as
+// image and document blocks with their source unchanged: the event sources (base64, url, and
+// text for documents) are the Messages API's own shapes (platform.claude.com/docs/en/
+// build-with-claude/vision, pdf-support), and the API validated them on the way in. A file
+// source has no Files API behind it here yet, and search results go as text.
+func convertBlock(b wire.ContentBlock) (model.Block, bool) {
+	switch b.Type {
+	case wire.ContentTypeText:
+		text := deref(b.Text)
+		return model.Block{Type: model.BlockText, Text: text}, text != ""
+	case wire.ContentTypeImage, wire.ContentTypeDocument:
+		if !fileSource(b.Source) {
+			typ := model.BlockImage
+			if b.Type == wire.ContentTypeDocument {
+				typ = model.BlockDocument
+			}
+			return model.Block{Type: typ, Source: b.Source, Title: deref(b.Title), Context: deref(b.Context)}, true
+		}
+	case wire.ContentTypeRedacted:
+		return model.Block{}, false
+	}
+	text := blockText(b)
+	return model.Block{Type: model.BlockText, Text: text}, text != ""
+}
+
+// fileSource reports whether an image or document source names a file by id.
+func fileSource(raw json.RawMessage) bool {
+	var s wire.BlockSource
+	return json.Unmarshal(raw, &s) == nil && s.Type == "file"
+}
+
+// blockText renders a block that does not reach the model as itself as text.
 func blockText(b wire.ContentBlock) string {
 	switch b.Type {
 	case wire.ContentTypeText:
 		return deref(b.Text)
-	case wire.ContentTypeDocument:
-		if data, ok := b.TextSource(); ok {
-			return titled(deref(b.Title), data)
-		}
-		return fmt.Sprintf("[document %q omitted: only text documents reach the model]", deref(b.Title))
 	case wire.ContentTypeSearchResult:
 		parts := []string{deref(b.Title), b.SourceURL()} // validated on the way in; "" is harmless
 		for _, c := range b.Content {
 			parts = append(parts, deref(c.Text))
 		}
 		return strings.Join(parts, "\n")
-	case wire.ContentTypeRedacted:
-		return ""
 	}
-	return fmt.Sprintf("[%s omitted: only text reaches the model]", b.Type)
-}
-
-func titled(title, text string) string {
-	if title == "" {
-		return text
-	}
-	return title + "\n" + text
+	return fmt.Sprintf("[%s %q omitted: files are not served yet]", b.Type, deref(b.Title))
 }
 
 func deref(s *string) string {

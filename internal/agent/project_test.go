@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -314,18 +315,35 @@ func TestProject(t *testing.T) {
 			},
 		},
 		{
-			name: "non-text user blocks become notes; text documents pass their text",
+			name: "images and documents reach the model as themselves, sources unchanged; redacted blocks add nothing",
 			history: hist(ev("u1", wire.EventUserMessage, `{"content":[
 				{"type":"text","text":"see"},
 				{"type":"image","source":{"type":"url","url":"https://x/y.png"}},
-				{"type":"document","title":"notes","source":{"type":"text","media_type":"text/plain","data":"line one"}},
-				{"type":"document","source":{"type":"url","url":"https://x/y.pdf"}}]}`)),
+				{"type":"redacted"},
+				{"type":"document","title":"notes","context":"from the user","source":{"type":"text","media_type":"text/plain","data":"line one"}},
+				{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}}]}`)),
 			want: []model.Message{user(
 				text("see"),
-				text("[image omitted: only text reaches the model]"),
-				text("notes\nline one"),
-				text(`[document "" omitted: only text documents reach the model]`),
+				model.Block{Type: model.BlockImage, Source: json.RawMessage(`{"type":"url","url":"https://x/y.png"}`)},
+				model.Block{Type: model.BlockDocument, Title: "notes", Context: "from the user",
+					Source: json.RawMessage(`{"type":"text","media_type":"text/plain","data":"line one"}`)},
+				model.Block{Type: model.BlockDocument, Source: json.RawMessage(`{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}`)},
 			)},
+		},
+		{
+			name: "a tool result's image reaches the model inside the tool_result",
+			history: hist(
+				ev("u1", wire.EventUserMessage, `{"content":[{"type":"text","text":"look"}]}`),
+				ev("s1", wire.EventSpanModelRequestStart, `{}`),
+				ev("t1", wire.EventAgentToolUse, `{"name":"read","input":{"file_path":"a.png"},"evaluated_permission":"allow"}`),
+				ev("e1", wire.EventSpanModelRequestEnd, `{"model_request_start_id":"s1","is_error":false,"model_usage":{}}`),
+				ev("r1", wire.EventAgentToolResult, `{"tool_use_id":"t1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw=="}}]}`)),
+			want: []model.Message{
+				user(text("look")),
+				{Role: "assistant", Content: []model.Block{{Type: model.BlockToolUse, ID: "t1", Name: "read", Input: json.RawMessage(`{"file_path":"a.png"}`)}}},
+				user(model.Block{Type: model.BlockToolResult, ToolUseID: "t1", Content: []model.Block{
+					{Type: model.BlockImage, Source: json.RawMessage(`{"type":"base64","media_type":"image/png","data":"iVBORw=="}`)}}}),
+			},
 		},
 	}
 	for _, tt := range tests {

@@ -53,7 +53,7 @@ func (s *segmenter) next(typ string) (eventID string, index int) {
 			s.messageN, s.index = s.messageN+1, 0
 		}
 		return nth(&s.ids.messages, s.messageN), s.index
-	case model.BlockThinking:
+	case model.BlockThinking, model.BlockRedactedThinking:
 		s.thinkingN++
 		return nth(&s.ids.thinking, s.thinkingN), 0
 	}
@@ -82,7 +82,11 @@ func newPreviewer(sink PreviewSink, rids *responseIDs) *previewer {
 func (p *previewer) onDelta(d model.Delta) {
 	switch d.Kind {
 	case model.DeltaBlockStart:
-		p.begin(d.Index, d.Type)
+		typ := d.Type
+		if typ == model.BlockRedactedThinking {
+			typ = model.BlockThinking
+		}
+		p.begin(d.Index, typ)
 	case model.DeltaText:
 		b := p.begin(d.Index, model.BlockText)
 		if b.typ == model.BlockText && d.Text != "" && p.sink != nil {
@@ -116,7 +120,10 @@ func (p *previewer) begin(i int, typ string) previewBlock {
 }
 
 // responseEvents turns a complete response into its events, in block order.
-func responseEvents(resp model.Response, rids *responseIDs, ts toolset) ([]NewEvent, error) {
+//
+// A tool call cut at max_tokens (maxTokens, the request's) is logged with an error result
+// right after it, in the same commit, so it never runs and the model learns why.
+func responseEvents(resp model.Response, rids *responseIDs, ts toolset, maxTokens int) ([]NewEvent, error) {
 	seg := newSegmenter(rids)
 	var out []NewEvent
 	var run []wire.TextBlock // the text run being collected
@@ -143,14 +150,25 @@ func responseEvents(resp model.Response, rids *responseIDs, ts toolset) ([]NewEv
 			return nil, err
 		}
 		switch b.Type {
-		case model.BlockThinking:
-			out = append(out, NewEvent{ID: id, Type: wire.EventAgentThinking, Body: emptyBody()})
+		case model.BlockThinking, model.BlockRedactedThinking:
+			ev, err := thinkingEvent(id, b)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ev)
 		case model.BlockToolUse:
 			ev, err := ts.callEvent(ids.New(ids.Event), b)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, ev)
+			if b.Truncated {
+				res, err := cutResult(ids.New(ids.Event), ev, b.Name, maxTokens)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, res)
+			}
 		}
 	}
 	if err := flush(); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/agent"
 	"github.com/managed-agents/managed-agents/internal/model"
+	"github.com/managed-agents/managed-agents/internal/model/catalog"
 	"github.com/managed-agents/managed-agents/internal/model/fake"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
@@ -402,8 +403,13 @@ func TestRunOffersToolsAndAgent(t *testing.T) {
 	require.Len(t, scripted.requests, 1)
 	req := scripted.requests[0]
 	require.Equal(t, "fake", req.Model)
-	require.Equal(t, "You are a test agent.", req.System)
-	require.Equal(t, agent.DefaultMaxTokens, req.MaxTokens)
+	// The harness preamble (prompt.go) comes first, then the agent's own system prompt.
+	require.True(t, strings.HasPrefix(req.System, "You are an autonomous agent running in a session"), req.System)
+	require.True(t, strings.HasSuffix(req.System, ".\n\nYou are a test agent."), req.System)
+	// An unknown model gets the catalog's conservative output limit, and no thinking.
+	require.Equal(t, catalog.DefaultMaxOutputTokens, req.MaxTokens)
+	require.Nil(t, req.Thinking)
+	require.True(t, req.Cache)
 	require.Equal(t, []model.Message{user(text("hi"))}, req.Messages)
 	var names []string
 	for _, tool := range req.Tools {

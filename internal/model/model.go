@@ -15,10 +15,13 @@ import (
 
 // Block types used in messages.
 const (
-	BlockText       = "text"
-	BlockThinking   = "thinking"
-	BlockToolUse    = "tool_use"
-	BlockToolResult = "tool_result"
+	BlockText             = "text"
+	BlockThinking         = "thinking"
+	BlockRedactedThinking = "redacted_thinking"
+	BlockToolUse          = "tool_use"
+	BlockToolResult       = "tool_result"
+	BlockImage            = "image"
+	BlockDocument         = "document"
 )
 
 // Stop reasons of a response.
@@ -27,6 +30,9 @@ const (
 	StopToolUse   = "tool_use"
 	StopMaxTokens = "max_tokens"
 	StopRefusal   = "refusal"
+	// StopContextWindow: generation stopped because the context window filled up
+	// (stop_reason model_context_window_exceeded).
+	StopContextWindow = "model_context_window_exceeded"
 )
 
 // Message is one turn of the conversation sent to the model.
@@ -40,9 +46,16 @@ type Block struct {
 	Type string `json:"type"`
 	// Text of a text block.
 	Text string `json:"text,omitempty"`
-	// Thinking text and its signature of a thinking block.
+	// Thinking text and its signature of a thinking block; Data is the opaque content of a
+	// redacted_thinking block. Both go back to the model byte for byte.
 	Thinking  string `json:"thinking,omitempty"`
 	Signature string `json:"signature,omitempty"`
+	Data      string `json:"data,omitempty"`
+	// Source of an image or document block, in the Messages API's shape (base64, url or, for
+	// documents, text), passed through unchanged; Title and Context of a document.
+	Source  json.RawMessage `json:"source,omitempty"`
+	Title   string          `json:"title,omitempty"`
+	Context string          `json:"context,omitempty"`
 	// ID, Name and Input of a tool_use block.
 	ID    string          `json:"id,omitempty"`
 	Name  string          `json:"name,omitempty"`
@@ -51,6 +64,9 @@ type Block struct {
 	ToolUseID string  `json:"tool_use_id,omitempty"`
 	Content   []Block `json:"content,omitempty"`
 	IsError   bool    `json:"is_error,omitempty"`
+	// Truncated marks a tool_use block the response was cut inside (stop reason max_tokens):
+	// its Input is not the model's whole call and must never run.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Tool is a tool offered to the model.
@@ -67,6 +83,31 @@ type Request struct {
 	Messages  []Message `json:"messages"`
 	Tools     []Tool    `json:"tools,omitempty"`
 	MaxTokens int       `json:"max_tokens"`
+	// Thinking turns extended thinking on; nil leaves it off.
+	Thinking *Thinking `json:"thinking,omitempty"`
+	// Effort is the agent's effort level (low, medium, high, xhigh, max); "" sends none.
+	Effort string `json:"effort,omitempty"`
+	// Speed is "fast" for fast mode; "" or "standard" sends none.
+	Speed string `json:"speed,omitempty"`
+	// Cache asks the client to place prompt-cache breakpoints (clients without a cache
+	// ignore it).
+	Cache bool `json:"cache,omitempty"`
+}
+
+// Thinking modes of a request, and the display that leaves the thinking text out of
+// responses (the signature still carries it back to the model).
+const (
+	ThinkingAdaptive       = "adaptive"
+	ThinkingEnabled        = "enabled"
+	ThinkingDisplayOmitted = "omitted"
+)
+
+// Thinking configures extended thinking: Type adaptive (the model decides how much to think)
+// or enabled with a BudgetTokens budget; Display, when set, how thinking text is returned.
+type Thinking struct {
+	Type         string `json:"type"`
+	BudgetTokens int    `json:"budget_tokens,omitempty"`
+	Display      string `json:"display,omitempty"`
 }
 
 // Usage is the token accounting of one call.
@@ -81,7 +122,10 @@ type Usage struct {
 type Response struct {
 	Content    []Block `json:"content"`
 	StopReason string  `json:"stop_reason"`
-	Usage      Usage   `json:"usage"`
+	// StopDetails is the stop_details object the API sent with the stop reason (a refusal's
+	// category and explanation), or nil.
+	StopDetails json.RawMessage `json:"stop_details,omitempty"`
+	Usage       Usage           `json:"usage"`
 }
 
 // Delta kinds of a stream.
@@ -130,6 +174,10 @@ type Error struct {
 	Kind    ErrorKind
 	Status  int
 	Message string
+	// PromptTooLong is set when the endpoint refused the request because the prompt does not
+	// fit the model's context window ("prompt is too long"): compacting the conversation can
+	// make it fit, retrying as it is cannot.
+	PromptTooLong bool
 	// RetryAfter is how long the endpoint asked the caller to wait before trying again
 	// (retry-after / retry-after-ms on 429 and 529); zero when it did not say.
 	RetryAfter time.Duration

@@ -329,6 +329,8 @@ type storedEcho struct {
 	Body        json.RawMessage `json:"body"`
 	Seq         int64           `json:"seq"`
 	CreatedAt   time.Time       `json:"created_at"`
+	// Private is always empty: clients send no event with a private part.
+	Private json.RawMessage `json:"private,omitempty"`
 }
 
 func recordSend(ctx context.Context, q *store.Queries, sessionID, key, hash string, out []wire.Event, now time.Time) error {

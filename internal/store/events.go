@@ -26,6 +26,9 @@ type NewEvent struct {
 	Body json.RawMessage
 	// Processed sets processed_at to the append time; otherwise it stays null (queued).
 	Processed bool
+	// Private is what the worker keeps of the event that clients never see (wire.Event.Private):
+	// a JSON object, or nil.
+	Private json.RawMessage
 }
 
 // AppendEvents appends events to a session's log in one statement and returns them with
@@ -78,21 +81,21 @@ const appendSQL = appendWith + `
 		SELECT last_seq, pg_notify($8, $1),
 			CASE WHEN $9::bool THEN pg_notify($10, $1) END FROM s`
 
-// appendExpectSQL is appendSQL that also checks on the server that the log ends at $12 after
+// appendExpectSQL is appendSQL that also checks on the server that the log ends at $13 after
 // the append (store.Writes): it fails, and so does the batch it is in, when it does not or
 // the session was not found.
 const appendExpectSQL = appendWith + `
 		SELECT s.last_seq, pg_notify($8, $1),
 			CASE WHEN $9::bool THEN pg_notify($10, $1) END,
-			ma_expect(s.last_seq IS NOT DISTINCT FROM $12::bigint, format(
-				'append events: the session''s log ends at %s, not %s: its row was not locked', s.last_seq, $12::bigint))
+			ma_expect(s.last_seq IS NOT DISTINCT FROM $13::bigint, format(
+				'append events: the session''s log ends at %s, not %s: its row was not locked', s.last_seq, $13::bigint))
 		FROM (VALUES (1)) AS one LEFT JOIN s ON true`
 
 const appendWith = `WITH s AS (UPDATE sessions SET last_seq = last_seq + $2
 			WHERE id = $1 AND (NOT $11::bool OR archived_at IS NULL AND status <> 'terminated') RETURNING last_seq),
-		ins AS (INSERT INTO events (session_id, seq, id, type, body, processed_at, created_at)
-			SELECT $1, s.last_seq - $2 + u.n, u.i, u.t, u.b::jsonb, u.p, $7
-			FROM s, unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[]) WITH ORDINALITY AS u(i, t, b, p, n))`
+		ins AS (INSERT INTO events (session_id, seq, id, type, body, processed_at, created_at, private)
+			SELECT $1, s.last_seq - $2 + u.n, u.i, u.t, u.b::jsonb, u.p, $7, u.x::jsonb
+			FROM s, unnest($3::text[], $4::text[], $5::text[], $6::timestamptz[], $12::text[]) WITH ORDINALITY AS u(i, t, b, p, x, n))`
 
 // preparedAppend is an append's events as it returns them, before their seqs are known, and
 // appendSQL's arguments.
@@ -110,6 +113,7 @@ func prepareAppend(sessionID string, evs []NewEvent, now time.Time, liveOnly boo
 	types := make([]string, len(evs))
 	bodies := make([]string, len(evs))
 	processed := make([]*time.Time, len(evs))
+	privates := make([]*string, len(evs))
 	for i, ev := range evs {
 		body := ev.Body
 		if len(body) == 0 {
@@ -129,9 +133,15 @@ func prepareAppend(sessionID string, evs []NewEvent, now time.Time, liveOnly boo
 			out[i].ProcessedAt = &t
 		}
 		evIDs[i], types[i], bodies[i], processed[i] = out[i].ID, ev.Type, string(body), out[i].ProcessedAt
+		if len(ev.Private) > 0 {
+			private := wire.LogSafeJSON(ev.Private)
+			out[i].Private = private
+			p := string(private)
+			privates[i] = &p
+		}
 	}
 	return preparedAppend{out: out, types: types, args: []any{sessionID, len(evs), evIDs, types, bodies, processed, now,
-		string(TopicEvents), slices.Contains(types, wire.EventUserInterrupt), string(TopicInterrupts), liveOnly}}
+		string(TopicEvents), slices.Contains(types, wire.EventUserInterrupt), string(TopicInterrupts), liveOnly, privates}}
 }
 
 // number gives the events their seqs: the session's last_seq after the append is last.
@@ -155,13 +165,16 @@ type EventListParams struct {
 	ProcessedGT, ProcessedGTE, ProcessedLT, ProcessedLTE *time.Time
 }
 
-const eventColumns = `id, type, processed_at, body, seq, created_at`
+const eventColumns = `id, type, processed_at, body, seq, created_at, private`
 
 func scanEvent(row pgx.Row) (wire.Event, error) {
 	var e wire.Event
-	var body []byte
-	err := row.Scan(&e.ID, &e.Type, &e.ProcessedAt, &body, &e.Seq, &e.CreatedAt)
+	var body, private []byte
+	err := row.Scan(&e.ID, &e.Type, &e.ProcessedAt, &body, &e.Seq, &e.CreatedAt, &private)
 	e.Body = body
+	if len(private) > 0 {
+		e.Private = private
+	}
 	return e, err
 }
 

@@ -82,7 +82,7 @@ func Decide(row Row, log []wire.Event) (Action, agent.Step, error) {
 	case agent.StepEnd:
 		parkedButClosed := row.Status == wire.SessionStatusIdle && row.Stop != nil && row.Stop.Type == wire.StopRequiresAction
 		if (active && runningInLog(log)) || parkedButClosed {
-			return Action{Kind: ActionFinish, Stop: wire.StopReason{Type: step.StopReason}}, step, nil
+			return Action{Kind: ActionFinish, Stop: wire.StopReason{Type: step.StopReason, Details: step.StopDetails}}, step, nil
 		}
 		if ids := queued(log, wire.EventUserMessage, wire.EventUserInterrupt); hasQueued(log, wire.EventUserMessage) {
 			return Action{Kind: ActionOpenTurn, EventIDs: ids}, step, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/agent"
 	"github.com/managed-agents/managed-agents/internal/ids"
 	"github.com/managed-agents/managed-agents/internal/model"
+	"github.com/managed-agents/managed-agents/internal/model/catalog"
 	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
@@ -223,11 +224,11 @@ func (t *turnTx) openTurn(eventIDs []string) error {
 	// The base is everything the old window counted, not the usage the last finish recorded:
 	// a step that outlived its turn (a model call cut off by an interrupt) can append a span
 	// after the finish, and the whole-log sum always counted it.
-	base, err := t.sessionUsage()
+	base, cost, err := t.sessionUsage()
 	if err != nil {
 		return err
 	}
-	baseRaw, err := wire.EncodeBody("usage", base)
+	baseRaw, err := encodeBaseUsage(base, cost)
 	if err != nil {
 		return err
 	}
@@ -304,12 +305,15 @@ func (t *turnTx) markRunning() error {
 
 // finish closes the turn: thread idle, session.usage (always right before the idle), idle.
 func (t *turnTx) finish(stop wire.StopReason) error {
-	usage, err := t.sessionUsage()
+	usage, _, err := t.sessionUsage()
 	if err != nil {
 		return err
 	}
 	thread := t.thread()
 	thread.StopReason, thread.StopDetails = &stop, json.RawMessage("null")
+	if len(stop.Details) > 0 {
+		thread.StopDetails = stop.Details
+	}
 	if t.rec.Status != wire.SessionStatusIdle {
 		t.rec.ActiveSeconds += t.now.Sub(lastRunningAt(t.log, t.now)).Seconds()
 	}
@@ -332,13 +336,13 @@ func (t *turnTx) finish(stop wire.StopReason) error {
 }
 
 // sessionUsage is the session's cumulative usage: the usage before the current turn plus the
-// turn's model spans.
-func (t *turnTx) sessionUsage() (wire.Usage, error) {
-	out := wire.ZeroUsage()
-	if len(t.win.BaseUsage) > 0 {
-		if err := json.Unmarshal(t.win.BaseUsage, &out); err != nil {
-			return wire.Usage{}, fmt.Errorf("decode base usage of session %s: %w", t.rec.ID, err)
-		}
+// turn's model spans, with its list cost at the agent's model's prices, exact (the usage's
+// list_cost is that, rounded to whole cents).
+func (t *turnTx) sessionUsage() (wire.Usage, catalog.Cents, error) {
+	priced := t.s.sessionModel(t.agent)
+	out, cost, err := decodeBaseUsage(t.win.BaseUsage, priced)
+	if err != nil {
+		return wire.Usage{}, catalog.Cents{}, fmt.Errorf("decode base usage of session %s: %w", t.rec.ID, err)
 	}
 	var spans []wire.Event
 	for _, ev := range t.log {
@@ -348,7 +352,7 @@ func (t *turnTx) sessionUsage() (wire.Usage, error) {
 	}
 	u, err := agent.LogUsage(spans)
 	if err != nil {
-		return wire.Usage{}, err
+		return wire.Usage{}, catalog.Cents{}, err
 	}
 	out.InputTokens += u.InputTokens
 	out.OutputTokens += u.OutputTokens
@@ -356,11 +360,17 @@ func (t *turnTx) sessionUsage() (wire.Usage, error) {
 	out.CacheCreation.Ephemeral5mInputTokens += u.CacheCreationInputTokens
 	fetches, searches, err := agent.WebToolUse(spans)
 	if err != nil {
-		return wire.Usage{}, err
+		return wire.Usage{}, catalog.Cents{}, err
 	}
 	out.ServerToolUse.WebFetchRequests += fetches
 	out.ServerToolUse.WebSearchRequests += searches
-	return out, nil
+	turnCost, err := requestsCost(priced, spans)
+	if err != nil {
+		return wire.Usage{}, catalog.Cents{}, err
+	}
+	cost = cost.Add(turnCost)
+	out.ListCost = wireCost(cost)
+	return out, cost, nil
 }
 
 func (t *turnTx) thread() wire.ThreadStatusBody {
@@ -407,7 +417,7 @@ func (e *WorkerEmitter) Emit(ctx context.Context, evs []agent.NewEvent) ([]wire.
 func workerEvents(evs []agent.NewEvent) []store.NewEvent {
 	news := make([]store.NewEvent, len(evs))
 	for i, ev := range evs {
-		news[i] = store.NewEvent{ID: ev.ID, Type: ev.Type, Body: ev.Body, Processed: true}
+		news[i] = store.NewEvent{ID: ev.ID, Type: ev.Type, Body: ev.Body, Private: ev.Private, Processed: true}
 	}
 	return news
 }

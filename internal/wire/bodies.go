@@ -26,6 +26,7 @@ const (
 	StopEndTurn          = "end_turn"
 	StopRequiresAction   = "requires_action"
 	StopRetriesExhausted = "retries_exhausted"
+	StopRefusal          = "refusal"
 )
 
 // Retry statuses of session.error (API.md §5.5).
@@ -238,6 +239,9 @@ func (b SessionErrorBody) EndsTurn() bool {
 type StopReason struct {
 	Type     string   `json:"type"`
 	EventIDs []string `json:"event_ids,omitempty"`
+	// Details is the idle events' stop_details: {type: "refusal", category, explanation} for
+	// a refusal, nil (null) otherwise. Not part of the stop_reason object.
+	Details json.RawMessage `json:"-"`
 }
 
 // Same reports whether r stops for reason on exactly eventIDs, in order.
@@ -253,7 +257,7 @@ func (r StopReason) Same(reason string, eventIDs []string) bool {
 	return true
 }
 
-// StatusIdleBody is session.status_idle. StopDetails is always null here.
+// StatusIdleBody is session.status_idle. StopDetails is null except for a refusal.
 type StatusIdleBody struct {
 	StopReason  StopReason      `json:"stop_reason"`
 	StopDetails json.RawMessage `json:"stop_details"`
@@ -296,7 +300,15 @@ var null = json.RawMessage(`null`)
 
 // NewStatusIdleBody is session.status_idle for reason.
 func NewStatusIdleBody(reason StopReason) StatusIdleBody {
-	return StatusIdleBody{StopReason: reason, StopDetails: null}
+	return StatusIdleBody{StopReason: reason, StopDetails: reason.details()}
+}
+
+// details is what stop_details holds for r.
+func (r StopReason) details() json.RawMessage {
+	if len(r.Details) > 0 {
+		return r.Details
+	}
+	return null
 }
 
 // NewThreadStatusBody is a thread status event's body without a stop reason (_running,
@@ -305,9 +317,10 @@ func NewThreadStatusBody(threadID, agentName string) ThreadStatusBody {
 	return ThreadStatusBody{SessionThreadID: threadID, AgentName: agentName}
 }
 
-// NewThreadIdleBody is session.thread_status_idle for reason; stop_details is null.
+// NewThreadIdleBody is session.thread_status_idle for reason; stop_details is null except
+// for a refusal.
 func NewThreadIdleBody(threadID, agentName string, reason StopReason) ThreadStatusBody {
-	return ThreadStatusBody{SessionThreadID: threadID, AgentName: agentName, StopReason: &reason, StopDetails: null}
+	return ThreadStatusBody{SessionThreadID: threadID, AgentName: agentName, StopReason: &reason, StopDetails: reason.details()}
 }
 
 // NewSessionUsageBody is session.usage for u.

@@ -18,6 +18,11 @@ type Event struct {
 	// Seq is the event's position in its session's log; it is not part of the wire form.
 	Seq       int64
 	CreatedAt time.Time
+	// Private is the part of the event only the worker reads, never part of the wire form
+	// (MarshalJSON leaves it out): what the model must be sent back that clients are not
+	// shown, such as a thinking block and its signature (agent.thinking has no content on the
+	// wire) or a compaction's summary. A JSON object, or nil.
+	Private json.RawMessage
 }
 
 // MarshalJSON writes {"type","id",<body fields>,"processed_at"} without decoding the body.

@@ -168,7 +168,7 @@ func (c *Client) call(ctx context.Context, req model.Request, stream bool, read 
 		callCtx, cancel = context.WithTimeoutCause(ctx, c.timeout, errTimedOut)
 		defer cancel()
 	}
-	resp, err := c.send(callCtx, req.Model, body, stream)
+	resp, err := c.send(callCtx, req.Model, body, stream, requestBetas(req))
 	if err == nil {
 		defer resp.Body.Close()
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -184,10 +184,15 @@ func (c *Client) call(ctx context.Context, req model.Request, stream bool, read 
 
 // send builds the call's common headers, lets the provider turn them and the body into its
 // platform's request, and hands the response to the provider before the client reads it.
-func (c *Client) send(ctx context.Context, modelName string, body []byte, stream bool) (*http.Response, error) {
+func (c *Client) send(ctx context.Context, modelName string, body []byte, stream bool, betas []string) (*http.Response, error) {
 	header := http.Header{}
 	for k, v := range c.headers {
 		header[k] = slices.Clone(v)
+	}
+	for _, b := range betas {
+		if !slices.Contains(header.Values("anthropic-beta"), b) {
+			header.Add("anthropic-beta", b)
+		}
 	}
 	header.Set("Content-Type", "application/json")
 	header.Set("Accept", "application/json")

@@ -96,7 +96,7 @@ var scripted = []struct {
 		},
 	},
 	{
-		name: "several blocks, parallel tools, empty input, dropped block types",
+		name: "several blocks, parallel tools, empty input, redacted thinking",
 		msg: message{
 			content: []map[string]any{
 				{"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
@@ -110,6 +110,7 @@ var scripted = []struct {
 		},
 		want: model.Response{
 			Content: []model.Block{
+				{Type: model.BlockRedactedThinking, Data: "EmwKAhgBEgy3va3pzix/LafPsn4a"},
 				{Type: model.BlockThinking, Thinking: "Two tools at once.", Signature: "sig"},
 				{Type: model.BlockText, Text: "Running both."},
 				{Type: model.BlockToolUse, ID: "toolu_1", Name: "read", Input: json.RawMessage(`{"path":"a.txt"}`)},
@@ -302,9 +303,9 @@ func TestUnsupportedBlockIsNotSent(t *testing.T) {
 	t.Parallel()
 	api, srv := newAPI(t, replyWith(scripted[0].msg))
 	req := simpleRequest()
-	req.Messages[0].Content = append(req.Messages[0].Content, model.Block{Type: "image"})
+	req.Messages[0].Content = append(req.Messages[0].Content, model.Block{Type: "audio"})
 	_, err := newClient(t, srv).Create(t.Context(), req)
-	require.ErrorContains(t, err, `messages[0].content[1]: unsupported block type "image"`)
+	require.ErrorContains(t, err, `messages[0].content[1]: unsupported block type "audio"`)
 	require.False(t, model.IsRetryable(err))
 	require.Empty(t, api.requests())
 }

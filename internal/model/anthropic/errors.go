@@ -65,11 +65,21 @@ func statusError(resp *http.Response, now time.Time) error {
 		body.RequestID = resp.Header.Get("request-id")
 	}
 	return &model.Error{
-		Kind:       kindOf(resp.StatusCode, body.Error.Type),
-		Status:     resp.StatusCode,
-		Message:    errorMessage(body, raw, resp.StatusCode),
-		RetryAfter: retryAfter(resp.Header, now),
+		Kind:          kindOf(resp.StatusCode, body.Error.Type),
+		Status:        resp.StatusCode,
+		Message:       errorMessage(body, raw, resp.StatusCode),
+		RetryAfter:    retryAfter(resp.Header, now),
+		PromptTooLong: promptTooLong(resp.StatusCode, body),
 	}
+}
+
+// promptTooLong tells the context-window refusal from other invalid requests. The Messages
+// API answers a prompt that does not fit with 400 invalid_request_error "prompt is too long:
+// N tokens > M maximum" (platform.claude.com/docs/en/build-with-claude/context-windows); its
+// message is the only mark it has.
+func promptTooLong(status int, body errorBody) bool {
+	return status == http.StatusBadRequest && body.Error.Type == "invalid_request_error" &&
+		strings.Contains(strings.ToLower(body.Error.Message), "prompt is too long")
 }
 
 // streamError converts the data of a mid-stream error event. Unknown types count as server
@@ -84,7 +94,7 @@ func streamError(data []byte) error {
 	if ok {
 		kind = kindOf(status, body.Error.Type)
 	}
-	return &model.Error{Kind: kind, Status: status, Message: errorMessage(body, data, status)}
+	return &model.Error{Kind: kind, Status: status, Message: errorMessage(body, data, status), PromptTooLong: promptTooLong(status, body)}
 }
 
 // errorMessage prefers the API's own words, then the raw body, then the status text.

@@ -145,6 +145,9 @@ func TestStreamFailures(t *testing.T) {
 				s.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
 					"delta": map[string]any{"type": "input_json_delta", "partial_json": `{"command": "l`}})
 				s.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+				// Only a max_tokens stop explains an incomplete input; tool_use does not.
+				s.send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "tool_use"}})
+				s.send("message_stop", map[string]any{"type": "message_stop"})
 			},
 			want: wantError{kind: model.ErrServer, message: `malformed stream: tool_use block toolu_x: input is not valid JSON: {"command": "l`}},
 		{name: "delta for a block that never started",

@@ -53,6 +53,8 @@ func fromSDK(m *sdk.Message) model.Response {
 			resp.Content = append(resp.Content, model.Block{Type: b.Type, Text: b.Text})
 		case "thinking":
 			resp.Content = append(resp.Content, model.Block{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature})
+		case "redacted_thinking":
+			resp.Content = append(resp.Content, model.Block{Type: b.Type, Data: b.Data})
 		case "tool_use":
 			resp.Content = append(resp.Content, model.Block{Type: b.Type, ID: b.ID, Name: b.Name, Input: b.Input})
 		}

@@ -41,12 +41,14 @@ type streamEvent struct {
 	Message      messageBody  `json:"message"`
 	ContentBlock contentBlock `json:"content_block"`
 	Delta        struct {
-		Type        string `json:"type"`
-		Text        string `json:"text"`
-		Thinking    string `json:"thinking"`
-		Signature   string `json:"signature"`
-		PartialJSON string `json:"partial_json"`
-		StopReason  string `json:"stop_reason"`
+		Type        string          `json:"type"`
+		Text        string          `json:"text"`
+		Thinking    string          `json:"thinking"`
+		Signature   string          `json:"signature"`
+		PartialJSON string          `json:"partial_json"`
+		StopReason  string          `json:"stop_reason"`
+		StopDetails json.RawMessage `json:"stop_details"`
+		Data        string          `json:"data"`
 	} `json:"delta"`
 	Usage usageBody `json:"usage"`
 }
@@ -56,9 +58,10 @@ type accumulator struct {
 	onDelta func(model.Delta)
 	content []model.Block
 	// slots maps the stream's block index to what the response keeps of it.
-	slots map[int]*slot
-	stop  string
-	usage model.Usage
+	slots       map[int]*slot
+	stop        string
+	stopDetails json.RawMessage
+	usage       model.Usage
 }
 
 // slot is one block of the stream. out is its index in the response, or -1 for a block type
@@ -67,6 +70,8 @@ type slot struct {
 	out     int
 	json    []byte
 	stopped bool
+	// invalid: the tool_use input's JSON did not parse (a cut call, or a broken stream).
+	invalid bool
 }
 
 // handle applies one event and reports whether the message is complete.
@@ -91,6 +96,9 @@ func (a *accumulator) handle(ev sseEvent) (bool, error) {
 	case "message_delta":
 		if e.Delta.StopReason != "" {
 			a.stop = e.Delta.StopReason
+		}
+		if d := details(e.Delta.StopDetails); d != nil {
+			a.stopDetails = d
 		}
 		e.Usage.applyTo(&a.usage)
 	case "message_stop":
@@ -201,7 +209,13 @@ func (a *accumulator) finishInput(s *slot) error {
 		return nil
 	}
 	if !json.Valid(s.json) {
-		return protocolError("tool_use block %s: input is not valid JSON: %.200s", b.ID, s.json)
+		// A response cut at max_tokens inside a tool call ends with that call's input
+		// incomplete (platform.claude.com/docs/en/build-with-claude/handling-stop-reasons):
+		// only message_delta, after the block's stop, says so. Until then an invalid input is
+		// held, not refused; response decides.
+		s.invalid = true
+		b.Input = emptyObject
+		return nil
 	}
 	b.Input = json.RawMessage(s.json)
 	return nil
@@ -221,5 +235,28 @@ func (a *accumulator) response() (model.Response, error) {
 	if content == nil {
 		content = []model.Block{}
 	}
-	return model.Response{Content: content, StopReason: a.stop, Usage: a.usage}, nil
+	for _, s := range a.slots {
+		if !s.invalid {
+			continue
+		}
+		if a.stop != model.StopMaxTokens || s.out != len(content)-1 {
+			b := content[s.out]
+			return model.Response{}, protocolError("tool_use block %s: input is not valid JSON: %.200s", b.ID, s.json)
+		}
+	}
+	resp := model.Response{Content: content, StopReason: a.stop, StopDetails: a.stopDetails, Usage: a.usage}
+	markTruncated(&resp)
+	return resp, nil
+}
+
+// markTruncated flags the tool call a max_tokens stop cut: the last block, when it is a
+// tool_use. Its input may even parse (cut right after a closing brace) but the model was not
+// done with the turn, so it is never run as if whole.
+func markTruncated(resp *model.Response) {
+	if resp.StopReason != model.StopMaxTokens || len(resp.Content) == 0 {
+		return
+	}
+	if last := &resp.Content[len(resp.Content)-1]; last.Type == model.BlockToolUse {
+		last.Truncated = true
+	}
 }
