@@ -241,12 +241,16 @@ func (s *Server) readRequest(r *http.Request, req *Request) ([]byte, *apiError) 
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		return nil, invalid("Content-Type must be application/json, got %q", ct)
 	}
+	tooLarge := &apiError{status: 413, typ: "request_too_large", msg: fmt.Sprintf("Request exceeds the maximum allowed number of bytes: %d", maxBodyBytes)}
+	if r.ContentLength > maxBodyBytes {
+		return nil, tooLarge // refused unread, as a front end does
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
 	if err != nil {
 		return nil, invalid("could not read the request body: %v", err)
 	}
 	if len(body) > maxBodyBytes {
-		return body, &apiError{status: 413, typ: "request_too_large", msg: fmt.Sprintf("Request exceeds the maximum allowed number of bytes: %d", maxBodyBytes)}
+		return body, tooLarge
 	}
 	return body, nil
 }
