@@ -11,47 +11,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
 
-// builtInSpec is what the model is told about a built-in tool. The input schemas follow the
-// input shapes of API.md §3.2.
-type builtInSpec struct {
-	description string
-	schema      string
-}
-
-var builtInSpecs = map[string]builtInSpec{
-	wire.ToolNameBash: {
-		"Run a bash command in the session's persistent shell; the working directory persists between calls. Returns the combined output.",
-		`{"type":"object","properties":{"command":{"type":"string","description":"The command to run."},"restart":{"type":"boolean","description":"Restart the shell instead of running a command."},"timeout_ms":{"type":"integer","description":"Kill the command after this many milliseconds."}}}`,
-	},
-	wire.ToolNameRead: {
-		"Read a text file from the workspace, with line numbers.",
-		`{"type":"object","properties":{"file_path":{"type":"string"},"view_range":{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":2,"description":"[start, end] lines, 1-indexed and inclusive; end <= 0 reads to the end."}},"required":["file_path"]}`,
-	},
-	wire.ToolNameWrite: {
-		"Create or overwrite a file in the workspace.",
-		`{"type":"object","properties":{"file_path":{"type":"string"},"content":{"type":"string"}},"required":["file_path","content"]}`,
-	},
-	wire.ToolNameEdit: {
-		"Replace text in a file: old_string must match exactly once unless replace_all is true.",
-		`{"type":"object","properties":{"file_path":{"type":"string"},"old_string":{"type":"string"},"new_string":{"type":"string"},"replace_all":{"type":"boolean"}},"required":["file_path","old_string","new_string"]}`,
-	},
-	wire.ToolNameGlob: {
-		"List files matching a glob pattern (doublestar syntax, e.g. **/*.go).",
-		`{"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string","description":"Directory to search from."}},"required":["pattern"]}`,
-	},
-	wire.ToolNameGrep: {
-		"Search file contents with a regular expression; prints file:line: text for each match.",
-		`{"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string","description":"File or directory to search."}},"required":["pattern"]}`,
-	},
-	wire.ToolNameWebFetch: {
-		"Fetch the content of a URL.",
-		`{"type":"object","properties":{"url":{"type":"string"}},"required":["url"]}`,
-	},
-	wire.ToolNameWebSearch: {
-		"Search the web.",
-		`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`,
-	},
-}
+// The built-ins' descriptions and input schemas are builtInSpecs (builtin_specs.go).
 
 // toolset is the agent's resolved tools as the loop uses them.
 type toolset struct {
@@ -75,7 +35,7 @@ func newToolset(resolved []wire.Tool, listing []MCPServerTools) toolset {
 	ts := toolset{effective: toolconfig.NewEffective(resolved), custom: map[string]*wire.CustomTool{}, mcp: map[string]mcpRef{}}
 	for _, name := range ts.effective.EnabledBuiltIns() {
 		spec := builtInSpecs[name]
-		ts.offered = append(ts.offered, model.Tool{Name: name, Description: spec.description, InputSchema: json.RawMessage(spec.schema)})
+		ts.offered = append(ts.offered, model.Tool{Name: name, Description: spec.description, InputSchema: spec.schema})
 	}
 	for _, t := range resolved {
 		if c := t.Custom; c != nil {

@@ -197,6 +197,9 @@ func (a *Activities) modelTurn(ctx context.Context, in ModelTurnInput) (Plan, er
 		}
 	}
 	rin := a.input(in.SessionID, turn)
+	if rin.Harness, err = a.harness(ctx, in.SessionID, turn); err != nil {
+		return Plan{}, activityError(err)
+	}
 	// The response is committed with the Advance that follows it: one transaction, one
 	// wake-up of the session's streams.
 	rin.HoldResponse = true
