@@ -218,8 +218,47 @@ func (c *Core) ModelTurn(ctx context.Context, in Input) (ModelTurnResult, error)
 			return ModelTurnResult{}, fmt.Errorf("emit model request start: %w", err)
 		}
 	}
+	// billed is what this step's calls cost before its final one: summarising the
+	// conversation, a call cut at max_tokens. Those tokens were paid for, so the span's usage
+	// includes them.
+	var billed model.Usage
+	compacted := false
+	compact := func() (bool, error) {
+		var used model.Usage
+		var err error
+		req, used, err = c.compact(ctx, in, req)
+		billed = sumUsage(billed, used)
+		compacted = err == nil
+		if errors.Is(err, errCompactionLimit) {
+			return false, c.stopAtCompactionLimit(ctx, in, startID, billed, err)
+		}
+		if err != nil {
+			return false, c.failRequest(ctx, in, startID, err, billed)
+		}
+		return true, nil
+	}
+	if needsCompaction(req, mdl) && len(req.Messages) > 1 {
+		if ok, err := compact(); !ok {
+			return ModelTurnResult{Ran: err == nil}, err
+		}
+	}
 	rids := &responseIDs{}
 	resp, err := c.model.Stream(ctx, req, newPreviewer(in.Previews, rids).onDelta)
+	if me := (*model.Error)(nil); errors.As(err, &me) && me.PromptTooLong {
+		// The estimate was short, or nothing older is left to summarise: compact now, or
+		// give up when this prompt is already the continuation of a compaction.
+		if compacted || len(req.Messages) <= 1 {
+			return ModelTurnResult{Ran: true}, c.stopAtCompactionLimit(ctx, in, startID, billed, fmt.Errorf("%w: %s", errCompactionLimit, me.Message))
+		}
+		if ok, err := compact(); !ok {
+			return ModelTurnResult{Ran: err == nil}, err
+		}
+		rids = &responseIDs{}
+		resp, err = c.model.Stream(ctx, req, newPreviewer(in.Previews, rids).onDelta)
+		if me := (*model.Error)(nil); errors.As(err, &me) && me.PromptTooLong {
+			return ModelTurnResult{Ran: true}, c.stopAtCompactionLimit(ctx, in, startID, billed, fmt.Errorf("%w: %s", errCompactionLimit, me.Message))
+		}
+	}
 	if err == nil && cutCall(resp) && req.MaxTokens < mdl.MaxOutputTokens {
 		// The model ran out of max_tokens inside a tool call: the call is incomplete and must
 		// not run, and the same request would be cut the same way. Ask once more with the
@@ -229,18 +268,15 @@ func (c *Core) ModelTurn(ctx context.Context, in Input) (ModelTurnResult, error)
 		// clients tolerate (API.md §5.4); its tokens were billed and stay in the usage.
 		c.log.InfoContext(ctx, "tool call cut at max_tokens; asking again with the model's output limit",
 			"max_tokens", req.MaxTokens, "retry_max_tokens", mdl.MaxOutputTokens)
-		billed := resp.Usage
+		billed = sumUsage(billed, resp.Usage)
 		req.MaxTokens = mdl.MaxOutputTokens
 		rids = &responseIDs{}
 		resp, err = c.model.Stream(ctx, req, newPreviewer(in.Previews, rids).onDelta)
-		resp.Usage = sumUsage(billed, resp.Usage)
-		if err != nil {
-			return ModelTurnResult{}, c.failRequest(ctx, in, startID, err, billed)
-		}
 	}
 	if err != nil {
-		return ModelTurnResult{}, c.failRequest(ctx, in, startID, err, model.Usage{})
+		return ModelTurnResult{}, c.failRequest(ctx, in, startID, err, billed)
 	}
+	resp.Usage = sumUsage(billed, resp.Usage)
 	evs, err := responseEvents(resp, rids, ts, req.MaxTokens)
 	if err != nil {
 		return ModelTurnResult{}, err
@@ -275,6 +311,21 @@ func (in Input) messages() ([]model.Message, error) {
 		}
 	}
 	return ProjectDecoded(conv), nil
+}
+
+// stopAtCompactionLimit ends the turn because compaction could not make the conversation fit:
+// the span closes as failed and session.error compaction_limit_reached_error follows, in one
+// commit. The step then has nothing more to do; the turn ends with retries_exhausted.
+func (c *Core) stopAtCompactionLimit(ctx context.Context, in Input, startID string, billed model.Usage, cause error) error {
+	c.log.WarnContext(ctx, "compaction limit reached", "err", cause)
+	evs, err := compactionLimitEvents(startID, billed, cause)
+	if err != nil {
+		return err
+	}
+	if _, err := in.Emitter.Emit(ctx, evs); err != nil {
+		return fmt.Errorf("emit compaction limit: %w", err)
+	}
+	return nil
 }
 
 // failRequest closes a failed model request in the log and returns the model error unchanged,

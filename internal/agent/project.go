@@ -70,6 +70,12 @@ func Decode(ev wire.Event) (Decoded, error) {
 			return d, err
 		}
 		d.blocks = blocks
+	case ev.Type == wire.EventAgentThreadContextCompacted:
+		blocks, err := compactedBlocks(ev)
+		if err != nil {
+			return d, err
+		}
+		d.blocks = blocks
 	case isToolUse(ev.Type):
 		c, err := readCall(ev)
 		if err != nil {
@@ -249,6 +255,11 @@ func (p *projector) add(d Decoded) {
 	case ev.Type == wire.EventUserMessage:
 		p.seal()
 		p.userBlocks = append(p.userBlocks, d.blocks...)
+	case ev.Type == wire.EventAgentThreadContextCompacted:
+		// The summary replaces everything before it (compact.go): the conversation starts
+		// again from one user message that carries it. The calls before it were all answered
+		// (compaction runs only when a model request is due), so nothing pending is lost.
+		p.restart(d.blocks)
 	case ev.Type == wire.EventAgentMessage, ev.Type == wire.EventAgentThinking:
 		// A thinking block goes back exactly where the model produced it, signature and all:
 		// with thinking on, the API refuses a tool loop whose assistant message lost its
@@ -264,6 +275,15 @@ func (p *projector) add(d Decoded) {
 		// A response ends at its span end; answers and interrupts come after it.
 		p.seal()
 	}
+}
+
+// restart drops everything projected so far and starts the conversation with a user message
+// of blocks.
+func (p *projector) restart(blocks []model.Block) {
+	p.msgs = p.msgs[:0:0]
+	p.ownFrom = 0
+	p.building, p.buildingCalls, p.unanswered = nil, nil, nil
+	p.userBlocks = append([]model.Block(nil), blocks...)
 }
 
 func (p *projector) addAssistant(blocks ...model.Block) {

@@ -92,7 +92,13 @@ type Request struct {
 	// Cache asks the client to place prompt-cache breakpoints (clients without a cache
 	// ignore it).
 	Cache bool `json:"cache,omitempty"`
+	// ToolChoice is "" (the model decides) or ToolChoiceNone (the tools are offered, so the
+	// request keeps its cached prefix, but the model may not call them).
+	ToolChoice string `json:"tool_choice,omitempty"`
 }
+
+// ToolChoiceNone forbids tool calls in a request that offers tools.
+const ToolChoiceNone = "none"
 
 // Thinking modes of a request, and the display that leaves the thinking text out of
 // responses (the signature still carries it back to the model).

@@ -43,6 +43,7 @@ const (
 	SessionErrorModelRateLimited    = "model_rate_limited_error"
 	SessionErrorModelRequestFailed  = "model_request_failed_error"
 	SessionErrorToolUseLimitReached = "tool_use_limit_reached_error"
+	SessionErrorCompactionLimit     = "compaction_limit_reached_error"
 	SessionErrorMCPConnectionFailed = "mcp_connection_failed_error"
 	SessionErrorMCPAuthFailed       = "mcp_authentication_failed_error"
 )
@@ -232,7 +233,8 @@ func NewSessionErrorBody(typ, message, retry string) SessionErrorBody {
 // retries given up on (exhausted, or terminal for the session).
 func (b SessionErrorBody) EndsTurn() bool {
 	rs := b.Error.RetryStatus.Type
-	return b.Error.Type == SessionErrorToolUseLimitReached || rs == RetryStatusExhausted || rs == RetryStatusTerminal
+	return b.Error.Type == SessionErrorToolUseLimitReached || b.Error.Type == SessionErrorCompactionLimit ||
+		rs == RetryStatusExhausted || rs == RetryStatusTerminal
 }
 
 // StopReason is why a turn stopped; EventIDs names the calls a requires_action stop waits on.

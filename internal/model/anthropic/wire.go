@@ -17,10 +17,14 @@ type (
 		System       any             `json:"system,omitempty"` // a string, or text blocks when cached
 		Messages     []messageParam  `json:"messages"`
 		Tools        []toolParam     `json:"tools,omitempty"`
+		ToolChoice   *toolChoice     `json:"tool_choice,omitempty"`
 		Thinking     *model.Thinking `json:"thinking,omitempty"`
 		OutputConfig *outputConfig   `json:"output_config,omitempty"`
 		Speed        string          `json:"speed,omitempty"`
 		Stream       bool            `json:"stream,omitempty"`
+	}
+	toolChoice struct {
+		Type string `json:"type"`
 	}
 	outputConfig struct {
 		Effort string `json:"effort,omitempty"`
@@ -113,6 +117,9 @@ func encodeRequest(req model.Request, defaultMaxTokens int, stream bool) ([]byte
 	}
 	if req.Speed == "fast" {
 		body.Speed = req.Speed
+	}
+	if req.ToolChoice != "" && len(req.Tools) > 0 {
+		body.ToolChoice = &toolChoice{Type: req.ToolChoice}
 	}
 	marks := map[[2]int]bool{}
 	if req.Cache {
