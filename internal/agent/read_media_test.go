@@ -3,11 +3,13 @@ package agent_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/managed-agents/managed-agents/internal/agent"
+	"github.com/managed-agents/managed-agents/internal/model"
 	"github.com/managed-agents/managed-agents/internal/model/fake"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
@@ -50,4 +52,19 @@ func TestReadOfAnImageIsAnImageToolResult(t *testing.T) {
 	require.Equal(t, base64.StdEncoding.EncodeToString(dotPNG), *src.Data)
 	require.Equal(t, wire.ContentTypeText, body.Content[1].Type)
 	require.Contains(t, *body.Content[1].Text, "shot.png: PNG image, 1×1 pixels")
+
+	// The next request sends the model the image itself, in the tool_result block.
+	scripted := &scriptedModel{responses: []model.Response{{Content: []model.Block{text("a red dot")}, StopReason: model.StopEndTurn}}}
+	_, err = agent.NewCore(scripted).ModelTurn(t.Context(), input(ag, l, l, sb))
+	require.NoError(t, err)
+	require.Len(t, scripted.requests, 1)
+	msgs := scripted.requests[0].Messages
+	last := msgs[len(msgs)-1]
+	require.Equal(t, "user", last.Role)
+	i := slices.IndexFunc(last.Content, func(b model.Block) bool { return b.Type == model.BlockToolResult })
+	require.GreaterOrEqual(t, i, 0, "%+v", last.Content)
+	sent := last.Content[i].Content
+	require.NotEmpty(t, sent)
+	require.Equal(t, model.BlockImage, sent[0].Type)
+	require.JSONEq(t, string(body.Content[0].Source), string(sent[0].Source))
 }
