@@ -122,6 +122,9 @@ type Activities struct {
 	// Interrupts stops a step running as a local activity when its session is interrupted;
 	// nil leaves that to the workflow (at its next task, within seconds).
 	Interrupts InterruptWatch
+
+	// facts keeps the sessions' sandbox facts for the model's preamble (harness.go).
+	facts factsCache
 }
 
 // Advance does the lifecycle bookkeeping and returns the next step. The workflow runs it only
