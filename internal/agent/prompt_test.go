@@ -169,4 +169,9 @@ func TestDocsShowThePreambleTemplate(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.Contains(string(doc), preambleTemplate),
 		"docs/harness-prompt.md must contain internal/agent/preamble.md.tmpl byte for byte; copy the template into its code block")
+	// And its example is what the template renders.
+	h := limitedHarness(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
+	h.OutputsDir = ""
+	example := "```text\n" + renderPreamble(h, allBuiltIns) + "\n```"
+	require.True(t, strings.Contains(string(doc), example), "docs/harness-prompt.md's example must be:\n%s", example)
 }
