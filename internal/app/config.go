@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -73,6 +74,9 @@ type Config struct {
 
 	// Model is fake or anthropic (MANAGED_AGENT_MODEL).
 	Model string
+	// ModelCatalog is a JSON file of models laid over the built-in catalog of limits and
+	// list prices (MANAGED_AGENT_MODEL_CATALOG; docs/costs.md).
+	ModelCatalog string
 	// FakeWordDelay paces the fake model's streamed words so previews are visible
 	// (MANAGED_AGENT_FAKE_MODEL_WORD_DELAY, e.g. 20ms; default none).
 	FakeWordDelay time.Duration
@@ -81,9 +85,6 @@ type Config struct {
 	AnthropicBaseURL   string
 	AnthropicAPIKey    string
 	AnthropicAuthToken string
-	// ModelProvider says where MANAGED_AGENT_MODEL=anthropic calls Claude: the Anthropic API or
-	// a gateway, Amazon Bedrock, Google Vertex AI or Microsoft Foundry (modelprovider.go).
-	ModelProvider ModelProviderConfig
 
 	// Sandbox is the sandbox provider, one of sandboxProviders (MANAGED_AGENT_SANDBOX).
 	Sandbox string
@@ -254,6 +255,8 @@ func (c Config) Validate() error {
 	}
 	check(c.validateIdle())
 	check(c.validateMCP())
+	_, err = c.modelCatalog()
+	check(err)
 	_, err = c.conversationCacheBytes()
 	check(err)
 	if c.AdminKey != "" && c.AdminKey == c.APIKey {
@@ -328,9 +331,18 @@ func (c Config) parsed(name string) error {
 func (c Config) validateModel() error {
 	switch c.Model {
 	case "", "fake":
-		return c.validateProviderName()
+		return nil
 	case "anthropic":
-		return c.validateClaude() // modelprovider.go: the variables of the provider it names
+		if c.AnthropicAPIKey == "" && c.AnthropicAuthToken == "" {
+			return errors.New("MANAGED_AGENT_MODEL=anthropic needs MANAGED_AGENT_ANTHROPIC_API_KEY or MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN")
+		}
+		if c.AnthropicBaseURL != "" {
+			u, err := url.Parse(c.AnthropicBaseURL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("MANAGED_AGENT_ANTHROPIC_BASE_URL=%q: must be an http or https URL such as https://api.anthropic.com", c.AnthropicBaseURL)
+			}
+		}
+		return nil
 	}
 	return fmt.Errorf("MANAGED_AGENT_MODEL=%q: must be fake or anthropic", c.Model)
 }
@@ -531,10 +543,10 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.TemporalCompression, "MANAGED_AGENT_TEMPORAL_COMPRESSION")
 	set(&c.TaskQueue, "MANAGED_AGENT_TEMPORAL_TASK_QUEUE")
 	set(&c.Model, "MANAGED_AGENT_MODEL")
+	set(&c.ModelCatalog, "MANAGED_AGENT_MODEL_CATALOG")
 	set(&c.AnthropicBaseURL, "MANAGED_AGENT_ANTHROPIC_BASE_URL")
 	set(&c.AnthropicAPIKey, "MANAGED_AGENT_ANTHROPIC_API_KEY")
 	set(&c.AnthropicAuthToken, "MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN")
-	c.ModelProvider = modelProviderFromLookup(c.ModelProvider, get)
 	set(&c.Sandbox, "MANAGED_AGENT_SANDBOX")
 	set(&c.SandboxDir, "MANAGED_AGENT_SANDBOX_DIR")
 	set(&c.DockerImage, "MANAGED_AGENT_DOCKER_IMAGE")

@@ -18,6 +18,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/credentials"
 	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/model"
+	"github.com/managed-agents/managed-agents/internal/model/anthropic"
 	"github.com/managed-agents/managed-agents/internal/model/fake"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/daytona"
@@ -44,7 +45,20 @@ func NewModel(c Config) (model.Client, error) {
 		}
 		return fake.New(), nil
 	}
-	return c.newClaude() // modelprovider.go: the Anthropic API, a gateway, Bedrock, Vertex AI or Foundry
+	opts := []anthropic.Option{}
+	if c.AnthropicBaseURL != "" {
+		opts = append(opts, anthropic.WithBaseURL(c.AnthropicBaseURL))
+	}
+	if c.AnthropicAPIKey != "" {
+		opts = append(opts, anthropic.WithAPIKey(c.AnthropicAPIKey))
+	} else {
+		opts = append(opts, anthropic.WithBearerToken(c.AnthropicAuthToken))
+	}
+	m, err := anthropic.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("MANAGED_AGENT_ANTHROPIC_*: %w", err)
+	}
+	return m, nil
 }
 
 // NewSandboxRegistry builds the deployment's sandbox providers: the one the configuration
@@ -243,6 +257,10 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	if err != nil {
 		return nil, err
 	}
+	models, err := c.modelCatalog()
+	if err != nil {
+		return nil, err
+	}
 	vaultKeys, err := c.vaultKeys()
 	if err != nil {
 		return nil, err
@@ -255,7 +273,7 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 		return nil, err
 	}
 	engine := turns.New(st, logger, append(c.turnsOptions(), turns.WithSandboxQuota(c.RateLimits.WorkspaceSandboxes),
-		turns.WithConversationCache(cacheBytes))...)
+		turns.WithConversationCache(cacheBytes), turns.WithModelCatalog(models))...)
 	interrupts := turns.NewInterrupts()
 	listener := store.NewListener(st.Pool(), logger, c.listenerOptions()...)
 	if err := listener.Listen(store.TopicInterrupts, interrupts); err != nil {

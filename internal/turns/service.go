@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/managed-agents/managed-agents/internal/model/catalog"
 	"github.com/managed-agents/managed-agents/internal/store"
 )
 
@@ -26,6 +27,8 @@ type Service struct {
 	conv *conversations
 	// agents keeps agent snapshots decoded.
 	agents decodedAgents
+	// models prices the usage of model requests (usage.list_cost).
+	models *catalog.Table
 }
 
 // Observer records the turns Advance opens and closes, once their transaction commits
@@ -53,13 +56,22 @@ func WithConversationCache(maxBytes int) Option {
 	return func(s *Service) { s.conv = newConversations(maxBytes) }
 }
 
+// WithModelCatalog prices usage.list_cost from models (default catalog.Builtin(); nil keeps it).
+func WithModelCatalog(models *catalog.Table) Option {
+	return func(s *Service) {
+		if models != nil {
+			s.models = models
+		}
+	}
+}
+
 // WithSandboxQuota caps each workspace's sandboxes at n (0, the default, is no cap): a
 // session's first acquisition beyond it fails with sandbox.ErrQuota.
 func WithSandboxQuota(n int) Option { return func(s *Service) { s.maxSandboxes = n } }
 
 // New returns the turn engine over st.
 func New(st *store.Store, logger *slog.Logger, opts ...Option) *Service {
-	s := &Service{store: st, logger: logger, obs: nopObserver{}, conv: newConversations(DefaultConversationCacheBytes), now: func() time.Time {
+	s := &Service{store: st, logger: logger, obs: nopObserver{}, conv: newConversations(DefaultConversationCacheBytes), models: catalog.Builtin(), now: func() time.Time {
 		// Microseconds: what PostgreSQL keeps, so echoed and re-read timestamps agree.
 		return time.Now().UTC().Truncate(time.Microsecond)
 	}}
