@@ -250,7 +250,9 @@ func (c Config) platformProvider() (anthropic.Provider, error) {
 		}
 		return anthropic.Bedrock(o)
 	case providerVertex:
-		creds, err := google.FindDefaultCredentials(ctx, anthropic.VertexScope)
+		// Not ctx: the token sources keep the context they are built with and fetch with it
+		// later (external accounts' subject tokens and STS exchanges), long after the start.
+		creds, err := google.FindDefaultCredentials(context.Background(), anthropic.VertexScope)
 		if err != nil {
 			return nil, fmt.Errorf("MANAGED_AGENT_MODEL_PROVIDER=vertex: find Google Application Default Credentials: %w", err)
 		}

@@ -1,13 +1,20 @@
 package app
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -234,4 +241,95 @@ func TestNewModelVertexWithoutCredentials(t *testing.T) {
 	_, err := NewModel(Config{Model: "anthropic", ModelProvider: ModelProviderConfig{Provider: "vertex",
 		VertexRegion: "us-east5", VertexProject: "my-project-123"}})
 	require.ErrorContains(t, err, "MANAGED_AGENT_MODEL_PROVIDER=vertex: find Google Application Default Credentials")
+}
+
+// TestNewModelVertexWithServiceAccount goes through Google's Application Default Credentials
+// for real: a service account key file whose token_uri is a local token endpoint, which must
+// be asked for a cloud-platform token that then reaches the stand-in Vertex AI as the bearer.
+func TestNewModelVertexWithServiceAccount(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	var tokenRequests atomic.Int32
+	tokenSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tokenRequests.Add(1)
+		_ = r.ParseForm()
+		// The assertion is a JWT signed with the key; its claims carry the scope.
+		parts := strings.Split(r.PostForm.Get("assertion"), ".")
+		claims, _ := base64.RawURLEncoding.DecodeString(parts[min(1, len(parts)-1)])
+		if r.PostForm.Get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer" ||
+			!strings.Contains(string(claims), "https://www.googleapis.com/auth/cloud-platform") {
+			http.Error(w, `{"error":"invalid_grant"}`, http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token":"ya29.from-adc","expires_in":3600,"token_type":"Bearer"}`)
+	}))
+	t.Cleanup(tokenSrv.Close)
+	keyFile, _ := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": "my-project-123", "private_key_id": "k1",
+		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email": "agents@my-project-123.iam.gserviceaccount.com", "client_id": "1",
+		"token_uri": tokenSrv.URL + "/token",
+	})
+	path := filepath.Join(t.TempDir(), "sa.json")
+	require.NoError(t, os.WriteFile(path, keyFile, 0o600))
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
+
+	srv, seen := platformStub(t)
+	c := Config{Model: "anthropic", ModelProvider: ModelProviderConfig{Provider: "vertex",
+		VertexRegion: "europe-west1", VertexProject: "my-project-123", VertexBaseURL: srv.URL}}
+	oneCall(t, c, "claude-x@20260101")
+	oneCall(t, c, "claude-x@20260101") // a second client, a second token: each NewModel finds its own
+	s := seen()
+	require.Len(t, s, 2)
+	require.Equal(t, "/v1/projects/my-project-123/locations/europe-west1/publishers/anthropic/models/claude-x@20260101:rawPredict", s[0].path)
+	require.Equal(t, "Bearer ya29.from-adc", s[0].header.Get("Authorization"))
+	require.Equal(t, "vertex-2023-10-16", s[0].body["anthropic_version"])
+	require.EqualValues(t, 2, tokenRequests.Load())
+}
+
+// TestNewModelVertexWithWorkloadIdentity uses an external account (workload identity
+// federation, as on GKE, EKS or AKS): its token source keeps the context it was built with
+// and fetches the subject token and the STS exchange later, per call, so that context must
+// outlive the worker's start.
+func TestNewModelVertexWithWorkloadIdentity(t *testing.T) {
+	var exchanges atomic.Int32
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/subject":
+			_, _ = io.WriteString(w, "subject-jwt")
+		case "/sts":
+			_ = r.ParseForm()
+			if r.PostForm.Get("subject_token") != "subject-jwt" {
+				http.Error(w, `{"error":"invalid_grant"}`, http.StatusBadRequest)
+				return
+			}
+			exchanges.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"access_token":"ya29.federated","issued_token_type":"urn:ietf:params:oauth:token-type:access_token","token_type":"Bearer","expires_in":3600}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(idp.Close)
+	cfg, _ := json.Marshal(map[string]any{
+		"type":               "external_account",
+		"audience":           "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/pool/providers/test",
+		"subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+		"token_url":          idp.URL + "/sts",
+		"credential_source":  map[string]any{"url": idp.URL + "/subject"},
+	})
+	path := filepath.Join(t.TempDir(), "wif.json")
+	require.NoError(t, os.WriteFile(path, cfg, 0o600))
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
+
+	srv, seen := platformStub(t)
+	oneCall(t, Config{Model: "anthropic", ModelProvider: ModelProviderConfig{Provider: "vertex",
+		VertexRegion: "global", VertexProject: "my-project-123", VertexBaseURL: srv.URL}}, "claude-x")
+	s := seen()
+	require.Len(t, s, 1)
+	require.Equal(t, "Bearer ya29.federated", s[0].header.Get("Authorization"))
+	require.EqualValues(t, 1, exchanges.Load())
 }
