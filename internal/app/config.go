@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -85,6 +84,9 @@ type Config struct {
 	AnthropicBaseURL   string
 	AnthropicAPIKey    string
 	AnthropicAuthToken string
+	// ModelProvider says where MANAGED_AGENT_MODEL=anthropic calls Claude: the Anthropic API or
+	// a gateway, Amazon Bedrock, Google Vertex AI or Microsoft Foundry (modelprovider.go).
+	ModelProvider ModelProviderConfig
 
 	// Sandbox is the sandbox provider, one of sandboxProviders (MANAGED_AGENT_SANDBOX).
 	Sandbox string
@@ -331,18 +333,9 @@ func (c Config) parsed(name string) error {
 func (c Config) validateModel() error {
 	switch c.Model {
 	case "", "fake":
-		return nil
+		return c.validateProviderName()
 	case "anthropic":
-		if c.AnthropicAPIKey == "" && c.AnthropicAuthToken == "" {
-			return errors.New("MANAGED_AGENT_MODEL=anthropic needs MANAGED_AGENT_ANTHROPIC_API_KEY or MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN")
-		}
-		if c.AnthropicBaseURL != "" {
-			u, err := url.Parse(c.AnthropicBaseURL)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return fmt.Errorf("MANAGED_AGENT_ANTHROPIC_BASE_URL=%q: must be an http or https URL such as https://api.anthropic.com", c.AnthropicBaseURL)
-			}
-		}
-		return nil
+		return c.validateClaude() // modelprovider.go: the variables of the provider it names
 	}
 	return fmt.Errorf("MANAGED_AGENT_MODEL=%q: must be fake or anthropic", c.Model)
 }
@@ -547,6 +540,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.AnthropicBaseURL, "MANAGED_AGENT_ANTHROPIC_BASE_URL")
 	set(&c.AnthropicAPIKey, "MANAGED_AGENT_ANTHROPIC_API_KEY")
 	set(&c.AnthropicAuthToken, "MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN")
+	c.ModelProvider = modelProviderFromLookup(c.ModelProvider, get)
 	set(&c.Sandbox, "MANAGED_AGENT_SANDBOX")
 	set(&c.SandboxDir, "MANAGED_AGENT_SANDBOX_DIR")
 	set(&c.DockerImage, "MANAGED_AGENT_DOCKER_IMAGE")

@@ -18,7 +18,6 @@ import (
 	"github.com/managed-agents/managed-agents/internal/credentials"
 	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/model"
-	"github.com/managed-agents/managed-agents/internal/model/anthropic"
 	"github.com/managed-agents/managed-agents/internal/model/fake"
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/daytona"
@@ -45,20 +44,7 @@ func NewModel(c Config) (model.Client, error) {
 		}
 		return fake.New(), nil
 	}
-	opts := []anthropic.Option{}
-	if c.AnthropicBaseURL != "" {
-		opts = append(opts, anthropic.WithBaseURL(c.AnthropicBaseURL))
-	}
-	if c.AnthropicAPIKey != "" {
-		opts = append(opts, anthropic.WithAPIKey(c.AnthropicAPIKey))
-	} else {
-		opts = append(opts, anthropic.WithBearerToken(c.AnthropicAuthToken))
-	}
-	m, err := anthropic.New(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("MANAGED_AGENT_ANTHROPIC_*: %w", err)
-	}
-	return m, nil
+	return c.newClaude() // modelprovider.go: the Anthropic API, a gateway, Bedrock, Vertex AI or Foundry
 }
 
 // NewSandboxRegistry builds the deployment's sandbox providers: the one the configuration
