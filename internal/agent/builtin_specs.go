@@ -172,6 +172,45 @@ var builtInSpecs = map[string]builtInSpec{
 	},
 }
 
+// maxDescribedDomains bounds the domains a web tool's description lists.
+const maxDescribedDomains = 50
+
+// describeBuiltIn is the description of an enabled built-in as this agent has it: the spec's,
+// plus, for the web tools, what the agent's configs[] entry sets (its domains, web_fetch's
+// content budget), so the model does not spend calls on URLs the tool will refuse. An agent's
+// configuration is fixed for its session, so the text is too.
+func describeBuiltIn(name string, cfg wire.ToolConfig) string {
+	desc := builtInSpecs[name].description
+	if !tools.IsWebTool(name) {
+		return desc
+	}
+	var set []string
+	switch {
+	case cfg.AllowedDomains == nil:
+	case len(cfg.AllowedDomains) == 0:
+		set = append(set, "allowed_domains is empty, so every URL is refused")
+	default:
+		set = append(set, "only these domains (and their subdomains) are allowed: "+domainList(cfg.AllowedDomains))
+	}
+	if len(cfg.BlockedDomains) > 0 {
+		set = append(set, "these domains are blocked: "+domainList(cfg.BlockedDomains))
+	}
+	if name == wire.ToolNameWebFetch && cfg.MaxContentTokens != nil && *cfg.MaxContentTokens > 0 {
+		set = append(set, fmt.Sprintf("max_content_tokens is %s", thousands(int(*cfg.MaxContentTokens))))
+	}
+	if len(set) == 0 {
+		return desc
+	}
+	return desc + "\n- This agent's settings: " + strings.Join(set, "; ") + "."
+}
+
+func domainList(domains []string) string {
+	if len(domains) <= maxDescribedDomains {
+		return strings.Join(domains, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(domains[:maxDescribedDomains], ", "), len(domains)-maxDescribedDomains)
+}
+
 // lines joins a description's lines.
 func lines(ls ...string) string { return strings.Join(ls, "\n") }
 

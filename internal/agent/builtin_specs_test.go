@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,4 +156,35 @@ func TestLimitFormatting(t *testing.T) {
 	require.Equal(t, "60 seconds", duration(time.Minute))
 	require.Equal(t, "15 seconds", duration(15*time.Second))
 	require.Equal(t, "1.5s", duration(1500*time.Millisecond))
+}
+
+// The web tools' descriptions add what the agent's configs[] entry sets; without settings, and
+// for the sandbox tools, the description is the spec's.
+func TestWebToolDescriptionsStateTheAgentsSettings(t *testing.T) {
+	t.Parallel()
+	resolved, _, err := toolconfig.ParseAndResolve(json.RawMessage(`[{"type":"agent_toolset_20260401","configs":[
+		{"name":"web_fetch","allowed_domains":["go.dev","pkg.go.dev"],"max_content_tokens":5000},
+		{"name":"web_search","blocked_domains":["spam.example"]}]}]`), nil)
+	require.NoError(t, err)
+	described := map[string]string{}
+	for _, tool := range newToolset(resolved, nil).offered {
+		described[tool.Name] = tool.Description
+	}
+	fetch := described[wire.ToolNameWebFetch]
+	require.True(t, strings.HasPrefix(fetch, builtInSpecs[wire.ToolNameWebFetch].description))
+	require.Contains(t, fetch, "This agent's settings: only these domains (and their subdomains) are allowed: go.dev, pkg.go.dev; max_content_tokens is 5,000.")
+	require.Equal(t, builtInSpecs[wire.ToolNameWebSearch].description+"\n- This agent's settings: these domains are blocked: spam.example.", described[wire.ToolNameWebSearch])
+	require.Equal(t, builtInSpecs[wire.ToolNameBash].description, described[wire.ToolNameBash])
+
+	none, _, err := toolconfig.ParseAndResolve(json.RawMessage(`[{"type":"agent_toolset_20260401"}]`), nil)
+	require.NoError(t, err)
+	for _, tool := range newToolset(none, nil).offered {
+		require.Equal(t, builtInSpecs[tool.Name].description, tool.Description, tool.Name)
+	}
+	require.Contains(t, describeBuiltIn(wire.ToolNameWebFetch, wire.ToolConfig{AllowedDomains: []string{}}), "allowed_domains is empty, so every URL is refused")
+	many := make([]string, maxDescribedDomains+2)
+	for i := range many {
+		many[i] = strconv.Itoa(i) + ".example"
+	}
+	require.Contains(t, describeBuiltIn(wire.ToolNameWebSearch, wire.ToolConfig{AllowedDomains: many}), "49.example and 2 more.")
 }

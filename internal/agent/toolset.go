@@ -34,8 +34,8 @@ const maxOfferedTools = 256
 func newToolset(resolved []wire.Tool, listing []MCPServerTools) toolset {
 	ts := toolset{effective: toolconfig.NewEffective(resolved), custom: map[string]*wire.CustomTool{}, mcp: map[string]mcpRef{}}
 	for _, name := range ts.effective.EnabledBuiltIns() {
-		spec := builtInSpecs[name]
-		ts.offered = append(ts.offered, model.Tool{Name: name, Description: spec.description, InputSchema: spec.schema})
+		cfg, _ := ts.effective.BuiltInConfig(name)
+		ts.offered = append(ts.offered, model.Tool{Name: name, Description: describeBuiltIn(name, cfg), InputSchema: builtInSpecs[name].schema})
 	}
 	for _, t := range resolved {
 		if c := t.Custom; c != nil {
