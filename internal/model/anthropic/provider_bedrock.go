@@ -159,7 +159,7 @@ func (p *bedrockProvider) Response(resp *http.Response, stream bool) (*http.Resp
 		// A proxy in front of Bedrock that already speaks server-sent events.
 		return resp, nil
 	}
-	resp.Body = &eventStreamSSE{body: resp.Body, decoder: eventstream.NewDecoder()}
+	resp.Body = &eventStreamSSE{body: resp.Body, src: &readRecorder{r: resp.Body}, decoder: eventstream.NewDecoder()}
 	resp.Header.Set("Content-Type", "text/event-stream")
 	resp.Header.Del("Content-Length")
 	resp.ContentLength = -1
@@ -226,8 +226,6 @@ func bedrockError(name string, status int, payload []byte, requestID string) *mo
 	case body.OriginalStatusCode > 0:
 		// The model's own answer, passed through: 529 overloaded, 429, 400, …
 		fault = bedrockFault{status: body.OriginalStatusCode, kind: kindOf(body.OriginalStatusCode, "")}
-	case known && status == 0:
-		status = fault.status
 	case !known && status > 0:
 		fault.kind = kindOf(status, "")
 	case !known:
@@ -279,9 +277,25 @@ func bedrockStatusError(resp *http.Response, now time.Time) error {
 // exception event becomes a *model.Error returned by Read once the events before it are read.
 type eventStreamSSE struct {
 	body    io.ReadCloser
+	src     *readRecorder // body, remembering how its reads failed
 	decoder *eventstream.Decoder
 	buf     bytes.Buffer
 	err     error
+}
+
+// readRecorder remembers the error of a read, to tell a connection that failed (or a deadline
+// that passed) from a frame that does not decode.
+type readRecorder struct {
+	r   io.Reader
+	err error
+}
+
+func (rr *readRecorder) Read(p []byte) (int, error) {
+	n, err := rr.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		rr.err = err
+	}
+	return n, err
 }
 
 func (s *eventStreamSSE) Read(p []byte) (int, error) {
@@ -289,17 +303,14 @@ func (s *eventStreamSSE) Read(p []byte) (int, error) {
 		if s.err != nil {
 			return 0, s.err
 		}
-		msg, err := s.decoder.Decode(s.body, nil)
+		msg, err := s.decoder.Decode(s.src, nil)
 		switch {
 		case errors.Is(err, io.EOF):
 			s.err = io.EOF // the reader reports a stream that ends before message_stop
+		case err != nil && s.src.err != nil:
+			s.err = s.src.err // the connection's own failure, as on the SSE path
 		case err != nil:
-			var netErr interface{ Timeout() bool }
-			if errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr) {
-				s.err = err
-			} else {
-				s.err = protocolError("event stream frame: %v", err)
-			}
+			s.err = protocolError("event stream frame: %v", err)
 		default:
 			s.err = s.translate(msg)
 		}

@@ -524,3 +524,31 @@ func TestBedrockModelThatCannotBeAPathSegment(t *testing.T) {
 	}
 	require.Empty(t, api.requests())
 }
+
+func TestBedrockStreamCutByTheClientTimeout(t *testing.T) {
+	t.Parallel()
+	srv := newBedrock(t, &bedrockAPI{apiKey: bedrockKey, reply: func(w http.ResponseWriter, _ bool) {
+		s := newEventStream(w)
+		s.chunk(map[string]any{"type": "ping"})
+		time.Sleep(2 * time.Second) // never finishes in time: only the client's timeout ends the call
+	}})
+	c := newBedrockClient(t, srv, anthropic.BedrockOptions{APIKey: bedrockKey}, anthropic.WithTimeout(100*time.Millisecond))
+	_, err := c.Stream(t.Context(), bedrockRequest(), nil)
+	requireModelError(t, err, wantError{kind: model.ErrServer, message: "no complete answer within 100ms"})
+}
+
+func TestBedrockStreamConnectionDropped(t *testing.T) {
+	t.Parallel()
+	srv := newBedrock(t, &bedrockAPI{apiKey: bedrockKey, reply: func(w http.ResponseWriter, _ bool) {
+		s := newEventStream(w)
+		s.chunk(map[string]any{"type": "ping"})
+		var frame bytes.Buffer
+		_ = eventstream.NewEncoder().Encode(&frame, eventstream.Message{Payload: []byte(`{"bytes":"e30="}`)})
+		_, _ = w.Write(frame.Bytes()[:frame.Len()/2])
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // closes the connection inside a frame
+	}})
+	c := newBedrockClient(t, srv, anthropic.BedrockOptions{APIKey: bedrockKey})
+	_, err := c.Stream(t.Context(), bedrockRequest(), nil)
+	requireModelError(t, err, wantError{kind: model.ErrServer, message: "unexpected EOF"})
+}
