@@ -76,6 +76,9 @@ type Config struct {
 	// ModelCatalog is a JSON file of models laid over the built-in catalog of limits and
 	// list prices (MANAGED_AGENT_MODEL_CATALOG; docs/costs.md).
 	ModelCatalog string
+	// ModelMaxTokens caps max_tokens of model requests (MANAGED_AGENT_MODEL_MAX_TOKENS); 0, the
+	// default, sends each model's own output limit from the catalog (docs/real-model.md).
+	ModelMaxTokens int
 	// FakeWordDelay paces the fake model's streamed words so previews are visible
 	// (MANAGED_AGENT_FAKE_MODEL_WORD_DELAY, e.g. 20ms; default none).
 	FakeWordDelay time.Duration
@@ -259,6 +262,11 @@ func (c Config) Validate() error {
 	check(c.validateMCP())
 	_, err = c.modelCatalog()
 	check(err)
+	if err := c.parsed("MANAGED_AGENT_MODEL_MAX_TOKENS"); err != nil {
+		check(err)
+	} else if c.ModelMaxTokens < 0 || (c.ModelMaxTokens > 0 && c.ModelMaxTokens < minModelMaxTokens) {
+		check(fmt.Errorf("MANAGED_AGENT_MODEL_MAX_TOKENS=%d: must be 0 (each model's own output limit) or at least %d", c.ModelMaxTokens, minModelMaxTokens))
+	}
 	_, err = c.conversationCacheBytes()
 	check(err)
 	if c.AdminKey != "" && c.AdminKey == c.APIKey {
@@ -537,6 +545,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.TaskQueue, "MANAGED_AGENT_TEMPORAL_TASK_QUEUE")
 	set(&c.Model, "MANAGED_AGENT_MODEL")
 	set(&c.ModelCatalog, "MANAGED_AGENT_MODEL_CATALOG")
+	c.envInt(&c.ModelMaxTokens, "MANAGED_AGENT_MODEL_MAX_TOKENS", get("MANAGED_AGENT_MODEL_MAX_TOKENS"))
 	set(&c.AnthropicBaseURL, "MANAGED_AGENT_ANTHROPIC_BASE_URL")
 	set(&c.AnthropicAPIKey, "MANAGED_AGENT_ANTHROPIC_API_KEY")
 	set(&c.AnthropicAuthToken, "MANAGED_AGENT_ANTHROPIC_AUTH_TOKEN")
@@ -612,6 +621,22 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	c.mcpFromEnv(get)
 	c.rateLimitsFromLookup(get)
 	return c
+}
+
+// minModelMaxTokens keeps room for adaptive thinking and a tool call in one answer.
+const minModelMaxTokens = 1024
+
+// envInt sets a whole-number variable's value v; a value that does not parse is kept for
+// Validate.
+func (c *Config) envInt(dst *int, name, v string) {
+	if v == "" {
+		return
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		c.unparsed[name] = fmt.Sprintf("%s=%q: must be a whole number of tokens such as 16000, or 0", name, v)
+	}
+	*dst = n
 }
 
 // envDuration sets a duration variable's value v; a value that does not parse is kept for Validate,

@@ -47,6 +47,7 @@ func TestFromEnv(t *testing.T) {
 	t.Setenv("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX", "1")
 	t.Setenv("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", "20ms")
 	t.Setenv("MANAGED_AGENT_TEMPORAL_TASK_QUEUE", "q")
+	t.Setenv("MANAGED_AGENT_MODEL_MAX_TOKENS", "16000")
 	c := FromEnv(Config{Addr: ":1"})
 	require.NoError(t, c.Validate())
 	require.Equal(t, "postgres://x", c.DatabaseURL)
@@ -55,6 +56,7 @@ func TestFromEnv(t *testing.T) {
 	require.True(t, c.AllowUnsafeLocalSandbox)
 	require.Equal(t, 20*time.Millisecond, c.FakeWordDelay)
 	require.Equal(t, "q", c.TaskQueue)
+	require.Equal(t, 16000, c.ModelMaxTokens)
 }
 
 // TestFromLookupPrefersHandedOverValues: main hands over credentials it keeps out of the
@@ -76,6 +78,8 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 	t.Setenv("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", "soon")
 	_, err := FromEnv(Config{}).Logger()
 	require.ErrorContains(t, err, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY")
+	t.Setenv("MANAGED_AGENT_MODEL_MAX_TOKENS", "lots")
+	require.ErrorContains(t, FromEnv(Config{}).Validate(), `MANAGED_AGENT_MODEL_MAX_TOKENS="lots": must be a whole number`)
 	t.Setenv("MANAGED_AGENT_WORKER_STOP_TIMEOUT", "later")
 	t.Setenv("MANAGED_AGENT_SANDBOX_IDLE_STOP", "soon")
 	_, err = FromEnv(Config{}).Logger()
@@ -119,6 +123,8 @@ func TestValidate(t *testing.T) {
 		{name: "an unknown sandbox with a real model: no guard message", cfg: Config{Model: "anthropic", AnthropicAPIKey: "k", Sandbox: "firecracker"},
 			wantErr: []string{"MANAGED_AGENT_SANDBOX"}, notErr: []string{"not a security boundary"}},
 		{name: "negative delay", cfg: Config{FakeWordDelay: -time.Second}, wantErr: []string{"MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", "negative"}},
+		{name: "max tokens too small", cfg: Config{ModelMaxTokens: 100}, wantErr: []string{"MANAGED_AGENT_MODEL_MAX_TOKENS=100", "at least 1024"}},
+		{name: "max tokens negative", cfg: Config{ModelMaxTokens: -1}, wantErr: []string{"MANAGED_AGENT_MODEL_MAX_TOKENS=-1"}},
 		{name: "log level", cfg: Config{LogLevel: "loud"}, wantErr: []string{"MANAGED_AGENT_LOG_LEVEL", "debug, info, warn or error"}},
 		{name: "log format", cfg: Config{LogFormat: "xml"}, wantErr: []string{"MANAGED_AGENT_LOG_FORMAT", "json or text"}},
 		{name: "listen address", cfg: Config{Addr: "8080"}, wantErr: []string{`MANAGED_AGENT_ADDR="8080": must be host:port`}},

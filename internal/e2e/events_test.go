@@ -61,7 +61,6 @@ func TestEventSendUserMessage(t *testing.T) {
 				OfURL: &anthropic.BetaManagedAgentsURLImageSourceParam{URL: "https://example.com/cat.png"}}}},
 			{OfDocument: &anthropic.BetaManagedAgentsDocumentBlockParam{Title: param.NewOpt("notes"), Source: anthropic.BetaManagedAgentsDocumentBlockSourceUnionParam{
 				OfText: &anthropic.BetaManagedAgentsPlainTextDocumentSourceParam{Data: "plain words"}}}},
-			{OfRedacted: &anthropic.BetaManagedAgentsRedactedBlockParam{}},
 		}}},
 	}})
 	require.NoError(t, err)
@@ -74,7 +73,7 @@ func TestEventSendUserMessage(t *testing.T) {
 	requireKeys(t, obj, "type", "id", "content", "processed_at")
 	require.Nil(t, obj["processed_at"], "queued: processed_at is null until a turn takes it")
 	require.JSONEq(t, `[{"type":"text","text":"look at this"},{"type":"image","source":{"type":"url","url":"https://example.com/cat.png"}},
-		{"type":"document","title":"notes","source":{"type":"text","media_type":"text/plain","data":"plain words"}},{"type":"redacted"}]`,
+		{"type":"document","title":"notes","source":{"type":"text","media_type":"text/plain","data":"plain words"}}]`,
 		jsonOf(t, obj["content"]))
 
 	// The log holds exactly the echo.
@@ -185,6 +184,9 @@ func TestEventSendValidation(t *testing.T) {
 		{"image with a text source", `[{"type":"user.message","content":[{"type":"image","source":{"type":"text","media_type":"text/plain","data":"x"}}]}]`, "content[0].source", ""},
 		{"url source without url", `[{"type":"user.message","content":[{"type":"image","source":{"type":"url"}}]}]`, "content[0].source", ""},
 		{"redacted block with text", `[{"type":"user.message","content":[{"type":"redacted","text":"x"}]}]`, "content[0]", ""},
+		{"redacted block", `[{"type":"user.message","content":[{"type":"text","text":"x"},{"type":"redacted"}]}]`, "content[1].type", ""},
+		{"file source (no Files API yet)", `[{"type":"user.message","content":[{"type":"image","source":{"type":"file","file_id":"file_1"}}]}]`, "Files API", ""},
+		{"image over 5 MB", `[{"type":"user.message","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + strings.Repeat("AAAA", (5<<20)/3+2) + `"}}]}]`, "at most 5242880 bytes", ""},
 		{"search_result in a message", `[{"type":"user.message","content":[{"type":"search_result","source":"https://a","title":"a","content":[]}]}]`, "content[0].type", ""},
 		{"deny_message with allow", `[{"type":"user.tool_confirmation","tool_use_id":"sevt_1","result":"allow","deny_message":"no"}]`, "deny_message", ""},
 		{"confirmation without result", `[{"type":"user.tool_confirmation","tool_use_id":"sevt_1"}]`, "result", ""},

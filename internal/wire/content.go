@@ -63,7 +63,10 @@ func (c *ContentBlock) UnmarshalJSON(b []byte) error {
 
 // Block sets allowed in each place (API.md §5.1).
 var (
-	UserMessageBlocks = map[string]bool{ContentTypeText: true, ContentTypeImage: true, ContentTypeDocument: true, ContentTypeRedacted: true}
+	// A client may not send redacted blocks: they stand for content withheld by policy, which
+	// only the service produces (the Managed Agents reference: "redacted blocks in a user
+	// event → 400").
+	UserMessageBlocks = map[string]bool{ContentTypeText: true, ContentTypeImage: true, ContentTypeDocument: true}
 	ToolResultBlocks  = map[string]bool{ContentTypeText: true, ContentTypeImage: true, ContentTypeDocument: true, ContentTypeSearchResult: true}
 )
 
@@ -73,6 +76,9 @@ func ValidateContent(field string, blocks []ContentBlock, allowed map[string]boo
 	for i, b := range blocks {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if !allowed[b.Type] {
+			if b.Type == ContentTypeRedacted {
+				return fmt.Errorf("%s.type: %q blocks stand for content withheld by policy and cannot be sent", f, b.Type)
+			}
 			return fmt.Errorf("%s.type: %q is not allowed here", f, b.Type)
 		}
 		if err := b.validate(f); err != nil {
@@ -135,6 +141,9 @@ type BlockSource struct {
 	FileID    *string `json:"file_id"`
 }
 
+// MaxImageBytes is the largest image the Messages API accepts (5 MB).
+const MaxImageBytes = 5 << 20
+
 // Media types a base64 source may declare, per block type (the Messages API's: its image
 // formats, PDF documents; a text source is text/plain).
 var (
@@ -171,8 +180,14 @@ func validateSource(f string, raw json.RawMessage, mediaTypes []string, kinds ..
 		}
 		// The model provider refuses undecodable data only when the turn runs; refuse it now.
 		if s.Type == "base64" {
-			if _, err := base64.StdEncoding.DecodeString(*s.Data); err != nil || *s.Data == "" {
+			data, err := base64.StdEncoding.DecodeString(*s.Data)
+			if err != nil || *s.Data == "" {
 				return fmt.Errorf("%s.data: must be non-empty standard base64", f)
+			}
+			// The Messages API refuses an image over 5 MB (platform.claude.com/docs/en/
+			// build-with-claude/vision, "Image size"); a turn would fail on it every time.
+			if slices.Contains(imageMediaTypes, *s.MediaType) && len(data) > MaxImageBytes {
+				return fmt.Errorf("%s.data: the image is %d bytes; the model accepts images of at most %d bytes (5 MB)", f, len(data), MaxImageBytes)
 			}
 		}
 	case "url":
@@ -183,6 +198,9 @@ func validateSource(f string, raw json.RawMessage, mediaTypes []string, kinds ..
 		if s.FileID == nil || *s.FileID == "" || s.MediaType != nil || s.Data != nil || s.URL != nil {
 			return fmt.Errorf("%s: a file source needs file_id only", f)
 		}
+		// Without the Files API there is no file to send: refuse it now rather than let the
+		// model receive a note in its place.
+		return fmt.Errorf("%s: file sources need the Files API, which this server does not serve yet; send the content as a base64 or url source", f)
 	}
 	return nil
 }
