@@ -268,7 +268,7 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 	}
 	acts := &durable.Activities{
 		Turns: engine,
-		Core:  agent.NewCore(c.observedModel(tracing.Model(m, c.Tracing.Provider)), agent.WithLogger(logger), agent.WithWebTools(web),
+		Core: agent.NewCore(c.observedModel(tracing.Model(m, c.Tracing.Provider)), agent.WithLogger(logger), agent.WithWebTools(web),
 			agent.WithCatalog(models), agent.WithMaxTokens(c.ModelMaxTokens)),
 		Sandboxes: sandbox.NewManager(registry, engine.Sandboxes(), engine.Sandboxes(), append([]sandbox.ManagerOption{sandbox.WithLogger(logger),
 			sandbox.WithTouchInterval(c.touchInterval()), sandbox.WithCeiling(ceiling)}, c.sandboxOptions()...)...),
