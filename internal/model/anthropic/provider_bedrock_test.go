@@ -81,8 +81,9 @@ func (a *bedrockAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeBedrockError(w, http.StatusBadRequest, "ValidationException", "Content-Type must be application/json")
 		return
 	}
-	if stream && r.Header.Get("X-Amzn-Bedrock-Accept") != "application/json" {
-		writeBedrockError(w, http.StatusBadRequest, "ValidationException", "X-Amzn-Bedrock-Accept must be application/json")
+	// The type of the model's answer inside the chunks: optional, application/json by default.
+	if v := r.Header.Get("X-Amzn-Bedrock-Accept"); stream && v != "" && v != "application/json" {
+		writeBedrockError(w, http.StatusBadRequest, "ValidationException", "X-Amzn-Bedrock-Accept must be application/json, got "+v)
 		return
 	}
 	fields, _, err := platformBody(body, bedrockModel, anthropic.BedrockVersion, false, stream)
