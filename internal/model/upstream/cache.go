@@ -29,7 +29,9 @@ import (
 //   - usage: cache_read_input_tokens is the prefix read, cache_creation_input_tokens the
 //     tokens from there to the last breakpoint written, input_tokens the rest after it, so
 //     that the prompt is read + creation + input ("Tracking cache performance").
-//   - An entry lives for its TTL from its last write or read (a hit refreshes it).
+//   - An entry lives for its TTL from its last write or read: a hit refreshes the entry read
+//     and every live entry at a breakpoint of the prompt read ("the cache is refreshed for
+//     no additional cost each time the cached content is used").
 
 // Cache limits (build-with-claude/prompt-caching).
 const (

@@ -200,3 +200,28 @@ func TestCacheNotWrittenByFailedRequests(t *testing.T) {
 	require.Equal(t, int64(2000), account(t, post(t, srv, body)).creation)
 	require.Equal(t, int64(2000), account(t, post(t, srv, body)).read)
 }
+
+func TestCacheReadRefreshes(t *testing.T) {
+	start := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	t.Run("an entry found by the lookback", func(t *testing.T) {
+		srv := upstream.Start(t, upstream.WithClock(func() time.Time { return start }))
+		require.Equal(t, int64(1150), account(t, post(t, srv, conversation(5))).creation)
+		srv.Advance(4 * time.Minute)
+		// Its only breakpoint is 5 blocks further: it reads the entry at block 5 and
+		// refreshes it.
+		require.Equal(t, int64(1150), account(t, post(t, srv, conversation(10))).read)
+		srv.Advance(4 * time.Minute)
+		require.Equal(t, int64(1150), account(t, post(t, srv, conversation(5))).read, "refreshed at 4 minutes")
+	})
+	t.Run("a shorter entry of the prefix read", func(t *testing.T) {
+		srv := upstream.Start(t, upstream.WithClock(func() time.Time { return start }))
+		body := func(message string) obj {
+			return with(request(user(arr{cached(message)})), "system", arr{cached(tokens(2000))})
+		}
+		require.Equal(t, int64(2001), account(t, post(t, srv, body("Hi"))).creation)
+		srv.Advance(4 * time.Minute)
+		require.Equal(t, int64(2001), account(t, post(t, srv, body("Hi"))).read)
+		srv.Advance(4 * time.Minute)
+		require.Equal(t, int64(2000), account(t, post(t, srv, body("Yo"))).read, "the system entry was refreshed with the longer one")
+	})
+}

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -259,4 +260,10 @@ type wireMessage struct {
 
 func newWireMessage(id, model string) wireMessage {
 	return wireMessage{ID: id, Type: "message", Role: "assistant", Model: model, Content: []any{}, StopDetails: json.RawMessage("null")}
+}
+
+// isJSONObject reports whether raw is a JSON object.
+func isJSONObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
 }

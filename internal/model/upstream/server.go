@@ -186,7 +186,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	usage.OutputTokens = a.outputTokens
 	ex.Status, ex.Usage, ex.StopReason, ex.Content = http.StatusOK, usage, a.stopReason, a.content
 
-	msg := newWireMessage(s.newID("msg_"), m.ID)
+	msg := newWireMessage(s.newID("msg_"), req.Model)
 	msg.Usage = toWireUsage(usage, req.Speed)
 	w.Header().Set("request-id", s.newID("req_"))
 	if req.Stream {

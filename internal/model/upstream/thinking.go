@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -293,10 +292,4 @@ func checkReplyThinking(content []Block, c thinkingConfig) error {
 		}
 	}
 	return nil
-}
-
-// isJSONObject reports whether raw is a JSON object.
-func isJSONObject(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
 }

@@ -58,6 +58,22 @@
 // Token counting is deterministic and deliberately simple, so tests can compute expected
 // numbers: Tokens(s) is ceil(len(s)/4) bytes, and a block counts the Tokens of the text it
 // carries (see blockTokens in tokens.go).
+//
+// For tests: WithClock and Server.Advance move the clock cache entries expire by;
+// Server.Sign and Server.Seal make the thinking signatures and redacted_thinking data this
+// server accepts, for conversations built by hand; a Script that answers what the API never
+// would (a call of a tool the request does not define, thinking the request did not ask for)
+// fails the test through t.Errorf and answers 500.
+//
+// Deliberately not modelled, so a test cannot rely on them: server tools, search results,
+// Files API sources and container uploads (refused as block or tool types this stand-in does
+// not know); system-role messages; PDF page counts; stop sequences (the Script cannot answer
+// stop_sequence); the anthropic-beta header's values, except fast mode's. Where the
+// documentation read did not settle a behaviour, the choice is written beside the code: a
+// prompt that fits the window with too little room for max_tokens is answered and cut with
+// model_context_window_exceeded, as the stop reason of the newer models says, rather than
+// refused; a cut tool call's input in a JSON (not streamed) answer is {}; adaptive-only
+// models still accept thinking {type: disabled}.
 package upstream
 
 import (
