@@ -134,6 +134,19 @@ func checkThinking(req *Request, m modelSpec) (thinkingConfig, *apiError) {
 			return c, invalid("thinking.type.adaptive: adaptive thinking is not supported for model %s", m.ID)
 		}
 	}
+	if c.on() {
+		// extended-thinking, "Feature compatibility": thinking does not go with temperature
+		// or top_k changes; top_p may be set between 0.95 and 1.
+		if t := req.Temperature; t != nil && *t != 1 {
+			return c, invalid("`temperature` may only be set to 1 when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility")
+		}
+		if req.TopK != nil {
+			return c, invalid("`top_k` must be unset when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility")
+		}
+		if p := req.TopP; p != nil && *p < 0.95 {
+			return c, invalid("`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility")
+		}
+	}
 	if c.on() && len(req.ToolChoice) > 0 {
 		var tc struct {
 			Type string `json:"type"`

@@ -45,6 +45,9 @@ func TestThinkingParameter(t *testing.T) {
 		{"a budget on adaptive", on(adaptiveModel, obj{"type": "adaptive", "budget_tokens": 2000}), "thinking.adaptive.budget_tokens: Extra inputs are not permitted"},
 		{"a forced tool while thinking", on(budgetModel, enabled(2000), "tools", arr{tool("lookup")}, "tool_choice", obj{"type": "any"}),
 			"Thinking may not be enabled when tool_choice forces tool use."},
+		{"a temperature while thinking", on(budgetModel, enabled(2000), "temperature", 0.5), "`temperature` may only be set to 1 when thinking is enabled"},
+		{"top_k while thinking", on(adaptiveModel, adaptive, "top_k", 5), "`top_k` must be unset when thinking is enabled"},
+		{"a low top_p while thinking", on(budgetModel, enabled(2000), "top_p", 0.9), "`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled"},
 	}
 	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,6 +63,8 @@ func TestThinkingParameter(t *testing.T) {
 		{"the deprecated budget on Opus 4.6", on(deprecatedBoth, enabled(2000))},
 		{"disabled", on(plainModel, obj{"type": "disabled"})},
 		{"tool_choice auto while thinking", on(budgetModel, enabled(2000), "tools", arr{tool("lookup")}, "tool_choice", obj{"type": "auto"})},
+		{"temperature 1 and top_p 0.95 while thinking", on(budgetModel, enabled(2000), "temperature", 1, "top_p", 0.95)},
+		{"any temperature without thinking", with(request(), "temperature", 0, "top_k", 5, "top_p", 0.5)},
 	}
 	for _, tt := range accepted {
 		t.Run(tt.name, func(t *testing.T) {

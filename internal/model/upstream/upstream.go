@@ -14,7 +14,8 @@
 // The rules, each checked in the file named and each with a test that fails without it
 // (pages are under https://platform.claude.com/docs/en/):
 //
-//  1. Envelope (validate.go; api/messages, api/errors, api/versioning): POST /v1/messages
+//  1. Envelope (server.go: route, credentials, version, size; validate.go: the body;
+//     api/messages, api/errors, api/versioning, api/overview): POST /v1/messages
 //     only; an anthropic-version header; an API key as x-api-key or Authorization: Bearer
 //     (401 authentication_error); a JSON body of at most 32 MB (413 request_too_large) with
 //     no unknown top-level fields; model known to the catalog (404 not_found_error
@@ -36,7 +37,8 @@
 //     produced it without one); every thinking signature and redacted_thinking data sent
 //     back is byte for byte what this server produced (HMAC with a per-server key);
 //     output_config.effort low|medium|high|xhigh|max where the model has effort; speed
-//     standard|fast, fast only on fast-mode models.
+//     standard|fast, fast only on fast-mode models; with thinking on, no temperature but 1,
+//     no top_k, top_p from 0.95 to 1 (and temperature and top_p within 0–1 always).
 //  4. Images and documents (media.go; build-with-claude/vision,
 //     build-with-claude/pdf-support): image sources base64 (image/jpeg, image/png,
 //     image/gif, image/webp; valid base64 of at most 5 MB whose bytes are of the declared
@@ -136,6 +138,9 @@ type Request struct {
 	Thinking     json.RawMessage
 	OutputConfig json.RawMessage
 	Speed        string
+	Temperature  *float64
+	TopP         *float64
+	TopK         *int
 	CacheControl json.RawMessage // the top-level (automatic) cache breakpoint
 	Stream       bool
 	Raw          []byte // the body as sent

@@ -111,6 +111,21 @@ func parseRequest(body []byte, req *Request, media *mediaCount) *apiError {
 	if raw, ok := top["speed"]; ok && json.Unmarshal(raw, &req.Speed) != nil {
 		return invalid("speed: Input should be 'standard' or 'fast'")
 	}
+	for _, f := range []struct {
+		name string
+		dst  any
+	}{{"temperature", &req.Temperature}, {"top_p", &req.TopP}, {"top_k", &req.TopK}} {
+		if raw, ok := top[f.name]; ok && json.Unmarshal(raw, f.dst) != nil {
+			return invalid("%s: Input should be a valid number", f.name)
+		}
+	}
+	// api/messages: temperature and top_p range from 0 to 1.
+	if t := req.Temperature; t != nil && (*t < 0 || *t > 1) {
+		return invalid("temperature: Input should be between 0 and 1")
+	}
+	if p := req.TopP; p != nil && (*p < 0 || *p > 1) {
+		return invalid("top_p: Input should be between 0 and 1")
+	}
 	req.Thinking = top["thinking"]
 	req.OutputConfig = top["output_config"]
 	req.ToolChoice = top["tool_choice"]

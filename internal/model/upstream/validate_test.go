@@ -63,6 +63,9 @@ func TestEnvelope(t *testing.T) {
 			"system.0: Input tag 'image' found"},
 		{"an empty system text block", with(request(), "system", arr{text("")}), nil, 400, "invalid_request_error", "system: text content blocks must be non-empty"},
 		{"a system of neither kind", with(request(), "system", 7), nil, 400, "invalid_request_error", "system: Input should be a valid string or a list of text blocks"},
+		{"a temperature over 1", with(request(), "temperature", 1.5), nil, 400, "invalid_request_error", "temperature: Input should be between 0 and 1"},
+		{"a negative top_p", with(request(), "top_p", -0.1), nil, 400, "invalid_request_error", "top_p: Input should be between 0 and 1"},
+		{"a temperature that is not a number", with(request(), "temperature", "warm"), nil, 400, "invalid_request_error", "temperature: Input should be a valid number"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
