@@ -70,7 +70,7 @@ var builtInSpecs = map[string]builtInSpec{
 			"",
 			"- A text file comes back with line numbers, like `cat -n`: each line is its number right-aligned in 6 columns, a tab, then the line's text. The number and the tab are not part of the file: leave them out of edit's old_string.",
 			"- view_range [start, end] returns only those lines (1-indexed and inclusive; an end of -1 or 0 reads to the end of the file). Use it on long files. "+cutRule,
-			fmt.Sprintf("- PNG, JPEG, GIF and WebP images come back as an image you can see, and PDF documents as a document you can read (text and pages); the file's content decides, not its name. Images may have at most %s (%s once base64-encoded) and %d×%d pixels, PDFs at most %s and %d pages; a larger file is an error that says how to shrink it. Each image or PDF you read stays in the conversation, so read only those you need.",
+			fmt.Sprintf("- PNG, JPEG, GIF and WebP images come back as an image you can see, and PDF documents as a document you can read (text and pages); the file's content decides, not its name. Images may have at most %s (%s once base64-encoded) and %d×%d pixels, PDFs at most %s and %d pages; a larger file is an error that says how to shrink it. Each image or PDF you read stays in the conversation and is sent with every later request, which may hold at most 100 images, each at most 2000×2000 pixels once there are more than 20: read only those you need, and make large images smaller first.",
 				size(tools.MaxImageBytes), size(tools.MaxImageBase64Bytes), tools.MaxImageSide, tools.MaxImageSide, size(tools.MaxPDFBytes), tools.MaxPDFPages),
 			"- Other binary files are refused: inspect them with bash (`file`, `xxd`).",
 			"- "+pathRule+" Files outside the workspace are reached with bash.",

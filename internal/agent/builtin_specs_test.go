@@ -64,7 +64,7 @@ func TestBuiltInDescriptionsNameTheirLimits(t *testing.T) {
 			"a `cd` carries over", "environment variables", "[exit code N]", "Prefer the dedicated tools", "restart: true"},
 		wire.ToolNameRead: {"right-aligned in 6 columns, a tab", "view_range", "1-indexed and inclusive", results,
 			"PNG, JPEG, GIF and WebP", "PDF", "content decides, not its name", "at most 3.75 MiB (5 MiB once base64-encoded)",
-			"8000×8000 pixels", "PDFs at most 20 MiB and 100 pages", "Other binary files are refused", "Prefer read over cat"},
+			"8000×8000 pixels", "PDFs at most 20 MiB and 100 pages", "at most 100 images", "2000×2000 pixels once there are more than 20", "Other binary files are refused", "Prefer read over cat"},
 		wire.ToolNameWrite: {"overwrites without asking", "use edit", "read it", "parent directories are created"},
 		wire.ToolNameEdit: {"match the file exactly", "exactly once", "replace_all", "Read the file first",
 			"line-number prefix", "must not be empty", "file is unchanged"},
