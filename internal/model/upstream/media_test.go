@@ -30,6 +30,7 @@ func documentBlock(source obj) obj { return obj{"type": "document", "source": so
 var pdf = base64.StdEncoding.EncodeToString([]byte("%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"))
 
 func TestMedia(t *testing.T) {
+	t.Parallel() // the biggest bodies: let them overlap the rest
 	srv := upstream.Start(t)
 	small := pngOf(t, 2, 2)
 	withImages := func(blocks ...any) obj { return request(user(append(arr(blocks), text("What is this?")))) }

@@ -48,7 +48,8 @@ func outputTokens(b Block) int64 {
 // buildAnswer turns the Script's Reply into what the model sends: each block checked, tool
 // ids filled in, the whole cut where max_tokens (or the context window, whichever is
 // nearer) runs out, thinking signed and redacted thinking sealed, the stop reason decided.
-func (s *Server) buildAnswer(reply Reply, req *Request, c thinkingConfig, promptTokens, window int64) (answer, error) {
+func (s *Server) buildAnswer(reply Reply, req *Request, c thinkingConfig, m modelSpec, promptTokens, window int64) (answer, error) {
+	omit := c.omitted(m)
 	if err := checkReplyThinking(reply.Content, c); err != nil {
 		return answer{}, err
 	}
@@ -93,7 +94,7 @@ func (s *Server) buildAnswer(reply Reply, req *Request, c thinkingConfig, prompt
 		cost := outputTokens(b)
 		if used+cost <= limit {
 			used += cost
-			a.content = append(a.content, s.finish(b))
+			a.content = append(a.content, s.finish(b, omit))
 			continue
 		}
 		cut = true
@@ -105,7 +106,7 @@ func (s *Server) buildAnswer(reply Reply, req *Request, c thinkingConfig, prompt
 			}
 		case "thinking":
 			if b.Thinking = prefixBytes(b.Thinking, left*4); b.Thinking != "" {
-				a.content = append(a.content, s.finish(b))
+				a.content = append(a.content, s.finish(b, omit))
 			}
 		case "tool_use":
 			if left >= Tokens(b.Name) {
@@ -157,10 +158,18 @@ func (s *Server) buildAnswer(reply Reply, req *Request, c thinkingConfig, prompt
 	return a, nil
 }
 
-// finish signs a thinking block and seals a redacted one.
-func (s *Server) finish(b Block) Block {
+// finish signs a thinking block (emptied when the request's display omits thinking) and
+// seals a redacted one.
+func (s *Server) finish(b Block, omit bool) Block {
 	switch b.Type {
 	case "thinking":
+		if omit {
+			b.Thinking, b.Signature = "", s.signer.signOmitted(b.Thinking)
+			s.mu.Lock()
+			s.omitted[b.Signature] = true
+			s.mu.Unlock()
+			break
+		}
 		b.Signature = s.signer.sign(b.Thinking)
 	case "redacted_thinking":
 		b.Data = s.signer.seal(b.Data)

@@ -168,3 +168,28 @@ func TestSDKSeesStreamErrors(t *testing.T) {
 	}
 	require.ErrorContains(t, stream.Err(), "Internal server error")
 }
+
+func TestSDKOmittedThinkingRoundTrip(t *testing.T) {
+	srv := upstream.Start(t, upstream.WithScript(thinkingTurn))
+	client := sdkClient(srv)
+	params := func(messages ...sdk.MessageParam) sdk.MessageNewParams {
+		return sdk.MessageNewParams{
+			Model: adaptiveModel, MaxTokens: 4000, Messages: messages,
+			Thinking: sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}},
+			Tools:    []sdk.ToolUnionParam{{OfTool: &sdk.ToolParam{Name: "lookup", InputSchema: sdk.ToolInputSchemaParam{Properties: map[string]any{}}}}},
+		}
+	}
+	question := sdk.NewUserMessage(sdk.NewTextBlock("Weather?"))
+	stream := client.Messages.NewStreaming(context.Background(), params(question))
+	var acc sdk.Message
+	for stream.Next() {
+		require.NoError(t, acc.Accumulate(stream.Current()))
+	}
+	require.NoError(t, stream.Err())
+	require.Equal(t, "thinking", acc.Content[0].Type)
+	require.Empty(t, acc.Content[0].Thinking)
+	require.NotEmpty(t, acc.Content[0].Signature)
+	_, err := client.Messages.New(context.Background(), params(question, acc.ToParam(),
+		sdk.NewUserMessage(sdk.NewToolResultBlock("toolu_w", "sunny", false))))
+	require.NoError(t, err)
+}

@@ -63,6 +63,7 @@ type Server struct {
 	exchanges []Exchange
 	cache     promptCache
 	thinkless map[string]bool // tool_use ids answered in a reply without thinking
+	omitted   map[string]bool // signatures of the thinking blocks sent with their text omitted
 	skew      time.Duration   // added to the clock by Advance
 }
 
@@ -77,7 +78,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	s := &Server{t: t, cfg: cfg, signer: newSigner(), thinkless: map[string]bool{}}
+	s := &Server{t: t, cfg: cfg, signer: newSigner(), thinkless: map[string]bool{}, omitted: map[string]bool{}}
 	s.http = httptest.NewServer(s)
 	t.Cleanup(s.http.Close)
 	return s
@@ -172,7 +173,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, &ex, scriptedError(reply), reply.RetryAfter)
 		return
 	}
-	a, buildErr := s.buildAnswer(reply, req, thinking, promptTokens, window)
+	a, buildErr := s.buildAnswer(reply, req, thinking, m, promptTokens, window)
 	if buildErr != nil {
 		s.t.Errorf("upstream: %v", buildErr)
 		s.refuse(w, &ex, &apiError{status: 500, typ: "api_error", msg: "upstream test server: " + buildErr.Error()}, 0)

@@ -59,6 +59,12 @@ func (s signer) verify(thinking, signature string) bool {
 	return err == nil && hmac.Equal(got, s.mac("thinking", thinking))
 }
 
+// signOmitted is the signature of a thinking block sent with its text omitted: it stands for
+// the whole text, which the client never sees and sends back empty.
+func (s signer) signOmitted(thinking string) string {
+	return base64.StdEncoding.EncodeToString(s.mac("omitted", thinking))
+}
+
 // seal wraps a redacted_thinking payload the way the API's is: opaque, and only this server
 // can tell it produced it.
 func (s signer) seal(payload string) string {
@@ -84,6 +90,21 @@ type thinkingConfig struct {
 
 // on reports whether the request asks the model to think.
 func (c thinkingConfig) on() bool { return c.Type == "enabled" || c.Type == "adaptive" }
+
+// displays are the values of thinking.display (build-with-claude/extended-thinking,
+// build-with-claude/adaptive-thinking): summarized text, or omitted (an empty thinking field
+// whose signature still carries the thinking).
+var displays = []string{"summarized", "omitted"}
+
+// omitted reports whether thinking text is left out of the answer: when the request says
+// so, and by default on the adaptive-only models (Opus 4.7 and later), whose default display
+// is omitted.
+func (c thinkingConfig) omitted(m modelSpec) bool {
+	if c.Display != "" {
+		return c.Display == "omitted"
+	}
+	return m.Thinking == thinkingAdaptive && !m.BudgetThinking
+}
 
 var thinkingFields = map[string][]string{
 	"enabled":  {"type", "budget_tokens", "display"},
@@ -111,6 +132,9 @@ func checkThinking(req *Request, m modelSpec) (thinkingConfig, *apiError) {
 		if !slices.Contains(allowed, k) {
 			return c, invalid("thinking.%s.%s: Extra inputs are not permitted", c.Type, k)
 		}
+	}
+	if c.Display != "" && !slices.Contains(displays, c.Display) {
+		return c, invalid("thinking.%s.display: Input should be 'summarized' or 'omitted'", c.Type)
 	}
 	switch c.Type {
 	case "enabled":
@@ -243,6 +267,9 @@ func (s *Server) checkThinkingBlocks(req *Request, c thinkingConfig) *apiError {
 		for j, b := range m.Content {
 			switch b.Type {
 			case "thinking":
+				if b.Thinking == "" && s.wasOmitted(b.Signature) {
+					continue // sent back as it was answered: empty, with its signature
+				}
 				if !s.signer.verify(b.Thinking, b.Signature) {
 					return invalid("messages.%d.content.%d: Invalid `signature` in `thinking` block", i, j)
 				}
@@ -278,6 +305,14 @@ func (s *Server) checkThinkingBlocks(req *Request, c thinkingConfig) *apiError {
 			a, first)
 	}
 	return nil
+}
+
+// wasOmitted reports whether this server answered a thinking block with this signature and
+// its text omitted.
+func (s *Server) wasOmitted(signature string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.omitted[signature]
 }
 
 // producedWithoutThinking reports whether this server answered every one of these tool calls

@@ -221,3 +221,32 @@ func TestScriptMistakesAreReported(t *testing.T) {
 		})
 	}
 }
+
+func TestOmittedThinking(t *testing.T) {
+	Tokens := upstream.Tokens
+	srv := upstream.Start(t, upstream.WithScript(thinkingTurn))
+	const full = "The user wants the weather; I should look it up."
+	first := func(model string, thinking obj) map[string]any {
+		resp := post(t, srv, with(loop(user("Weather?")), "model", model, "max_tokens", 4000, "thinking", thinking)).ok(t)
+		require.Equal(t, Tokens(full)+Tokens("secret")+Tokens("lookup")+Tokens("{}"), resp.usage(t)["output_tokens"], "omitted thinking is billed whole")
+		return resp.msg["content"].([]any)[0].(map[string]any)
+	}
+	omitted := first(budgetModel, obj{"type": "enabled", "budget_tokens": 2000, "display": "omitted"})
+	require.Equal(t, "", omitted["thinking"])
+	require.NotEmpty(t, omitted["signature"])
+	require.Equal(t, "", first(adaptiveModel, adaptive)["thinking"], "the adaptive-only models omit by default")
+	require.Equal(t, full, first(adaptiveModel, obj{"type": "adaptive", "display": "summarized"})["thinking"])
+	summarized := first(budgetModel, enabled(2000))
+	require.Equal(t, full, summarized["thinking"])
+
+	next := func(block any) obj {
+		return with(loop(user("Weather?"), assistant(arr{block, toolUse("toolu_w", "lookup")}), user(arr{toolResult("toolu_w", "sunny")})),
+			"model", budgetModel, "max_tokens", 4000, "thinking", enabled(2000))
+	}
+	post(t, srv, next(omitted)).ok(t)
+	post(t, srv, next(with(omitted, "thinking", full))).refused(t, 400, "invalid_request_error", "Invalid `signature` in `thinking` block")
+	post(t, srv, next(with(summarized, "thinking", ""))).refused(t, 400, "invalid_request_error", "Invalid `signature` in `thinking` block")
+
+	post(t, srv, with(request(), "max_tokens", 4000, "thinking", obj{"type": "enabled", "budget_tokens": 2000, "display": "hidden"})).
+		refused(t, 400, "invalid_request_error", "thinking.enabled.display: Input should be 'summarized' or 'omitted'")
+}

@@ -36,6 +36,9 @@
 //     message starts with a thinking or redacted_thinking block (unless the server itself
 //     produced it without one); every thinking signature and redacted_thinking data sent
 //     back is byte for byte what this server produced (HMAC with a per-server key);
+//     thinking.display summarized or omitted, omitted (the default of the adaptive-only
+//     models) answering thinking blocks with an empty text and a signature, which come back
+//     so;
 //     output_config.effort low|medium|high|xhigh|max where the model has effort; speed
 //     standard|fast, fast only on fast-mode models; with thinking on, no temperature but 1,
 //     no top_k, top_p from 0.95 to 1 (and temperature and top_p within 0–1 always).
@@ -75,7 +78,8 @@
 // prompt that fits the window with too little room for max_tokens is answered and cut with
 // model_context_window_exceeded, as the stop reason of the newer models says, rather than
 // refused; a cut tool call's input in a JSON (not streamed) answer is {}; adaptive-only
-// models still accept thinking {type: disabled}.
+// models still accept thinking {type: disabled}; omitted is the default display of every
+// adaptive-only model of the catalog (documented for Opus 4.7 onward and Fable 5).
 package upstream
 
 import (

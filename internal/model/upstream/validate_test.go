@@ -112,6 +112,7 @@ func TestEnvelopeAccepts(t *testing.T) {
 }
 
 func TestRequestTooLarge(t *testing.T) {
+	t.Parallel() // the biggest bodies: let them overlap the rest
 	srv := upstream.Start(t)
 	// Built as bytes: encoding a 32 MB string is slow under the race detector.
 	big := `{"model":"` + testModel + `","max_tokens":100,"messages":[{"role":"user","content":"` + strings.Repeat("x", 32<<20) + `"}]}`
