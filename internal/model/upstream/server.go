@@ -186,9 +186,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	usage := plan.usage
 	usage.OutputTokens = a.outputTokens
 	ex.Status, ex.Usage, ex.StopReason, ex.Content = http.StatusOK, usage, a.stopReason, a.content
+	s.respond(w, &ex, reply, a)
+}
 
+// respond writes the answer: a Message in JSON, or its events when the request streams.
+func (s *Server) respond(w http.ResponseWriter, ex *Exchange, reply Reply, a answer) {
+	req := ex.Request
 	msg := newWireMessage(s.newID("msg_"), req.Model)
-	msg.Usage = toWireUsage(usage, req.Speed)
+	msg.Usage = toWireUsage(ex.Usage, req.Speed)
 	w.Header().Set("request-id", s.newID("req_"))
 	if req.Stream {
 		var streamErr *apiError
