@@ -26,7 +26,7 @@ func compactionEnv(t *testing.T, script upstream.Script) (*env, *upstream.Server
 	t.Helper()
 	up := upstream.Start(t, upstream.WithScript(script), upstream.WithContextWindow(compactWindow))
 	catalogFile := filepath.Join(t.TempDir(), "models.json")
-	require.NoError(t, os.WriteFile(catalogFile, []byte(`[{"id":"claude-opus-5","context_window":24000}]`), 0o600))
+	require.NoError(t, os.WriteFile(catalogFile, []byte(`[{"id":"claude-opus-5","context_window":24000,"max_output_tokens":8000}]`), 0o600))
 	e := newRunningEnv(t, func(c *app.Config) {
 		c.Model, c.AnthropicBaseURL, c.AnthropicAPIKey = "anthropic", up.URL(), "test-key"
 		c.ModelCatalog = catalogFile
