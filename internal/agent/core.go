@@ -281,7 +281,7 @@ func (c *Core) ModelTurn(ctx context.Context, in Input) (ModelTurnResult, error)
 	if err != nil {
 		return ModelTurnResult{}, err
 	}
-	end, err := spanEndEvent(ids.New(ids.Event), startID, false, resp.Usage)
+	end, err := spanEndEvent(ids.New(ids.Event), startID, false, resp.Usage, req.Speed)
 	if err != nil {
 		return ModelTurnResult{}, err
 	}

@@ -36,8 +36,11 @@ func resultEvent(id string, call ToolCall, content []wire.ContentBlock, isError 
 	})
 }
 
-func spanEndEvent(id, startID string, isError bool, u model.Usage) (NewEvent, error) {
-	return newEvent(id, wire.EventSpanModelRequestEnd, wire.SpanModelRequestEndBody{
+// spanEndEvent closes a model request. speed is the request's speed when it was not the
+// standard one ("fast"): model_usage.speed then says so, as it is priced differently; it
+// stays null otherwise, as on hosted sessions (API.md §17).
+func spanEndEvent(id, startID string, isError bool, u model.Usage, speed ...string) (NewEvent, error) {
+	body := wire.SpanModelRequestEndBody{
 		ModelRequestStartID: startID,
 		IsError:             isError,
 		ModelUsage: wire.ModelUsage{
@@ -46,7 +49,11 @@ func spanEndEvent(id, startID string, isError bool, u model.Usage) (NewEvent, er
 			CacheCreationInputTokens: u.CacheCreationInputTokens,
 			CacheReadInputTokens:     u.CacheReadInputTokens,
 		},
-	})
+	}
+	if len(speed) > 0 && speed[0] != "" {
+		body.ModelUsage.Speed = &speed[0]
+	}
+	return newEvent(id, wire.EventSpanModelRequestEnd, body)
 }
 
 // emptyBody is the body of events without fields; a copy, so no event shares wire.EmptyBody.

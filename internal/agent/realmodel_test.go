@@ -199,6 +199,14 @@ func TestRequestThinkingEffortSpeed(t *testing.T) {
 			require.Equal(t, tt.wantMaxTokens, req.MaxTokens)
 			require.True(t, req.Cache)
 			require.True(t, strings.HasSuffix(req.System, "You are a test agent."))
+			// A fast request says so in its span's usage (it is priced differently).
+			end := ofType(s.log.Events(), wire.EventSpanModelRequestEnd)[0]
+			speed := body(t, end)["model_usage"].(map[string]any)["speed"]
+			if tt.wantSpeed == "" {
+				require.Nil(t, speed)
+			} else {
+				require.Equal(t, tt.wantSpeed, speed)
+			}
 		})
 	}
 }
