@@ -29,21 +29,10 @@ type answer struct {
 	outputTokens int64
 }
 
-// outputTokens is what generating one block costs: Tokens of the text it carries, for a
-// tool_use Tokens(name) + Tokens(input as compact JSON).
-func outputTokens(b Block) int64 {
-	switch b.Type {
-	case "text":
-		return Tokens(b.Text)
-	case "thinking":
-		return Tokens(b.Thinking)
-	case "redacted_thinking":
-		return Tokens(b.Data)
-	case "tool_use":
-		return Tokens(b.Name) + Tokens(compactJSON(b.Input))
-	}
-	return 0
-}
+// outputTokens is what generating one block costs: what the block counts in a prompt
+// (blockTokens), since a model's output blocks (text, thinking, redacted_thinking, tool_use)
+// are counted alike on both sides.
+func outputTokens(b Block) int64 { return blockTokens(b) }
 
 // buildAnswer turns the Script's Reply into what the model sends: each block checked, tool
 // ids filled in, the whole cut where max_tokens (or the context window, whichever is
