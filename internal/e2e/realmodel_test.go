@@ -175,6 +175,14 @@ func toolLoopScript(rounds int) upstream.Script {
 	}
 }
 
+// requireAllAnswered fails on the first exchange the upstream refused, with its message.
+func requireAllAnswered(tb testing.TB, exs []upstream.Exchange) {
+	tb.Helper()
+	for i, ex := range exs {
+		require.Equal(tb, 200, ex.Status, "exchange %d refused: %s", i, ex.ErrorMessage)
+	}
+}
+
 // exchangeUsage sums the upstream's usage over exchanges.
 func exchangeUsage(exs []upstream.Exchange) upstream.Usage {
 	var u upstream.Usage
@@ -222,13 +230,13 @@ func TestRealModelToolSession(t *testing.T) {
 	e, up := realModelEnv(t, upstream.WithScript(toolLoopScript(toolSessionRounds)))
 	sid := realModelSession(t, e, anthropic.BetaManagedAgentsModelConfigParams{ID: realModelID}, builtinTools("always_allow"))
 	evs := realTurn(t, e, sid, userMessage("Run the workspace checks, one command at a time."))
-	require.Equal(t, "end_turn", eventFields(t, last(evs))["stop_reason"].(map[string]any)["type"], "%v", types(evs))
 
 	exs := up.Exchanges()
+	requireAllAnswered(t, exs)
+	require.Equal(t, "end_turn", eventFields(t, last(evs))["stop_reason"].(map[string]any)["type"], "%v", types(evs))
 	require.Len(t, exs, toolSessionRounds)
 	var signed []upstream.Block // the thinking blocks the upstream answered so far
 	for i, ex := range exs {
-		require.Equal(t, 200, ex.Status, "exchange %d refused: %s", i, ex.ErrorMessage)
 		require.Equal(t, i, toolResultsIn(ex.Request), "exchange %d", i)
 		require.JSONEq(t, `{"type":"adaptive","display":"omitted"}`, string(ex.Request.Thinking), "exchange %d", i)
 		// Every thinking block of the turn goes back, in order, exactly as answered.
@@ -301,8 +309,9 @@ func TestRealModelToolSession(t *testing.T) {
 
 // TestRealModelEffortAndSpeed: the agent's effort and speed reach the API. It fails if the
 // request loses output_config.effort, speed or the fast-mode beta header (without which the
-// upstream refuses speed fast on claude-opus-5, so the turn would end in an error), or if
-// thinking is not adaptive; and, for the agent without them, if they are sent anyway.
+// upstream refuses speed fast on claude-opus-5, so the turn would end in an error), if
+// thinking is not adaptive, or if the span does not say the request ran fast; and, for the
+// agent without them, if they are sent anyway.
 func TestRealModelEffortAndSpeed(t *testing.T) {
 	t.Parallel()
 	e, up := realModelEnv(t)
@@ -315,13 +324,19 @@ func TestRealModelEffortAndSpeed(t *testing.T) {
 	require.Equal(t, "end_turn", eventFields(t, last(evs))["stop_reason"].(map[string]any)["type"])
 	require.Equal(t, "ok", messageText(find(t, evs, "agent.message")))
 
+	// The span says at which speed the request ran (null at standard speed, as hosted).
+	require.Equal(t, "fast", eventFields(t, find(t, evs, "span.model_request_end"))["model_usage"].(map[string]any)["speed"])
+
 	plain := realModelSession(t, e, anthropic.BetaManagedAgentsModelConfigParams{ID: realModelID})
-	realTurn(t, e, plain, userMessage("hi"))
+	evs = realTurn(t, e, plain, userMessage("hi"))
+	usage := eventFields(t, find(t, evs, "span.model_request_end"))["model_usage"].(map[string]any)
+	require.Contains(t, usage, "speed")
+	require.Nil(t, usage["speed"])
 
 	exs := up.Exchanges()
+	requireAllAnswered(t, exs)
 	require.Len(t, exs, 2)
 	for _, ex := range exs {
-		require.Equal(t, 200, ex.Status, ex.ErrorMessage)
 		require.JSONEq(t, `{"type":"adaptive","display":"omitted"}`, string(ex.Request.Thinking))
 		require.Equal(t, 128_000, ex.Request.MaxTokens, "the model's output limit from the catalog")
 	}
@@ -394,10 +409,11 @@ func TestRealModelImagesAndDocuments(t *testing.T) {
 	e, up := realModelEnv(t, upstream.WithScript(func(req *upstream.Request) upstream.Reply {
 		switch toolResultsIn(req) {
 		case 0: // write a PNG into the workspace, as a program the agent ran would
-			return upstream.Reply{Content: []upstream.Block{{Type: "tool_use", Name: "bash",
-				Input: json.RawMessage(fmt.Sprintf(`{"command":"echo %s | base64 -d > shot.png"}`, pngData))}}}
+			return upstream.Reply{Content: []upstream.Block{{Type: "thinking", Thinking: "Make the screenshot first."},
+				{Type: "tool_use", Name: "bash", Input: json.RawMessage(fmt.Sprintf(`{"command":"echo %s | base64 -d > shot.png"}`, pngData))}}}
 		case 1:
-			return upstream.Reply{Content: []upstream.Block{{Type: "tool_use", Name: "read", Input: json.RawMessage(`{"file_path":"shot.png"}`)}}}
+			return upstream.Reply{Content: []upstream.Block{{Type: "thinking", Thinking: "Now look at it."},
+				{Type: "tool_use", Name: "read", Input: json.RawMessage(`{"file_path":"shot.png"}`)}}}
 		}
 		return upstream.Reply{Content: []upstream.Block{{Type: "text", Text: "A small picture with one red pixel."}}}
 	}))
@@ -415,12 +431,12 @@ func TestRealModelImagesAndDocuments(t *testing.T) {
 				OfURL: &anthropic.BetaManagedAgentsURLImageSourceParam{URL: imageURL}}}},
 		}}}
 	evs := realTurn(t, e, sid, msg)
-	require.Equal(t, "end_turn", eventFields(t, last(evs))["stop_reason"].(map[string]any)["type"], "%v", types(evs))
 
 	exs := up.Exchanges()
+	requireAllAnswered(t, exs)
+	require.Equal(t, "end_turn", eventFields(t, last(evs))["stop_reason"].(map[string]any)["type"], "%v", types(evs))
 	require.Len(t, exs, 3)
 	for i, ex := range exs {
-		require.Equal(t, 200, ex.Status, "exchange %d refused: %s", i, ex.ErrorMessage)
 		// Every request of the turn carries the user's blocks, unchanged.
 		first := ex.Request.Messages[0]
 		require.Equal(t, "user", first.Role)
@@ -475,27 +491,30 @@ func TestRealModelToolCallCutAtMaxTokens(t *testing.T) {
 	}))
 	sid := realModelSession(t, e, anthropic.BetaManagedAgentsModelConfigParams{ID: realModelID}, builtinTools("always_allow"))
 	evs := realTurn(t, e, sid, userMessage("Write the report."))
-	require.Equal(t, "end_turn", eventFields(t, last(evs))["stop_reason"].(map[string]any)["type"], "%v", types(evs))
-	require.NotContains(t, types(evs), "session.error")
 
 	exs := up.Exchanges()
+	requireAllAnswered(t, exs)
+	require.Equal(t, "end_turn", eventFields(t, last(evs))["stop_reason"].(map[string]any)["type"], "%v", types(evs))
+	require.NotContains(t, types(evs), "session.error")
 	require.Len(t, exs, 2, "no retry at the model's own limit, no repeated request")
-	for i, ex := range exs {
-		require.Equal(t, 200, ex.Status, "exchange %d refused: %s", i, ex.ErrorMessage)
+	for _, ex := range exs {
 		require.Equal(t, 128_000, ex.Request.MaxTokens)
 	}
 	require.Equal(t, "max_tokens", exs[0].StopReason)
 	require.Len(t, exs[0].Request.Messages, 1)
 	require.Len(t, exs[1].Request.Messages, 3, "the second request answers the cut call")
-	var cutID string
-	for _, b := range exs[0].Content {
+	// The second request holds the cut call (its id is the server's, the agent.tool_use
+	// event's) and, right after it, the error result.
+	var calls []upstream.Block
+	for _, b := range exs[1].Request.Messages[1].Content {
 		if b.Type == "tool_use" {
-			cutID = b.ID
+			calls = append(calls, b)
 		}
 	}
-	require.NotEmpty(t, cutID)
+	require.Len(t, calls, 1)
+	require.Equal(t, "bash", calls[0].Name)
 	res := lastToolResult(t, exs[1].Request)
-	require.Equal(t, cutID, res.ToolUseID)
+	require.Equal(t, calls[0].ID, res.ToolUseID)
 	require.True(t, res.IsError)
 	require.Contains(t, string(res.Content), "was not run")
 	require.Contains(t, string(res.Content), "max_tokens 128000")
@@ -516,6 +535,7 @@ func TestRealModelToolCallCutAtMaxTokens(t *testing.T) {
 	require.Greater(t, resultAt, useAt)
 	result := listed[resultAt]
 	require.Equal(t, listed[useAt].Fields["id"], result.Fields["tool_use_id"])
+	require.Equal(t, calls[0].ID, listed[useAt].Fields["id"])
 	require.Equal(t, true, result.Fields["is_error"])
 	require.Contains(t, result.Raw, "was not run")
 
@@ -593,11 +613,11 @@ func BenchmarkRealModelCache(b *testing.B) {
 		sess, err := newSessionWith(context.Background(), e.client, agentID, envID)
 		require.NoError(b, err)
 		evs := realTurn(b, e, sess.ID, userMessage("Run the workspace checks, one command at a time."))
-		require.Equal(b, "end_turn", eventFields(b, last(evs))["stop_reason"].(map[string]any)["type"])
 		exs := up.Exchanges()[before:]
+		requireAllAnswered(b, exs)
+		require.Equal(b, "end_turn", eventFields(b, last(evs))["stop_reason"].(map[string]any)["type"])
 		require.Len(b, exs, toolSessionRounds)
 		for _, ex := range exs {
-			require.Equal(b, 200, ex.Status, ex.ErrorMessage)
 			u := ex.Usage
 			costCached = costCached.Add(m.Cost(catalog.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 				CacheWrite5mTokens: u.Ephemeral5mInputTokens, CacheWrite1hTokens: u.Ephemeral1hInputTokens, CacheReadTokens: u.CacheReadInputTokens}))
