@@ -260,6 +260,8 @@ func TestRealModelToolSession(t *testing.T) {
 	share := float64(total.CacheReadInputTokens) / float64(promptTokensOf(total))
 	t.Logf("%d requests: prompt %d tokens = input %d + cache write %d + cache read %d; read from cache %.3f",
 		len(exs), promptTokensOf(total), total.InputTokens, total.CacheCreationInputTokens, total.CacheReadInputTokens, share)
+	first, final := promptTokensOf(exs[0].Usage), promptTokensOf(exs[len(exs)-1].Usage)
+	t.Logf("first prompt %d tokens, %.1f more per round", first, float64(final-first)/float64(len(exs)-1))
 	require.GreaterOrEqual(t, share, 0.80)
 
 	listed := listEvents(t, e, sid)
