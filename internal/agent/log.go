@@ -16,9 +16,28 @@ type call struct {
 	server     string
 	input      json.RawMessage
 	permission string
+	// modelID is the id the model gave the call (its tool_use block's), kept in the event's
+	// private part; "" for calls logged without one.
+	modelID string
 }
 
+// id is the call's id in the log and on the wire: its event id.
 func (c call) id() string { return c.event.ID }
+
+// sentID is the call's id in the conversation sent to the model: the model's own id, so the
+// conversation goes back exactly as the model produced it, or the event id for a call logged
+// without one.
+func (c call) sentID() string {
+	if c.modelID != "" {
+		return c.modelID
+	}
+	return c.event.ID
+}
+
+// callPrivate is a tool call event's private part.
+type callPrivate struct {
+	ModelID string `json:"tool_use_id,omitempty"`
+}
 
 func (c call) custom() bool { return c.event.Type == wire.EventAgentCustomToolUse }
 
@@ -41,7 +60,15 @@ func readCall(ev wire.Event) (call, error) {
 	if len(input) == 0 || string(input) == "null" {
 		input = json.RawMessage(defaultToolInputJSON)
 	}
-	return call{event: ev, name: b.Name, server: b.MCPServerName, input: input, permission: b.EvaluatedPermission}, nil
+	c := call{event: ev, name: b.Name, server: b.MCPServerName, input: input, permission: b.EvaluatedPermission}
+	if len(ev.Private) > 0 {
+		var p callPrivate
+		if err := json.Unmarshal(ev.Private, &p); err != nil {
+			return call{}, fmt.Errorf("decode private part of %s %s: %w", ev.Type, ev.ID, err)
+		}
+		c.modelID = p.ModelID
+	}
+	return c, nil
 }
 
 // answers indexes what the log says about tool calls, wherever it appears: results (from the

@@ -268,7 +268,7 @@ func (p *projector) add(d Decoded) {
 		p.addAssistant(d.blocks...)
 	case d.call != nil:
 		c := *d.call
-		p.addAssistant(model.Block{Type: model.BlockToolUse, ID: c.id(), Name: c.modelName(), Input: c.input})
+		p.addAssistant(model.Block{Type: model.BlockToolUse, ID: c.sentID(), Name: c.modelName(), Input: c.input})
 		p.buildingCalls = append(p.buildingCalls, c)
 	case ev.Type == wire.EventSpanModelRequestStart, ev.Type == wire.EventSpanModelRequestEnd,
 		ev.Type == wire.EventUserInterrupt, isToolAnswer(ev.Type):
@@ -363,7 +363,7 @@ func (p *projector) place(c call) model.Block {
 // result is the tool_result block answering c: its recorded result, or a synthetic error.
 func (p *projector) result(c call) (b model.Block, synthetic bool) {
 	if r, ok := p.answers.results[c.id()]; ok {
-		return model.Block{Type: model.BlockToolResult, ToolUseID: c.id(), Content: convertBlocks(r.Content), IsError: r.IsError}, false
+		return model.Block{Type: model.BlockToolResult, ToolUseID: c.sentID(), Content: convertBlocks(r.Content), IsError: r.IsError}, false
 	}
 	text := abandonedText
 	switch state, reject := classify(c, p.answers); state {
@@ -373,7 +373,7 @@ func (p *projector) result(c call) (b model.Block, synthetic bool) {
 	}
 	return model.Block{
 		Type:      model.BlockToolResult,
-		ToolUseID: c.id(),
+		ToolUseID: c.sentID(),
 		Content:   []model.Block{{Type: model.BlockText, Text: text}},
 		IsError:   true,
 	}, true

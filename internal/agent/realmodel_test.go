@@ -25,7 +25,7 @@ func TestThinkingGoesBackWithItsSignature(t *testing.T) {
 	t.Parallel()
 	redacted := model.Block{Type: model.BlockRedactedThinking, Data: "opaque"}
 	scripted := &scriptedModel{responses: []model.Response{
-		{Content: []model.Block{thinkingBlock("plan", "sig-1"), redacted, use("", "bash", `{"command":"echo hi"}`)}, StopReason: model.StopToolUse},
+		{Content: []model.Block{thinkingBlock("plan", "sig-1"), redacted, use("toolu_model_1", "bash", `{"command":"echo hi"}`)}, StopReason: model.StopToolUse},
 		{Content: []model.Block{text("done")}, StopReason: model.StopEndTurn},
 	}}
 	s := newSession(t, allowTools, scripted)
@@ -53,6 +53,11 @@ func TestThinkingGoesBackWithItsSignature(t *testing.T) {
 	require.Equal(t, thinkingBlock("plan", "sig-1"), got[0])
 	require.Equal(t, redacted, got[1])
 	require.Equal(t, model.BlockToolUse, got[2].Type)
+	// The call goes back under the model's own id, and its result answers that id; clients
+	// know the call by its event id.
+	require.Equal(t, "toolu_model_1", got[2].ID)
+	require.Equal(t, "toolu_model_1", msgs[2].Content[0].ToolUseID)
+	require.NotEqual(t, "toolu_model_1", ofType(evs, wire.EventAgentToolUse)[0].ID)
 }
 
 func TestUnsignedThinkingIsNotSentBack(t *testing.T) {

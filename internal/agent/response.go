@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"github.com/managed-agents/managed-agents/internal/ids"
 	"github.com/managed-agents/managed-agents/internal/model"
 	"github.com/managed-agents/managed-agents/internal/wire"
@@ -160,6 +161,12 @@ func responseEvents(resp model.Response, rids *responseIDs, ts toolset, maxToken
 			ev, err := ts.callEvent(ids.New(ids.Event), b)
 			if err != nil {
 				return nil, err
+			}
+			if b.ID != "" {
+				// The model's own id goes back with the call (log.go, call.sentID).
+				if ev.Private, err = json.Marshal(callPrivate{ModelID: b.ID}); err != nil {
+					return nil, err
+				}
 			}
 			out = append(out, ev)
 			if b.Truncated {
