@@ -454,6 +454,11 @@ var (
 		MaximumAttempts:        maxAttempts,
 		NonRetryableErrorTypes: []string{errTypeSessionGone, errTypeModel, errTypePermanent},
 	}
+	// stepTimeout bounds one step of a healthy worker. A model step may stream an answer of
+	// the model's whole output limit (128,000 tokens on the Opus 5 family: over half an hour
+	// at typical speeds), and the client cuts only a silent stream; a dead worker is noticed by
+	// its heartbeats (or the workflow task's timeout), not by this bound.
+	stepTimeout        = time.Hour
 	bookkeepingOptions = workflow.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retryBounded}
 	// A local activity's retries end at its schedule-to-close timeout, which defaults to
 	// one start-to-close: give Advance the time its maxAttempts take, as the others have.
@@ -465,9 +470,9 @@ var (
 	// the task's timeout), a dead worker is noticed at the task's timeout, and an interrupt
 	// reaches it through InterruptWatch, or at the next such task. Its retries, with
 	// retryBounded's backoff, end at the schedule-to-close timeout.
-	localStepOptions = workflow.LocalActivityOptions{StartToCloseTimeout: 15 * time.Minute, ScheduleToCloseTimeout: 30 * time.Minute, RetryPolicy: retryBounded}
+	localStepOptions = workflow.LocalActivityOptions{StartToCloseTimeout: stepTimeout, ScheduleToCloseTimeout: 2 * stepTimeout, RetryPolicy: retryBounded}
 	stepOptions      = workflow.ActivityOptions{
-		StartToCloseTimeout: 15 * time.Minute,
+		StartToCloseTimeout: stepTimeout,
 		// A few heartbeat intervals: one late heartbeat must not fail a healthy step.
 		HeartbeatTimeout:    5 * time.Second,
 		WaitForCancellation: true,

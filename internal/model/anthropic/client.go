@@ -94,7 +94,9 @@ func WithProvider(p Provider) Option { return func(c *Client) { c.provider = p }
 // also cuts streams, so prefer WithTimeout.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
 
-// WithTimeout bounds each call, the whole stream included; 0 means no bound of its own.
+// WithTimeout bounds each call: a non-streaming call as a whole, a streaming call by its
+// longest silence (the wait for the first event included), since an answer of a model's whole
+// output limit may stream for longer than any fixed bound; 0 means no bound of its own.
 func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
 
 // WithMaxTokens sets max_tokens for requests that leave MaxTokens at 0.
@@ -163,7 +165,14 @@ func (c *Client) call(ctx context.Context, req model.Request, stream bool, read 
 		return model.Response{}, fmt.Errorf("anthropic: encode request: %w", err)
 	}
 	callCtx := ctx
-	if c.timeout > 0 {
+	var idle *idleTimer
+	if c.timeout > 0 && stream {
+		var cancel context.CancelCauseFunc
+		callCtx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		idle = newIdleTimer(c.timeout, func() { cancel(errTimedOut) })
+		defer idle.stop()
+	} else if c.timeout > 0 {
 		var cancel context.CancelFunc
 		callCtx, cancel = context.WithTimeoutCause(ctx, c.timeout, errTimedOut)
 		defer cancel()
@@ -174,12 +183,44 @@ func (c *Client) call(ctx context.Context, req model.Request, stream bool, read 
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
 			return model.Response{}, statusError(resp, time.Now())
 		}
+		var r io.Reader = resp.Body
+		if idle != nil {
+			r = idle.reader(resp.Body)
+		}
 		var out model.Response
-		if out, err = read(resp.Body); err == nil {
+		if out, err = read(r); err == nil {
 			return out, nil
 		}
 	}
-	return model.Response{}, c.failure(ctx, callCtx, err)
+	return model.Response{}, c.failure(ctx, callCtx, err, stream)
+}
+
+// idleTimer fires when a stream has been silent for its duration; every read that brings
+// bytes starts the wait again.
+type idleTimer struct {
+	d time.Duration
+	t *time.Timer
+}
+
+func newIdleTimer(d time.Duration, fire func()) *idleTimer {
+	return &idleTimer{d: d, t: time.AfterFunc(d, fire)}
+}
+
+func (i *idleTimer) stop() { i.t.Stop() }
+
+func (i *idleTimer) reader(r io.Reader) io.Reader { return idleReader{r: r, t: i} }
+
+type idleReader struct {
+	r io.Reader
+	t *idleTimer
+}
+
+func (ir idleReader) Read(p []byte) (int, error) {
+	n, err := ir.r.Read(p)
+	if n > 0 {
+		ir.t.t.Reset(ir.t.d)
+	}
+	return n, err
 }
 
 // send builds the call's common headers, lets the provider turn them and the body into its
@@ -212,7 +253,7 @@ func (c *Client) send(ctx context.Context, modelName string, body []byte, stream
 }
 
 // failure turns an error met while sending or reading into what the caller should see.
-func (c *Client) failure(ctx, callCtx context.Context, err error) error {
+func (c *Client) failure(ctx, callCtx context.Context, err error, stream bool) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("anthropic: %w", ctx.Err())
 	}
@@ -221,6 +262,9 @@ func (c *Client) failure(ctx, callCtx context.Context, err error) error {
 		return me
 	}
 	if errors.Is(context.Cause(callCtx), errTimedOut) {
+		if stream {
+			return &model.Error{Kind: model.ErrServer, Message: fmt.Sprintf("the stream was silent for %s", c.timeout)}
+		}
 		return &model.Error{Kind: model.ErrServer, Message: fmt.Sprintf("no complete answer within %s", c.timeout)}
 	}
 	return &model.Error{Kind: model.ErrServer, Message: err.Error()}

@@ -211,7 +211,25 @@ func TestTransportFailures(t *testing.T) {
 		})
 		c := newClient(t, srv, anthropic.WithTimeout(50*time.Millisecond))
 		_, err := c.Stream(t.Context(), simpleRequest(), nil)
-		requireModelError(t, err, wantError{kind: model.ErrServer, message: "no complete answer within 50ms"})
+		requireModelError(t, err, wantError{kind: model.ErrServer, message: "the stream was silent for 50ms"})
+	})
+
+	t.Run("a stream longer than the timeout is not cut while it speaks", func(t *testing.T) {
+		t.Parallel()
+		_, srv := newAPI(t, func(w http.ResponseWriter, _ *http.Request, _ apiRequest) {
+			s := newSSE(w)
+			for range 8 { // 8 × 30ms: longer than the timeout, never silent for it
+				s.send("ping", map[string]any{"type": "ping"})
+				time.Sleep(30 * time.Millisecond)
+			}
+			s.send("message_start", map[string]any{"type": "message_start", "message": map[string]any{"usage": map[string]any{"input_tokens": 1}}})
+			s.send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn"}})
+			s.send("message_stop", map[string]any{"type": "message_stop"})
+		})
+		c := newClient(t, srv, anthropic.WithTimeout(150*time.Millisecond))
+		resp, err := c.Stream(t.Context(), simpleRequest(), nil)
+		require.NoError(t, err)
+		require.Equal(t, model.StopEndTurn, resp.StopReason)
 	})
 
 	t.Run("connection refused", func(t *testing.T) {

@@ -535,7 +535,7 @@ func TestBedrockStreamCutByTheClientTimeout(t *testing.T) {
 	}})
 	c := newBedrockClient(t, srv, anthropic.BedrockOptions{APIKey: bedrockKey}, anthropic.WithTimeout(100*time.Millisecond))
 	_, err := c.Stream(t.Context(), bedrockRequest(), nil)
-	requireModelError(t, err, wantError{kind: model.ErrServer, message: "no complete answer within 100ms"})
+	requireModelError(t, err, wantError{kind: model.ErrServer, message: "the stream was silent for 100ms"})
 }
 
 func TestBedrockStreamConnectionDropped(t *testing.T) {
