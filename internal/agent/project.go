@@ -58,7 +58,7 @@ func Decode(ev wire.Event) (Decoded, error) {
 		return d, nil
 	}
 	switch {
-	case ev.Type == wire.EventUserMessage, ev.Type == wire.EventAgentMessage:
+	case ev.Type == wire.EventUserMessage, ev.Type == wire.EventAgentMessage, ev.Type == wire.EventSystemMessage:
 		b, err := wire.DecodeBody[wire.MessageBody](ev)
 		if err != nil {
 			return d, err
@@ -255,6 +255,16 @@ func (p *projector) add(d Decoded) {
 	case ev.Type == wire.EventUserMessage:
 		p.seal()
 		p.userBlocks = append(p.userBlocks, d.blocks...)
+	case ev.Type == wire.EventSystemMessage:
+		// A role "system" message right after the user turn it came with
+		// (platform.claude.com/docs/en/build-with-claude/mid-conversation-system-messages): the
+		// sessions service lets it through only on models that take it, after a user.message
+		// or a tool result.
+		p.seal()
+		p.flushUser()
+		if len(d.blocks) > 0 {
+			p.msgs = append(p.msgs, model.Message{Role: "system", Content: d.blocks})
+		}
 	case ev.Type == wire.EventAgentThreadContextCompacted:
 		// The summary replaces everything before it (compact.go): the conversation starts
 		// again from one user message that carries it. The calls before it were all answered

@@ -331,6 +331,20 @@ func TestProject(t *testing.T) {
 			)},
 		},
 		{
+			name: "a system.message follows the user turn it came with as a system message",
+			history: hist(
+				userMsg("u1", "hello"),
+				ev("y1", wire.EventSystemMessage, `{"content":[{"type":"text","text":"Answer in French."}]}`),
+				response("1", agentMsg("m1", "bonjour")),
+				userMsg("u2", "again")),
+			want: []model.Message{
+				user(text("hello")),
+				{Role: "system", Content: []model.Block{text("Answer in French.")}},
+				assistant(text("bonjour")),
+				user(text("again")),
+			},
+		},
+		{
 			name: "a tool result's image reaches the model inside the tool_result",
 			history: hist(
 				ev("u1", wire.EventUserMessage, `{"content":[{"type":"text","text":"look"}]}`),

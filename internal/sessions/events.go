@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/managed-agents/managed-agents/internal/model/catalog"
 	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
@@ -161,7 +162,21 @@ func buildClientEvent(field string, ev clientEvent, selfHosted bool) (parsedEven
 	case wire.EventUserDefineOutcome:
 		return p, invalidf("%s.type: user.define_outcome is not supported by this server yet", field)
 	case wire.EventSystemMessage:
-		return p, invalidf("%s.type: system.message is not supported by this model", field).withCode("model_does_not_support_mid_conversation_system")
+		// Where it may stand and whether the model takes it is checked for the whole request
+		// (checkSystemMessages).
+		if err := allowOnly("content"); err != nil {
+			return p, err
+		}
+		if ev.Content == nil || len(*ev.Content) == 0 {
+			return p, invalidf("%s.content: must have at least one block", field)
+		}
+		if len(*ev.Content) > maxSystemMessageBlocks {
+			return p, invalidf("%s.content: at most %d blocks", field, maxSystemMessageBlocks)
+		}
+		if err := wire.ValidateContent(field+".content", *ev.Content, map[string]bool{wire.ContentTypeText: true}); err != nil {
+			return p, invalidf("%s", err.Error())
+		}
+		body = wire.MessageBody{Content: *ev.Content}
 	case "":
 		return p, invalidf("%s.type: is required", field)
 	default:
@@ -247,6 +262,9 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 			return err
 		}
 		selfHosted := envCfg.Type == "self_hosted"
+		if err := checkSystemMessages(decoded, sess.Agent); err != nil {
+			return err
+		}
 		events := make([]store.NewEvent, len(decoded))
 		answered := map[string]bool{}
 		for i, ev := range decoded {
@@ -267,6 +285,11 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 			// An interrupt on a session with nothing running applies at once (a no-op).
 			if p.Type == wire.EventUserInterrupt && sess.Status == wire.SessionStatusIdle {
 				p.Processed = true
+			}
+			// A system.message goes into the log with the event it accompanies: queued with a
+			// user.message, at once after a tool result (processed on receipt).
+			if p.Type == wire.EventSystemMessage {
+				p.Processed = events[i-1].Processed
 			}
 			events[i] = p.NewEvent
 		}
@@ -483,4 +506,42 @@ func (s *Service) StreamEvents(ctx context.Context, workspaceID, sessionID strin
 		return false, notFoundAs(err, "session %s not found", sessionID)
 	}
 	return s.store.StreamEvents(ctx, sessionID, p, sink)
+}
+
+// accompaniable reports whether a system.message may follow an event of type typ.
+func accompaniable(typ string) bool {
+	return typ == wire.EventUserMessage || typ == wire.EventUserToolResult || typ == wire.EventUserCustomToolResult
+}
+
+// maxSystemMessageBlocks is the most text blocks a system.message may carry (API.md §5.2).
+const maxSystemMessageBlocks = 1000
+
+// checkSystemMessages applies the placement rules of system.message (API.md §5.2, the Managed
+// Agents reference): at most one a request, the request's last event, right after the
+// user.message, user.tool_result or user.custom_tool_result it accompanies; and only on a
+// model that takes mid-conversation system messages (it becomes a role "system" message,
+// platform.claude.com/docs/en/build-with-claude/mid-conversation-system-messages), else
+// model_does_not_support_mid_conversation_system.
+func checkSystemMessages(events []clientEvent, agentRaw json.RawMessage) error {
+	for i, ev := range events {
+		if ev.Type != wire.EventSystemMessage {
+			continue
+		}
+		field := fmt.Sprintf("events[%d]", i)
+		var agent wire.SessionAgent
+		if err := json.Unmarshal(agentRaw, &agent); err != nil {
+			return fmt.Errorf("decode the session's agent: %w", err)
+		}
+		if !catalog.Builtin().Resolve(agent.Model.ID).MidConversationSystem {
+			return invalidf("%s.type: system.message is not supported by the model %s", field, wire.Excerpt(agent.Model.ID, maxQuoted)).
+				withCode("model_does_not_support_mid_conversation_system")
+		}
+		if i != len(events)-1 {
+			return invalidf("%s: a system.message must be the last event of its request", field)
+		}
+		if i == 0 || !accompaniable(events[i-1].Type) {
+			return invalidf("%s: a system.message must come right after the user.message, user.tool_result or user.custom_tool_result it accompanies, in the same request", field)
+		}
+	}
+	return nil
 }

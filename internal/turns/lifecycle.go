@@ -84,7 +84,7 @@ func Decide(row Row, log []wire.Event) (Action, agent.Step, error) {
 		if (active && runningInLog(log)) || parkedButClosed {
 			return Action{Kind: ActionFinish, Stop: wire.StopReason{Type: step.StopReason, Details: step.StopDetails}}, step, nil
 		}
-		if ids := queued(log, wire.EventUserMessage, wire.EventUserInterrupt); hasQueued(log, wire.EventUserMessage) {
+		if ids := queued(log, wire.EventUserMessage, wire.EventSystemMessage, wire.EventUserInterrupt); hasQueued(log, wire.EventUserMessage) {
 			return Action{Kind: ActionOpenTurn, EventIDs: ids}, step, nil
 		}
 		if !active && resultAfterIdle(log) {
@@ -102,7 +102,7 @@ func Decide(row Row, log []wire.Event) (Action, agent.Step, error) {
 			return Action{Kind: ActionResume}, step, nil
 		}
 		if step.Kind == agent.StepModel && hasQueued(log, wire.EventUserMessage) {
-			return Action{Kind: ActionDeliver, EventIDs: queued(log, wire.EventUserMessage, wire.EventUserInterrupt)}, step, nil
+			return Action{Kind: ActionDeliver, EventIDs: queued(log, wire.EventUserMessage, wire.EventSystemMessage, wire.EventUserInterrupt)}, step, nil
 		}
 	}
 	return Action{Kind: ActionNone}, step, nil

@@ -14,6 +14,11 @@ package catalog
 //     and …/build-with-claude/adaptive-thinking (Opus 4.6 and Sonnet 4.6 still take
 //     budget_tokens but deprecate it; Opus 4.7 and every later model take only "adaptive")
 //   - Effort (supported models): https://platform.claude.com/docs/en/build-with-claude/effort
+//   - Mid-conversation system messages (role "system" after a user turn): Opus 4.8 onward per
+//     https://platform.claude.com/docs/en/build-with-claude/mid-conversation-system-messages and
+//     …/about-claude/models/whats-new-claude-4-8; the Managed Agents reference lists Fable 5.1,
+//     Mythos 5.1, Fable 5, Mythos 5, Opus 5 and Opus 4.8 for system.message; the 5.5 models,
+//     Sonnet 5 and the 5.2 models are taken to have it too (their SDK profiles do).
 //   - Fast mode (supported models): https://platform.claude.com/docs/en/build-with-claude/fast-mode
 //     (available on Fable 5.2, Mythos 5.2 and Opus 5.5; research preview on Opus 5;
 //     deprecated but still accepted on Opus 4.8; gone from Opus 4.7 and 4.6). Its premium is a
@@ -45,41 +50,41 @@ var builtinModels = []Model{
 		// Fable 5.2: $8/$40, cache hits $0.20 per the pricing page. Its cache-write prices and
 		// minimum cacheable length were not on the pages read: the writes assume the usual
 		// 1.25× (5m) and 2× (1h) of input, the minimum is Fable 5's.
-		ID: "claude-fable-5-2", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
+		ID: "claude-fable-5-2", MidConversationSystem: true, ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
 		Thinking: ThinkingAdaptive, Effort: true, FastMode: true,
 		Price: Price{Input: 8, Output: 40, CacheWrite5m: 10, CacheWrite1h: 16, CacheRead: 0.20},
 	},
 	{
 		// Mythos 5.2 (limited availability): priced as Fable 5.2, same assumptions.
-		ID: "claude-mythos-5-2", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
+		ID: "claude-mythos-5-2", MidConversationSystem: true, ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
 		Thinking: ThinkingAdaptive, Effort: true, FastMode: true,
 		Price: Price{Input: 8, Output: 40, CacheWrite5m: 10, CacheWrite1h: 16, CacheRead: 0.20},
 	},
 	{
 		// Fable 5.1: minimum cacheable length not stated for 5.1; Fable 5's 512 assumed.
-		ID: "claude-fable-5-1", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
+		ID: "claude-fable-5-1", MidConversationSystem: true, ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
 		Thinking: ThinkingAdaptive, Effort: true,
 		Price: Price{Input: 10, Output: 50, CacheWrite5m: 12.50, CacheWrite1h: 20, CacheRead: 0.25},
 	},
 	{
-		ID: "claude-mythos-5-1", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
+		ID: "claude-mythos-5-1", MidConversationSystem: true, ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
 		Thinking: ThinkingAdaptive, Effort: true,
 		Price: Price{Input: 10, Output: 50, CacheWrite5m: 12.50, CacheWrite1h: 20, CacheRead: 0.25},
 	},
 	{
-		ID: "claude-fable-5", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
+		ID: "claude-fable-5", MidConversationSystem: true, ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
 		Thinking: ThinkingAdaptive, Effort: true,
 		Price: Price{Input: 10, Output: 50, CacheWrite5m: 12.50, CacheWrite1h: 20, CacheRead: 1},
 	},
 	{
-		ID: "claude-mythos-5", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
+		ID: "claude-mythos-5", MidConversationSystem: true, ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
 		Thinking: ThinkingAdaptive, Effort: true,
 		Price: Price{Input: 10, Output: 50, CacheWrite5m: 12.50, CacheWrite1h: 20, CacheRead: 1},
 	},
 	{
 		// Opus 5.5, the current Opus: cache hits are 0.05× input. Minimum cacheable length
 		// not stated for 5.5; Opus 5's 512 assumed.
-		ID: "claude-opus-5-5", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
+		ID: "claude-opus-5-5", MidConversationSystem: true, ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
 		Thinking: ThinkingAdaptive, Effort: true, FastMode: true,
 		Price:     Price{Input: 4, Output: 20, CacheWrite5m: 5, CacheWrite1h: 8, CacheRead: 0.20},
 		FastPrice: Price{Input: 8, Output: 40, CacheWrite5m: 10, CacheWrite1h: 16, CacheRead: 0.4},
@@ -87,7 +92,7 @@ var builtinModels = []Model{
 	{
 		// Opus 5 (legacy since Opus 5.5, released 2026-07-24): documented, and the model this
 		// project's quickstarts use.
-		ID: "claude-opus-5", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
+		ID: "claude-opus-5", MidConversationSystem: true, ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 512,
 		Thinking: ThinkingAdaptive, Effort: true, FastMode: true,
 		Price:     Price{Input: 5, Output: 25, CacheWrite5m: 6.25, CacheWrite1h: 10, CacheRead: 0.50},
 		FastPrice: Price{Input: 10, Output: 50, CacheWrite5m: 12.5, CacheWrite1h: 20, CacheRead: 1},
@@ -95,12 +100,12 @@ var builtinModels = []Model{
 	{
 		// Sonnet 5.5: cache hits cut to $0.10 (0.05× input) on 2026-10-07. Minimum cacheable
 		// length not stated for 5.5; Sonnet 5's 1024 assumed.
-		ID: "claude-sonnet-5-5", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 1024,
+		ID: "claude-sonnet-5-5", MidConversationSystem: true, ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 1024,
 		Thinking: ThinkingAdaptive, Effort: true,
 		Price: Price{Input: 2, Output: 10, CacheWrite5m: 2.50, CacheWrite1h: 4, CacheRead: 0.10},
 	},
 	{
-		ID: "claude-sonnet-5", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 1024,
+		ID: "claude-sonnet-5", MidConversationSystem: true, ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 1024,
 		Thinking: ThinkingAdaptive, Effort: true,
 		Price: Price{Input: 2, Output: 10, CacheWrite5m: 2.50, CacheWrite1h: 4, CacheRead: 0.20},
 	},
@@ -108,7 +113,7 @@ var builtinModels = []Model{
 		// Haiku 5.5 bills a request whose prompt is over 100k tokens at 5× on every token of
 		// it, output included. Minimum cacheable length not stated; Haiku 4.5's 4096 assumed
 		// (the conservative choice: a breakpoint it refuses caches nothing and costs nothing).
-		ID: "claude-haiku-5-5", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 4096,
+		ID: "claude-haiku-5-5", MidConversationSystem: true, ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 4096,
 		Thinking: ThinkingAdaptive, Effort: true,
 		Price:               Price{Input: 0.10, Output: 0.50, CacheWrite5m: 0.125, CacheWrite1h: 0.20, CacheRead: 0.01},
 		LongPromptThreshold: 100_000,
@@ -117,7 +122,7 @@ var builtinModels = []Model{
 
 	// --- Claude 4 generation ---
 	{
-		ID: "claude-opus-4-8", ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 1024,
+		ID: "claude-opus-4-8", MidConversationSystem: true, ContextWindow: m1, MaxOutputTokens: k128, MinCacheableTokens: 1024,
 		Thinking: ThinkingAdaptive, Effort: true, FastMode: true,
 		Price:     Price{Input: 5, Output: 25, CacheWrite5m: 6.25, CacheWrite1h: 10, CacheRead: 0.50},
 		FastPrice: Price{Input: 10, Output: 50, CacheWrite5m: 12.5, CacheWrite1h: 20, CacheRead: 1},

@@ -43,7 +43,11 @@ type Model struct {
 	Thinking           ThinkingMode
 	Effort             bool // accepts output_config.effort
 	FastMode           bool // accepts speed "fast"
-	Price              Price
+	// MidConversationSystem: accepts role "system" messages after a user turn
+	// (platform.claude.com/docs/en/build-with-claude/mid-conversation-system-messages), which
+	// is what a session's system.message event becomes.
+	MidConversationSystem bool
+	Price                 Price
 
 	// LongPromptThreshold, when positive, is the prompt size (input + cache writes + cache
 	// reads of one request) above which the whole request, output included, is billed at

@@ -19,6 +19,7 @@ type overrideEntry struct {
 	Thinking            *string        `json:"thinking"`
 	Effort              *bool          `json:"effort"`
 	FastMode            *bool          `json:"fast_mode"`
+	MidConvSystem       *bool          `json:"mid_conversation_system"`
 	Price               *overridePrice `json:"price"`
 	LongPromptThreshold *int64         `json:"long_prompt_threshold"`
 	LongPromptPrice     *overridePrice `json:"long_prompt_price"`
@@ -37,7 +38,7 @@ type overridePrice struct {
 //
 // Each element is an object with snake_case fields: id (required), context_window,
 // max_output_tokens, min_cacheable_tokens, thinking ("", "none", "enabled" or "adaptive"),
-// effort, fast_mode, price {input, output, cache_write_5m, cache_write_1h, cache_read}
+// effort, fast_mode, mid_conversation_system, price {input, output, cache_write_5m, cache_write_1h, cache_read}
 // (dollars per million tokens), long_prompt_threshold, long_prompt_price and fast_price (the
 // same shape as price). An id the table
 // knows by any spelling (see Lookup) names that model, and only the fields the entry sets
@@ -127,6 +128,9 @@ func (t *Table) applyEntry(r json.RawMessage) (Model, error) {
 	}
 	if e.FastMode != nil {
 		m.FastMode = *e.FastMode
+	}
+	if e.MidConvSystem != nil {
+		m.MidConversationSystem = *e.MidConvSystem
 	}
 	if err := e.Price.apply("price", &m.Price); err != nil {
 		return Model{}, err

@@ -273,6 +273,9 @@ func (s *Server) check(req *Request, m modelSpec, media *mediaCount) (thinkingCo
 	if err := checkToolChoice(req); err != nil {
 		return thinkingConfig{}, err
 	}
+	if err := checkSystemRole(req, m.MidConversationSystem); err != nil {
+		return thinkingConfig{}, err
+	}
 	if err := checkToolUse(req); err != nil {
 		return thinkingConfig{}, err
 	}

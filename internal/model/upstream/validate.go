@@ -64,6 +64,9 @@ var requiredFields = map[string][]string{
 var roleBlocks = map[string][]string{
 	"user":      {"text", "image", "document", "tool_result"},
 	"assistant": {"text", "thinking", "redacted_thinking", "tool_use"},
+	// A mid-conversation system message carries text (build-with-claude/
+	// mid-conversation-system-messages); server.go's check decides where it may stand.
+	"system": {"text"},
 }
 
 // resultBlocks are the block types a tool_result's content may hold
@@ -253,8 +256,8 @@ func parseMessages(raw json.RawMessage, media *mediaCount) ([]Message, *apiError
 		}
 		var role string
 		_ = json.Unmarshal(fields["role"], &role)
-		if role != "user" && role != "assistant" {
-			return nil, invalid("messages.%d.role: Input should be 'user' or 'assistant'", i)
+		if role != "user" && role != "assistant" && role != "system" {
+			return nil, invalid("messages.%d.role: Input should be 'user', 'assistant' or 'system'", i)
 		}
 		content, err := parseContent(fmt.Sprintf("messages.%d", i), fields["content"], role, media)
 		if err != nil {
@@ -514,6 +517,24 @@ func checkToolChoice(req *Request) *apiError {
 		}
 	default:
 		return invalid("tool_choice: Input tag '%s' found using 'type' does not match any of the expected tags: 'auto', 'any', 'tool', 'none'", tc.Type)
+	}
+	return nil
+}
+
+// checkSystemRole applies the rules of mid-conversation system messages
+// (build-with-claude/mid-conversation-system-messages): only models that have them accept a
+// role "system" message, and only right after a user turn.
+func checkSystemRole(req *Request, midConversationSystem bool) *apiError {
+	for i, m := range req.Messages {
+		if m.Role != "system" {
+			continue
+		}
+		if !midConversationSystem {
+			return invalid("messages.%d.role: role 'system' is not supported on this model", i)
+		}
+		if i == 0 || req.Messages[i-1].Role != "user" {
+			return invalid("messages.%d: a system message must immediately follow a user message", i)
+		}
 	}
 	return nil
 }

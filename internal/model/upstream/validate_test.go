@@ -41,7 +41,12 @@ func TestEnvelope(t *testing.T) {
 		{"max_tokens over the model's output limit", with(request(), "max_tokens", 64001), nil, 400, "invalid_request_error",
 			"max_tokens: 64001 > 64000, which is the maximum allowed number of output tokens for claude-sonnet-4-5"},
 		{"no messages", with(request(), "messages", arr{}), nil, 400, "invalid_request_error", "messages: at least one message is required"},
-		{"a system role message", request(obj{"role": "system", "content": "x"}), nil, 400, "invalid_request_error", "messages.0.role: Input should be 'user' or 'assistant'"},
+		{"an unknown role", request(obj{"role": "tool", "content": "x"}), nil, 400, "invalid_request_error", "messages.0.role: Input should be 'user', 'assistant' or 'system'"},
+		{"a system role message first", request(obj{"role": "system", "content": "x"}), nil, 400, "invalid_request_error", `messages: first message must use the "user" role`},
+		{"a system role message on a model without them", request(user("Hi"), obj{"role": "system", "content": "be brief"}), nil, 400, "invalid_request_error",
+			"messages.1.role: role 'system' is not supported on this model"},
+		{"a system role message after an assistant turn", with(request(user("Hi"), assistant("Hello"), obj{"role": "system", "content": "be brief"}), "model", "claude-opus-5"), nil, 400, "invalid_request_error",
+			"messages.2: a system message must immediately follow a user message"},
 		{"an assistant first", request(assistant("Hi"), user("Hello")), nil, 400, "invalid_request_error", `messages: first message must use the "user" role`},
 		{"an extra message field", request(with(user("Hi"), "name", "bob")), nil, 400, "invalid_request_error", "messages.0.name: Extra inputs are not permitted"},
 		{"an empty user content", request(user("")), nil, 400, "invalid_request_error", "messages.0: all messages must have non-empty content except for the optional final assistant message"},
@@ -151,4 +156,16 @@ func TestExchangesRecordRefusals(t *testing.T) {
 	require.Equal(t, 400, ex[1].Status)
 	require.Equal(t, "model: Field required", ex[1].ErrorMessage)
 	require.NotEmpty(t, ex[1].Request.Raw)
+}
+
+func TestMidConversationSystemMessage(t *testing.T) {
+	var seen *upstream.Request
+	srv := upstream.Start(t, upstream.WithScript(func(r *upstream.Request) upstream.Reply {
+		seen = r
+		return upstream.Reply{Content: []upstream.Block{{Type: "text", Text: "ok"}}}
+	}))
+	post(t, srv, with(request(user("Hi"), obj{"role": "system", "content": arr{obj{"type": "text", "text": "Answer in French."}}}), "model", "claude-opus-5")).ok(t)
+	require.Len(t, seen.Messages, 2)
+	require.Equal(t, "system", seen.Messages[1].Role)
+	require.Equal(t, "Answer in French.", seen.Messages[1].Content[0].Text)
 }
