@@ -89,7 +89,7 @@ func estimateTokens(req model.Request) int64 {
 	for _, t := range req.Tools {
 		n += len(t.Name) + len(t.Description) + len(t.InputSchema)
 	}
-	var images int64
+	var images, docTokens int64
 	var walk func(bs []model.Block)
 	walk = func(bs []model.Block) {
 		for _, b := range bs {
@@ -98,7 +98,7 @@ func estimateTokens(req model.Request) int64 {
 			case model.BlockImage:
 				images++
 			case model.BlockDocument:
-				n += len(b.Source)
+				docTokens += documentTokens(b.Source)
 			}
 			walk(b.Content)
 		}
@@ -106,7 +106,29 @@ func estimateTokens(req model.Request) int64 {
 	for _, m := range req.Messages {
 		walk(m.Content)
 	}
-	return int64(n+3)/4 + images*1600
+	return int64(n+3)/4 + images*1600 + docTokens
+}
+
+// documentTokens estimates a document block. A PDF costs its pages' text and images, not its
+// bytes (a page is about 1,500 to 3,000 tokens: platform.claude.com/docs/en/build-with-claude/
+// pdf-support), and PDF bytes are mostly compressed streams: about one token per 50 bytes of
+// file. Counting its base64 would compact after any large PDF; an estimate that is short is
+// caught by the API's "prompt is too long", which compacts too.
+func documentTokens(source json.RawMessage) int64 {
+	var src struct {
+		Type string `json:"type"`
+		Data string `json:"data"`
+	}
+	if json.Unmarshal(source, &src) != nil {
+		return 0
+	}
+	switch src.Type {
+	case "text":
+		return int64(len(src.Data)+3) / 4
+	case "base64":
+		return int64(len(src.Data)/4*3) / 50
+	}
+	return 3000 // a url: unknown, a few pages
 }
 
 // compact summarises req's conversation with the model and logs the summary. It returns the
@@ -130,9 +152,11 @@ func (c *Core) compact(ctx context.Context, in Input, req model.Request) (model.
 		if err != nil {
 			return req, billed, fmt.Errorf("summarise the conversation: %w", err)
 		}
+		// A summary cut at max_tokens is still a summary; an answer without text is a
+		// failed request the workflow retries, not a reason to give up on the session.
 		summary = strings.TrimSpace(responseText(resp))
 		if summary == "" {
-			return req, billed, fmt.Errorf("%w: the model answered no summary (stop reason %s)", errCompactionLimit, resp.StopReason)
+			return req, billed, &model.Error{Kind: model.ErrServer, Message: fmt.Sprintf("the summary request was answered without text (stop reason %s)", resp.StopReason)}
 		}
 	}
 	if summary == "" {
@@ -160,23 +184,19 @@ func summaryRequest(req model.Request, attempt int) model.Request {
 	s := req
 	s.MaxTokens = min(req.MaxTokens, summaryMaxTokens)
 	s.ToolChoice = model.ToolChoiceNone
-	if s.Thinking != nil && s.Thinking.Type == model.ThinkingEnabled {
-		// budget_tokens must stay below max_tokens.
-		s.Thinking = &model.Thinking{Type: model.ThinkingEnabled, BudgetTokens: s.MaxTokens / thinkingBudgetShare}
-		if s.Thinking.BudgetTokens < minThinkingBudget {
-			s.Thinking = nil
-		}
-	}
+	// No thinking: the whole budget goes to the summary, which a long think could otherwise
+	// use up. Earlier thinking blocks may stay in the conversation with thinking off.
+	s.Thinking = nil
 	msgs := make([]model.Message, len(req.Messages))
 	copy(msgs, req.Messages)
-	keep := len(msgs)
+	// Messages before shrinkBefore are cut short: none on the first attempt, all but the last
+	// four on the second, every one on the third.
+	shrinkBefore := 0
 	switch attempt {
 	case 1:
-		keep = max(len(msgs)-4, 0)
+		shrinkBefore = max(len(msgs)-4, 0)
 	case 2:
-		keep = 0
-	default:
-		keep = -1
+		shrinkBefore = len(msgs)
 	}
 	lastAssistant := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -185,10 +205,8 @@ func summaryRequest(req model.Request, attempt int) model.Request {
 			break
 		}
 	}
-	for i := 0; i < len(msgs) && keep >= 0; i++ {
-		if i < keep || attempt == 2 {
-			msgs[i] = model.Message{Role: msgs[i].Role, Content: shrink(msgs[i].Content, i == lastAssistant)}
-		}
+	for i := range shrinkBefore {
+		msgs[i] = model.Message{Role: msgs[i].Role, Content: shrink(msgs[i].Content, i == lastAssistant)}
 	}
 	last := len(msgs) - 1
 	instruction := model.Block{Type: model.BlockText, Text: summaryInstruction}

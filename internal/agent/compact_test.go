@@ -85,6 +85,20 @@ func TestCompaction(t *testing.T) {
 			wantStop: agent.StopEndTurn, wantCompacted: true,
 		},
 		{
+			name:    "a summary request that is itself too long is sent again with its blocks cut short",
+			history: []string{big},
+			answer: func(_ int, req model.Request) (model.Response, error) {
+				if isSummaryRequest(req) {
+					if len(req.Messages[0].Content[0].Text) > 1000 {
+						return model.Response{}, tooLong
+					}
+					return model.Response{Content: []model.Block{text("SUMMARY: cut short")}, StopReason: model.StopEndTurn}, nil
+				}
+				return model.Response{Content: []model.Block{text("continued")}, StopReason: model.StopEndTurn}, nil
+			},
+			wantStop: agent.StopEndTurn, wantCompacted: true,
+		},
+		{
 			name:    "nothing can make it fit: compaction_limit_reached_error",
 			history: []string{"short"},
 			answer: func(int, model.Request) (model.Response, error) {

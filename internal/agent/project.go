@@ -48,6 +48,8 @@ type Decoded struct {
 	call         *call
 	result       *wire.ResultBody
 	confirmation *wire.ToolConfirmationBody
+	// refused marks the span end of a response the model refused.
+	refused bool
 }
 
 // Decode reads what projection needs of ev's body. A queued event is not read: it counts
@@ -76,6 +78,8 @@ func Decode(ev wire.Event) (Decoded, error) {
 			return d, err
 		}
 		d.blocks = blocks
+	case ev.Type == wire.EventSpanModelRequestEnd:
+		d.refused, _ = refusal(ev)
 	case isToolUse(ev.Type):
 		c, err := readCall(ev)
 		if err != nil {
@@ -194,6 +198,11 @@ type projector struct {
 	unanswered []call
 	// userBlocks is user content delivered since the last assistant message.
 	userBlocks []model.Block
+	// sentIDs are the model tool_use ids already in the conversation.
+	sentIDs map[string]struct{}
+	// respStart is the number of messages before the response being read (set when its
+	// first block arrives): a refused response is cut back to it.
+	respStart int
 }
 
 // clone is a copy of p that shares nothing p may change: appending to a clipped slice or a
@@ -205,9 +214,11 @@ func (p *projector) clone(extra int) projector {
 			confirmations: maps.Clone(p.answers.confirmations),
 		},
 		synthetic:     maps.Clone(p.synthetic),
+		sentIDs:       maps.Clone(p.sentIDs),
 		msgs:          append(make([]model.Message, 0, len(p.msgs)+extra), p.msgs...),
 		ownFrom:       len(p.msgs),
 		buildingCalls: slices.Clip(p.buildingCalls),
+		respStart:     p.respStart,
 		unanswered:    slices.Clip(p.unanswered),
 		userBlocks:    slices.Clip(p.userBlocks),
 	}
@@ -262,8 +273,15 @@ func (p *projector) add(d Decoded) {
 		// or a tool result.
 		p.seal()
 		p.flushUser()
-		if len(d.blocks) > 0 {
+		switch {
+		case len(d.blocks) == 0:
+		case len(p.msgs) > 0 && p.msgs[len(p.msgs)-1].Role == "user":
 			p.msgs = append(p.msgs, model.Message{Role: "system", Content: d.blocks})
+		default:
+			// Not after a user turn (the sessions service refuses that; a log may still hold
+			// one): the API would refuse a system message here, so it goes with the next user
+			// content instead.
+			p.userBlocks = append(p.userBlocks, d.blocks...)
 		}
 	case ev.Type == wire.EventAgentThreadContextCompacted:
 		// The summary replaces everything before it (compact.go): the conversation starts
@@ -278,8 +296,22 @@ func (p *projector) add(d Decoded) {
 		p.addAssistant(d.blocks...)
 	case d.call != nil:
 		c := *d.call
+		if c.modelID != "" {
+			// The model's own ids are sent back only while they are unique in the conversation
+			// (the API refuses a repeated tool_use id); a repeat goes under its event id.
+			if _, dup := p.sentIDs[c.modelID]; dup {
+				c.modelID = ""
+			} else {
+				if p.sentIDs == nil {
+					p.sentIDs = map[string]struct{}{}
+				}
+				p.sentIDs[c.modelID] = struct{}{}
+			}
+		}
 		p.addAssistant(model.Block{Type: model.BlockToolUse, ID: c.sentID(), Name: c.modelName(), Input: c.input})
 		p.buildingCalls = append(p.buildingCalls, c)
+	case ev.Type == wire.EventSpanModelRequestEnd && d.refused:
+		p.dropRefused()
 	case ev.Type == wire.EventSpanModelRequestStart, ev.Type == wire.EventSpanModelRequestEnd,
 		ev.Type == wire.EventUserInterrupt, isToolAnswer(ev.Type):
 		// A response ends at its span end; answers and interrupts come after it.
@@ -287,12 +319,38 @@ func (p *projector) add(d Decoded) {
 	}
 }
 
+// refusedNote replaces the content of the user turn that a refusal answered.
+const refusedNote = "[An earlier request in this conversation was declined and has been removed.]"
+
+// dropRefused takes a refused response out of the conversation, and the user content that
+// led to it: the refusal docs say a conversation must be reset before it goes on, or the
+// model keeps refusing (platform.claude.com/docs/en/build-with-claude/handling-stop-reasons,
+// "refusal"). Tool results in that user turn stay, so every earlier call is still answered.
+func (p *projector) dropRefused() {
+	p.building, p.buildingCalls, p.unanswered = nil, nil, nil
+	if p.respStart < len(p.msgs) && p.msgs[p.respStart].Role == "assistant" {
+		p.msgs = p.msgs[:p.respStart]
+		p.ownFrom = min(p.ownFrom, p.respStart)
+	}
+	last := len(p.msgs) - 1
+	if last < 0 || p.msgs[last].Role != "user" {
+		return
+	}
+	kept := make([]model.Block, 0, len(p.msgs[last].Content)+1)
+	for _, b := range p.msgs[last].Content {
+		if b.Type == model.BlockToolResult {
+			kept = append(kept, b)
+		}
+	}
+	p.msgs[last] = model.Message{Role: "user", Content: append(kept, model.Block{Type: model.BlockText, Text: refusedNote})}
+}
+
 // restart drops everything projected so far and starts the conversation with a user message
 // of blocks.
 func (p *projector) restart(blocks []model.Block) {
 	p.msgs = p.msgs[:0:0]
 	p.ownFrom = 0
-	p.building, p.buildingCalls, p.unanswered = nil, nil, nil
+	p.building, p.buildingCalls, p.unanswered, p.sentIDs = nil, nil, nil, nil
 	p.userBlocks = append([]model.Block(nil), blocks...)
 }
 
@@ -300,6 +358,9 @@ func (p *projector) addAssistant(blocks ...model.Block) {
 	if p.building == nil {
 		p.flushUser()
 		p.building = &model.Message{Role: "assistant"}
+		if len(p.msgs) == 0 || p.msgs[len(p.msgs)-1].Role != "assistant" {
+			p.respStart = len(p.msgs)
+		}
 	}
 	p.building.Content = append(p.building.Content, blocks...)
 }

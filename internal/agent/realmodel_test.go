@@ -160,7 +160,7 @@ func TestRefusalEndsTheTurnWithRefusal(t *testing.T) {
 		Content:     []model.Block{text("I can't help with that.")},
 		StopReason:  model.StopRefusal,
 		StopDetails: json.RawMessage(`{"type":"refusal","category":"cyber","explanation":"policy"}`),
-	}}}
+	}, {Content: []model.Block{text("sure")}, StopReason: model.StopEndTurn}}}
 	s := newSession(t, allowTools, scripted)
 	s.say("do something bad")
 	out, _ := s.run(t.Context())
@@ -171,6 +171,18 @@ func TestRefusalEndsTheTurnWithRefusal(t *testing.T) {
 	require.Equal(t, agent.StepEnd, step.Kind)
 	require.Equal(t, agent.StopRefusal, step.StopReason)
 	require.JSONEq(t, `{"type":"refusal","category":"cyber","explanation":"policy"}`, string(step.StopDetails))
+
+	// The next turn does not send the refused exchange back (the docs: reset the context, or
+	// the model keeps refusing): the user's words and the refused answer are gone.
+	s.say("something else")
+	s.run(t.Context())
+	require.Len(t, scripted.requests, 2)
+	msgs := scripted.requests[1].Messages
+	require.Len(t, msgs, 1)
+	require.Equal(t, "user", msgs[0].Role)
+	require.Len(t, msgs[0].Content, 2)
+	require.Contains(t, msgs[0].Content[0].Text, "declined")
+	require.Equal(t, "something else", msgs[0].Content[1].Text)
 }
 
 func TestRequestThinkingEffortSpeed(t *testing.T) {

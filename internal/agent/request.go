@@ -64,9 +64,16 @@ func cutCall(resp model.Response) bool {
 	return resp.StopReason == model.StopMaxTokens && n > 0 && resp.Content[n-1].Truncated
 }
 
-// cutCallText is the error result of a tool call cut at max_tokens: the model is told what
+// cutCallText is the error result of a tool call cut short by stop: the model is told what
 // happened and how to go on, and the call never runs.
-func cutCallText(name string, maxTokens int) string {
+func cutCallText(name, stop string, maxTokens int) string {
+	switch stop {
+	case model.StopContextWindow:
+		return fmt.Sprintf("The call to %s was not run: the conversation filled the model's context window before the call's input was complete. "+
+			"Send less in one call, or split the work into smaller steps.", name)
+	case model.StopRefusal:
+		return fmt.Sprintf("The call to %s was not run: the response was stopped before the call's input was complete.", name)
+	}
 	return fmt.Sprintf("The call to %s was not run: your response reached the output limit (max_tokens %d) "+
 		"before the call's input was complete. Split the work into smaller steps: for example write a large "+
 		"file in several parts (write the first part, then append with edit or bash), or send less in one call.",
@@ -83,12 +90,12 @@ func sumUsage(a, b model.Usage) model.Usage {
 }
 
 // cutResult is the event that answers call, the tool call a max_tokens stop cut.
-func cutResult(id string, call NewEvent, name string, maxTokens int) (NewEvent, error) {
+func cutResult(id string, call NewEvent, name, stop string, maxTokens int) (NewEvent, error) {
 	tc := ToolCall{Event: wire.Event{ID: call.ID, Type: call.Type}, Name: name}
 	if call.Type == wire.EventAgentMCPToolUse {
 		// resultEvent answers an MCP call with agent.mcp_tool_result; the server's name is not
 		// needed for that, only that it is one.
 		tc.MCPServer = "-"
 	}
-	return resultEvent(id, tc, wire.NewTextContent(cutCallText(name, maxTokens)), true)
+	return resultEvent(id, tc, wire.NewTextContent(cutCallText(name, stop, maxTokens)), true)
 }

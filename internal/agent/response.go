@@ -170,7 +170,7 @@ func responseEvents(resp model.Response, rids *responseIDs, ts toolset, maxToken
 			}
 			out = append(out, ev)
 			if b.Truncated {
-				res, err := cutResult(ids.New(ids.Event), ev, b.Name, maxTokens)
+				res, err := cutResult(ids.New(ids.Event), ev, b.Name, resp.StopReason, maxTokens)
 				if err != nil {
 					return nil, err
 				}

@@ -186,7 +186,7 @@ func TestEventSendValidation(t *testing.T) {
 		{"redacted block with text", `[{"type":"user.message","content":[{"type":"redacted","text":"x"}]}]`, "content[0]", ""},
 		{"redacted block", `[{"type":"user.message","content":[{"type":"text","text":"x"},{"type":"redacted"}]}]`, "content[1].type", ""},
 		{"file source (no Files API yet)", `[{"type":"user.message","content":[{"type":"image","source":{"type":"file","file_id":"file_1"}}]}]`, "Files API", ""},
-		{"image over 5 MB", `[{"type":"user.message","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + strings.Repeat("AAAA", (5<<20)/3+2) + `"}}]}]`, "at most 5242880 bytes", ""},
+		{"image over 5 MB", `[{"type":"user.message","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + strings.Repeat("AAAA", (5<<20)/4+1) + `"}}]}]`, "at most 5242880 bytes of base64", ""},
 		{"search_result in a message", `[{"type":"user.message","content":[{"type":"search_result","source":"https://a","title":"a","content":[]}]}]`, "content[0].type", ""},
 		{"deny_message with allow", `[{"type":"user.tool_confirmation","tool_use_id":"sevt_1","result":"allow","deny_message":"no"}]`, "deny_message", ""},
 		{"confirmation without result", `[{"type":"user.tool_confirmation","tool_use_id":"sevt_1"}]`, "result", ""},

@@ -505,8 +505,8 @@ func TestRealModelToolCallCutAtMaxTokens(t *testing.T) {
 	require.Equal(t, "max_tokens", exs[0].StopReason)
 	require.Len(t, exs[0].Request.Messages, 1)
 	require.Len(t, exs[1].Request.Messages, 3, "the second request answers the cut call")
-	// The second request holds the cut call (its id is the server's, the agent.tool_use
-	// event's) and, right after it, the error result.
+	// The second request holds the cut call (under the id the model gave it) and, right after
+	// it, the error result.
 	var calls []upstream.Block
 	for _, b := range exs[1].Request.Messages[1].Content {
 		if b.Type == "tool_use" {
@@ -537,7 +537,15 @@ func TestRealModelToolCallCutAtMaxTokens(t *testing.T) {
 	require.Greater(t, resultAt, useAt)
 	result := listed[resultAt]
 	require.Equal(t, listed[useAt].Fields["id"], result.Fields["tool_use_id"])
-	require.Equal(t, calls[0].ID, listed[useAt].Fields["id"])
+	var cut []upstream.Block
+	for _, b := range exs[0].Content {
+		if b.Type == "tool_use" {
+			cut = append(cut, b)
+		}
+	}
+	require.Len(t, cut, 1)
+	require.Equal(t, cut[0].ID, calls[0].ID, "the call goes back under the model's own id")
+	require.NotEqual(t, calls[0].ID, listed[useAt].Fields["id"], "clients know it by its event id")
 	require.Equal(t, true, result.Fields["is_error"])
 	require.Contains(t, result.Raw, "was not run")
 

@@ -262,7 +262,7 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 			return err
 		}
 		selfHosted := envCfg.Type == "self_hosted"
-		if err := checkSystemMessages(decoded, sess.Agent); err != nil {
+		if err := checkSystemMessages(decoded, sess.Agent, turnEnded(sess)); err != nil {
 			return err
 		}
 		events := make([]store.NewEvent, len(decoded))
@@ -522,7 +522,11 @@ const maxSystemMessageBlocks = 1000
 // model that takes mid-conversation system messages (it becomes a role "system" message,
 // platform.claude.com/docs/en/build-with-claude/mid-conversation-system-messages), else
 // model_does_not_support_mid_conversation_system.
-func checkSystemMessages(events []clientEvent, agentRaw json.RawMessage) error {
+//
+// After a turn has ended, a tool result is a re-send that changes nothing (API.md §17), so a
+// system.message may not ride on one: it would land after the assistant's last answer, where
+// the API refuses a system message.
+func checkSystemMessages(events []clientEvent, agentRaw json.RawMessage, ended bool) error {
 	for i, ev := range events {
 		if ev.Type != wire.EventSystemMessage {
 			continue
@@ -541,6 +545,9 @@ func checkSystemMessages(events []clientEvent, agentRaw json.RawMessage) error {
 		}
 		if i == 0 || !accompaniable(events[i-1].Type) {
 			return invalidf("%s: a system.message must come right after the user.message, user.tool_result or user.custom_tool_result it accompanies, in the same request", field)
+		}
+		if ended && events[i-1].Type != wire.EventUserMessage {
+			return invalidf("%s: a system.message can come with a tool result only while the turn waits for it; send it with a user.message", field)
 		}
 	}
 	return nil

@@ -141,8 +141,9 @@ type BlockSource struct {
 	FileID    *string `json:"file_id"`
 }
 
-// MaxImageBytes is the largest image the Messages API accepts (5 MB).
-const MaxImageBytes = 5 << 20
+// MaxImageBase64Bytes is the largest image the Messages API accepts: 5 MB of base64
+// (platform.claude.com/docs/en/build-with-claude/vision; the limit is on the encoded data).
+const MaxImageBase64Bytes = 5 << 20
 
 // Media types a base64 source may declare, per block type (the Messages API's: its image
 // formats, PDF documents; a text source is text/plain).
@@ -186,8 +187,8 @@ func validateSource(f string, raw json.RawMessage, mediaTypes []string, kinds ..
 			}
 			// The Messages API refuses an image over 5 MB (platform.claude.com/docs/en/
 			// build-with-claude/vision, "Image size"); a turn would fail on it every time.
-			if slices.Contains(imageMediaTypes, *s.MediaType) && len(data) > MaxImageBytes {
-				return fmt.Errorf("%s.data: the image is %d bytes; the model accepts images of at most %d bytes (5 MB)", f, len(data), MaxImageBytes)
+			if slices.Contains(imageMediaTypes, *s.MediaType) && len(*s.Data) > MaxImageBase64Bytes {
+				return fmt.Errorf("%s.data: the image is %d bytes of base64 (%d decoded); the model accepts at most %d bytes of base64 (5 MB)", f, len(*s.Data), len(data), MaxImageBase64Bytes)
 			}
 		}
 	case "url":

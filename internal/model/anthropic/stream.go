@@ -239,7 +239,7 @@ func (a *accumulator) response() (model.Response, error) {
 		if !s.invalid {
 			continue
 		}
-		if a.stop != model.StopMaxTokens || s.out != len(content)-1 {
+		if !cutsGeneration(a.stop) || s.out != len(content)-1 {
 			b := content[s.out]
 			return model.Response{}, protocolError("tool_use block %s: input is not valid JSON: %.200s", b.ID, s.json)
 		}
@@ -249,11 +249,18 @@ func (a *accumulator) response() (model.Response, error) {
 	return resp, nil
 }
 
-// markTruncated flags the tool call a max_tokens stop cut: the last block, when it is a
+// cutsGeneration reports whether a stop reason can end a response in the middle of a block:
+// the output limit, a full context window, or a refusal that stops the stream
+// (platform.claude.com/docs/en/build-with-claude/handling-stop-reasons).
+func cutsGeneration(stop string) bool {
+	return stop == model.StopMaxTokens || stop == model.StopContextWindow || stop == model.StopRefusal
+}
+
+// markTruncated flags the tool call such a stop cut: the last block, when it is a
 // tool_use. Its input may even parse (cut right after a closing brace) but the model was not
 // done with the turn, so it is never run as if whole.
 func markTruncated(resp *model.Response) {
-	if resp.StopReason != model.StopMaxTokens || len(resp.Content) == 0 {
+	if !cutsGeneration(resp.StopReason) || len(resp.Content) == 0 {
 		return
 	}
 	if last := &resp.Content[len(resp.Content)-1]; last.Type == model.BlockToolUse {
