@@ -66,7 +66,7 @@ func TestBuiltinEntries(t *testing.T) {
 		want Model
 	}{
 		{"claude-opus-5", Model{
-			ID: "claude-opus-5", ContextWindow: 1_000_000, MaxOutputTokens: 128_000, MinCacheableTokens: 512,
+			ID: "claude-opus-5", MidConversationSystem: true, ContextWindow: 1_000_000, MaxOutputTokens: 128_000, MinCacheableTokens: 512,
 			Thinking: ThinkingAdaptive, Effort: true, FastMode: true,
 			Price:     Price{Input: 5, Output: 25, CacheWrite5m: 6.25, CacheWrite1h: 10, CacheRead: 0.5},
 			FastPrice: Price{Input: 10, Output: 50, CacheWrite5m: 12.5, CacheWrite1h: 20, CacheRead: 1},

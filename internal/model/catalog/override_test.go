@@ -15,12 +15,13 @@ func TestOverride(t *testing.T) {
 	}{
 		{
 			name: "partial entry changes only what it sets",
-			json: `[{"id": "claude-sonnet-4-5", "price": {"input": 2.5}, "fast_mode": true}]`,
+			json: `[{"id": "claude-sonnet-4-5", "price": {"input": 2.5}, "fast_mode": true, "mid_conversation_system": true}]`,
 			id:   "claude-sonnet-4-5-20250929",
 			check: func(t *testing.T, m Model) {
 				want, _ := Builtin().Lookup("claude-sonnet-4-5")
 				want.Price.Input = 2.5
 				want.FastMode = true
+				want.MidConversationSystem = true
 				require.Equal(t, want, m)
 			},
 		},
