@@ -44,6 +44,7 @@ func (w *Workspace) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 		return sandbox.ExecResult{}, err
 	}
 	pgid := cmd.Process.Pid
+	preferOOMVictim(pgid)
 
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
@@ -190,4 +191,17 @@ func cmpPositive[T int | time.Duration](v, def T) T {
 		return v
 	}
 	return def
+}
+
+// commandOOMScoreAdj is the OOM killer's preference for a command's processes over the daemon
+// that runs them: when a command fills the sandbox's memory, the kernel kills the command, not
+// sandboxd, so the sandbox answers the call and the next one (the docker provider's
+// TestMemoryHogIsKilled). Raising the score needs no privilege; lowering it would.
+const commandOOMScoreAdj = "1000"
+
+// preferOOMVictim makes pid, and what it starts from now on, the first the OOM killer picks.
+// Best effort: where /proc is not writable the kernel's own choice stands. The few
+// microseconds between the start and the write are not enough for a command to allocate.
+func preferOOMVictim(pid int) {
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte(commandOOMScoreAdj), 0)
 }
