@@ -8,6 +8,7 @@ import (
 	"regexp"
 
 	"github.com/managed-agents/managed-agents/internal/ids"
+	"github.com/managed-agents/managed-agents/internal/pkgspec"
 	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/wire"
 )
@@ -157,6 +158,11 @@ func resolvePackages(p wire.PackagesParam) (*wire.Packages, error) {
 		for i, spec := range m.in {
 			if err := checkLen(fmt.Sprintf("config.packages.%s[%d]", m.name, i), spec, 1, maxPackageSpecLen); err != nil {
 				return nil, err
+			}
+			// The sandbox refuses what its package manager would misread; refuse it here,
+			// before the environment exists, not when its first sandbox is built.
+			if err := pkgspec.Check(spec); err != nil {
+				return nil, invalidf("config.packages.%s[%d]: %q: %v", m.name, i, spec, err)
 			}
 		}
 		if m.in != nil {

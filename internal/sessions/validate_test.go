@@ -90,6 +90,10 @@ func TestResolveEnvironmentConfig(t *testing.T) {
 			`config.networking.allowed_hosts[0]: "https://a.com" must be a bare hostname or *.domain wildcard (no scheme, port or path)`},
 		{"packages under limited networking need package managers", &wire.EnvironmentConfigParam{Type: "cloud", Packages: &wire.PackagesParam{Pip: []string{"pandas"}}}, &cur,
 			"config.packages: limited networking needs allow_package_managers: true to install packages"},
+		{"a pip spec read as an option", &wire.EnvironmentConfigParam{Type: "cloud", Packages: &wire.PackagesParam{Pip: []string{"pandas", "--index-url=http://10.0.0.1/simple"}}}, nil,
+			`config.packages.pip[1]: "--index-url=http://10.0.0.1/simple": must not start with '-' (a package manager would read it as an option)`},
+		{"an apt spec with a space", &wire.EnvironmentConfigParam{Type: "cloud", Packages: &wire.PackagesParam{Apt: []string{"jq curl"}}}, nil,
+			`config.packages.apt[0]: "jq curl": must not hold spaces or control characters`},
 		{"self_hosted takes nothing else", &wire.EnvironmentConfigParam{Type: "self_hosted", Packages: &wire.PackagesParam{}}, nil, "config: a self_hosted config has no other fields"},
 		{"unknown type", &wire.EnvironmentConfigParam{Type: "moon"}, nil, "config.type: must be cloud or self_hosted"},
 	}

@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/managed-agents/managed-agents/internal/pkgspec"
 	"maps"
 	"slices"
 	"strings"
@@ -80,8 +81,7 @@ command -v "$bin" >/dev/null 2>&1 || { echo "ma-install: $bin is not installed i
 eval "$cmd"`
 
 // Check refuses what no manager could be given safely: an unknown manager, or a package
-// spec that is empty, starts with '-' (it would be read as an option) or holds whitespace
-// or control characters. In User mode it also refuses managers that need root (apt).
+// spec pkgspec refuses (the API refused it already; this guards every other way in). In User mode it also refuses managers that need root (apt).
 func Check(packages map[string][]string, mode Mode) error {
 	for _, m := range Managers(packages) {
 		if _, ok := systemCommands[m]; !ok {
@@ -91,8 +91,8 @@ func Check(packages map[string][]string, mode Mode) error {
 			return fmt.Errorf("%s packages need root, which this sandbox never gets (it runs as a non-root user): build them into the sandbox image", m)
 		}
 		for _, pkg := range packages[m] {
-			if pkg == "" || pkg[0] == '-' || len(pkg) > 256 || strings.IndexFunc(pkg, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-				return fmt.Errorf("%s package %q: must be a package spec in the manager's own syntax, not empty, not starting with '-', without spaces", m, pkg)
+			if err := pkgspec.Check(pkg); err != nil {
+				return fmt.Errorf("%s package %q: %w", m, pkg, err)
 			}
 		}
 	}
