@@ -28,7 +28,7 @@ func TestCheck(t *testing.T) {
 		{name: "apt in user mode", mode: User, packages: map[string][]string{"apt": {"jq"}}, wantErr: "apt packages need root"},
 		{name: "an option", packages: map[string][]string{"pip": {"--index-url=http://x"}}, wantErr: `pip package "--index-url=http://x"`},
 		{name: "spaces", packages: map[string][]string{"npm": {"a b"}}, wantErr: `npm package "a b"`},
-		{name: "a newline", packages: map[string][]string{"apt": {"a\nb"}}, wantErr: "without spaces"},
+		{name: "a newline", packages: map[string][]string{"apt": {"a\nb"}}, wantErr: "must not hold spaces or control characters"},
 		{name: "empty", packages: map[string][]string{"gem": {""}}, wantErr: `gem package ""`},
 		{name: "unknown manager", packages: map[string][]string{"brew": {"x"}}, wantErr: `unknown package manager "brew"`},
 	}
