@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -146,6 +147,13 @@ func newDomainPolicy(o Options) domainPolicy {
 func (p domainPolicy) refusal(u *url.URL) string {
 	if len(p.blocked) == 0 && !p.hasAllowed {
 		return ""
+	}
+	// The rules are about names; a URL by address would name the blocked site's server
+	// without its name (directly or as a redirect's target). Checking what the blocked
+	// names resolve to instead would fail both ways: one address serves many names behind a
+	// CDN, and a name has addresses a lookup here does not return.
+	if _, err := netip.ParseAddr(u.Hostname()); err == nil && len(p.blocked) > 0 {
+		return fmt.Sprintf("%s is an IP address, which blocked_domains cannot be checked against: fetch the site by its name", u.Hostname())
 	}
 	host, err := asciiHost(u.Hostname())
 	if err != nil {
