@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -228,6 +229,147 @@ func TestRunningSessionsQuota(t *testing.T) {
 	_, err = retrying.Beta.Sessions.Events.Send(ctx, waiting.ID, anthropic.BetaSessionEventSendParams{
 		Events: []anthropic.BetaManagedAgentsEventParamsUnion{userMessage("hello")}})
 	require.NoError(t, err)
+}
+
+// TestRunningSessionsQuotaResumingAnswers: an answer that resumes a parked turn counts against
+// the workspace quota of running sessions like a message that starts a turn (issue 35). Three
+// sessions are parked on a custom tool call and the quota is 1; their answers, sent at once,
+// are decided one at a time: exactly one is admitted and its turn resumes, the others get the
+// quota's 429 and nothing of theirs is written. A partial answer (one of the two calls another
+// turn waits on) resumes nothing and is accepted although the quota is full. Once the admitted
+// turn ends, a refused answer sent again resumes its session, and the last one, sent through
+// the SDK's retries, waits out the refusal while that turn runs: no session is wedged.
+func TestRunningSessionsQuotaResumingAnswers(t *testing.T) {
+	t.Parallel()
+	e := newRunningEnv(t, func(c *app.Config) { c.RateLimits.WorkspaceRunningSessions = 1 })
+	ctx := context.Background()
+	agent, err := e.client.Beta.Agents.New(ctx, anthropic.BetaAgentNewParams{
+		Name: "quota", Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "claude-opus-5"},
+		Tools: []anthropic.BetaAgentNewParamsToolUnion{{OfCustom: &anthropic.BetaManagedAgentsCustomToolParams{
+			Name: "get_weather", Description: "weather of a city",
+			InputSchema: anthropic.BetaManagedAgentsCustomToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}}}}}})
+	require.NoError(t, err)
+	envr, err := e.client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "quota"})
+	require.NoError(t, err)
+
+	type parkedTurn struct{ session, call string }
+	// park starts a turn in a new session and waits until it is parked; it returns the calls
+	// the turn waits on. Under the quota the turns run one after another.
+	park := func(text string) (string, []string) {
+		sess, err := newSession(t, e.client, agent.ID, envr.ID)
+		require.NoError(t, err)
+		sent, err := e.client.Beta.Sessions.Events.Send(ctx, sess.ID, anthropic.BetaSessionEventSendParams{
+			Events: []anthropic.BetaManagedAgentsEventParamsUnion{userMessage(text)}})
+		require.NoError(t, err)
+		idle, err := wire.DecodeBody[wire.StatusIdleBody](waitIdleAfter(t, e, sess.ID, sent.Data[0].ID))
+		require.NoError(t, err)
+		require.Equal(t, wire.StopRequiresAction, idle.StopReason.Type)
+		return sess.ID, idle.StopReason.EventIDs
+	}
+	// Every model call of these turns first sleeps 4 s: the resumed one holds the quota's only
+	// slot while the other answers are decided.
+	var full []parkedTurn
+	for range 3 {
+		id, calls := park("/tool get_weather {\"city\":\"Paris\"}\n/sleep 4000")
+		require.Len(t, calls, 1)
+		full = append(full, parkedTurn{id, calls[0]})
+	}
+	twoID, twoCalls := park("/tool get_weather {\"city\":\"Oslo\"}\n/tool get_weather {\"city\":\"Rome\"}")
+	require.Len(t, twoCalls, 2)
+
+	answer := func(c anthropic.Client, sessionID, call, text string) (*anthropic.BetaManagedAgentsSendSessionEvents, error) {
+		return c.Beta.Sessions.Events.Send(ctx, sessionID, anthropic.BetaSessionEventSendParams{
+			Events: []anthropic.BetaManagedAgentsEventParamsUnion{customResultParam(call, text)}})
+	}
+	// All at once: the three answers that would each resume a turn, and the partial one.
+	sent := make([]*anthropic.BetaManagedAgentsSendSessionEvents, len(full)+1)
+	errs := make([]error, len(full)+1)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			<-start
+			if i < len(full) {
+				sent[i], errs[i] = answer(e.client, full[i].session, full[i].call, "sunny")
+			} else {
+				sent[i], errs[i] = answer(e.client, twoID, twoCalls[0], "cold")
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.NoError(t, errs[len(full)], "a partial answer resumes nothing and is never refused")
+
+	var admitted []int
+	var refused []parkedTurn
+	for i, err := range errs[:len(full)] {
+		if err == nil {
+			admitted = append(admitted, i)
+			continue
+		}
+		apiErr := requireAPIErr(t, err, http.StatusTooManyRequests, "rate_limit_error",
+			"this workspace already has 1 running sessions, its limit: the answer would resume this session's parked turn")
+		require.Contains(t, apiErr.Message, "nothing was written")
+		require.Equal(t, "5", apiErr.Response.Header.Get("retry-after"))
+		require.Equal(t, "running_sessions_quota", objectOf(t, apiErr.RawJSON())["error"].(map[string]any)["details"].(map[string]any)["error_code"])
+		refused = append(refused, full[i])
+	}
+	require.Len(t, admitted, 1, "exactly one answer resumes its turn under a quota of 1: %v", errs)
+	for _, r := range refused {
+		hist, err := e.api.Store.History(ctx, r.session)
+		require.NoError(t, err)
+		for _, ev := range hist {
+			require.NotEqual(t, wire.EventUserCustomToolResult, ev.Type, "the refused answer was not written")
+		}
+	}
+
+	// resumed waits for the turn that the answer sent resumed to end, and checks it used it.
+	resumed := func(sessionID string, sent *anthropic.BetaManagedAgentsSendSessionEvents) {
+		t.Helper()
+		idle, err := wire.DecodeBody[wire.StatusIdleBody](waitIdleAfter(t, e, sessionID, sent.Data[0].ID))
+		require.NoError(t, err)
+		require.Equal(t, wire.StopEndTurn, idle.StopReason.Type)
+		hist, err := e.api.Store.History(ctx, sessionID)
+		require.NoError(t, err)
+		require.Equal(t, "get_weather: sunny", lastMessageText(t, hist))
+	}
+	resumed(full[admitted[0]].session, sent[admitted[0]])
+
+	// The slot is free: the refused answer, sent again, resumes its turn.
+	again, err := answer(e.client, refused[0].session, refused[0].call, "sunny")
+	require.NoError(t, err)
+	// The SDK, retries on, waits out the refusal while that turn runs.
+	retrying := e.clientFor(e.key, option.WithMaxRetries(3))
+	retried, err := answer(retrying, refused[1].session, refused[1].call, "sunny")
+	require.NoError(t, err)
+	resumed(refused[0].session, again)
+	resumed(refused[1].session, retried)
+
+	// The partial answer's turn still waits on its other call; its answer resumes it.
+	done, err := answer(e.client, twoID, twoCalls[1], "warm")
+	require.NoError(t, err)
+	idle, err := wire.DecodeBody[wire.StatusIdleBody](waitIdleAfter(t, e, twoID, done.Data[0].ID))
+	require.NoError(t, err)
+	require.Equal(t, wire.StopEndTurn, idle.StopReason.Type)
+}
+
+// lastMessageText is the text of the log's last agent.message.
+func lastMessageText(t *testing.T, hist []wire.Event) string {
+	t.Helper()
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i].Type != wire.EventAgentMessage {
+			continue
+		}
+		body, err := wire.DecodeBody[wire.AgentMessageBody](hist[i])
+		require.NoError(t, err)
+		var b strings.Builder
+		for _, c := range body.Content {
+			b.WriteString(c.Text)
+		}
+		return b.String()
+	}
+	t.Fatalf("no agent.message in the log")
+	return ""
 }
 
 func hasQueuedMessage(hist []wire.Event) bool {

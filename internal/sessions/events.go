@@ -267,6 +267,7 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 		}
 		events := make([]store.NewEvent, len(decoded))
 		answered := map[string]bool{}
+		confirmed := map[string]bool{}
 		for i, ev := range decoded {
 			field := fmt.Sprintf("events[%d]", i)
 			p, err := buildClientEvent(field, ev, selfHosted)
@@ -281,6 +282,7 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 					return err
 				}
 				answered[p.ref] = true
+				confirmed[p.ref] = p.Type == wire.EventUserToolConfirmation
 			}
 			// An interrupt on a session with nothing running applies at once (a no-op).
 			if p.Type == wire.EventUserInterrupt && sess.Status == wire.SessionStatusIdle {
@@ -293,10 +295,21 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 			}
 			events[i] = p.NewEvent
 		}
-		if sess.Status == wire.SessionStatusIdle && hasType(events, wire.EventUserMessage) {
-			// The message starts a turn: the workspace quota decides, before anything is written.
-			if err := s.admitTurn(ctx, q, workspaceID, sessionID); err != nil {
+		// A message to an idle session starts a turn, and an answer that completes what a
+		// parked turn waits for resumes it: either makes the session run, so the workspace
+		// quota decides, before anything is written.
+		resumes := false
+		if sess.Status == wire.SessionStatusIdle && s.limits.RunningSessions > 0 {
+			if hasType(events, wire.EventUserMessage) {
+				if err := s.admitTurn(ctx, q, workspaceID, sessionID, "the message would start another turn"); err != nil {
+					return err
+				}
+			} else if resumes, err = resumesParkedTurn(ctx, q, sess, events, answered, confirmed); err != nil {
 				return err
+			} else if resumes {
+				if err := s.admitTurn(ctx, q, workspaceID, sessionID, "the answer would resume this session's parked turn"); err != nil {
+					return err
+				}
 			}
 		}
 		now := s.now()
@@ -304,6 +317,11 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 		// a keyed send's stored answer can be written before it.
 		w := q.Writes(sessionID, sess.LastSeq)
 		out = w.Append(events, now)
+		if resumes {
+			// The answer commits processed and the session stays idle until a worker picks
+			// it up: the mark makes concurrent admissions count it meanwhile.
+			w.MarkResuming()
+		}
 		if key != "" {
 			if err := recordSend(ctx, q, sessionID, key, hash, out, now); err != nil {
 				return err
@@ -318,6 +336,48 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 		s.wake(ctx, sessionID, hasQueuedInterrupt(out))
 	}
 	return out, nil
+}
+
+// resumesParkedTurn reports whether appending evs to the idle session sess resumes its parked
+// turn, so the session runs again: the rule of agent.Next, read from the row's stop reason
+// instead of the log. answered holds the calls evs answer, confirmed those among them answered
+// by a user.tool_confirmation. A confirmation of a call the turn waits on resumes it at once
+// (an allowed call runs, a denied one is answered with its rejection, even while other calls
+// still wait); results resume it once every call it waits on has an answer, counting answers
+// already stored (a partial answer the worker has not re-parked on yet). A partial answer
+// does not resume it: the worker parks the turn again on what still waits, and the session
+// stays idle. An interrupt in evs closes the turn instead.
+func resumesParkedTurn(ctx context.Context, q *store.Queries, sess store.SessionRecord, evs []store.NewEvent, answered, confirmed map[string]bool) (bool, error) {
+	if len(answered) == 0 || hasType(evs, wire.EventUserInterrupt) || len(sess.StopReason) == 0 || string(sess.StopReason) == "null" {
+		return false, nil
+	}
+	var stop wire.StopReason
+	if err := json.Unmarshal(sess.StopReason, &stop); err != nil {
+		return false, fmt.Errorf("decode the stop reason of session %s: %w", sess.ID, err)
+	}
+	if stop.Type != wire.StopRequiresAction || len(stop.EventIDs) == 0 {
+		return false, nil
+	}
+	var missing []string
+	for _, id := range stop.EventIDs {
+		if confirmed[id] {
+			return true, nil
+		}
+		if !answered[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return true, nil
+	}
+	if len(missing) == len(stop.EventIDs) {
+		return false, nil // evs answer none of the calls the turn waits on
+	}
+	stored, err := q.AnsweredCalls(ctx, sess.ID, missing)
+	if err != nil {
+		return false, err
+	}
+	return len(stored) == len(missing), nil
 }
 
 // replaySend returns the stored answer of an earlier send with key, if there is one.

@@ -21,7 +21,7 @@ type Limits struct {
 	// StreamsPerKey caps the SSE streams each API key holds open at once.
 	StreamsPerKey int
 	// RunningSessions caps each workspace's active sessions: a message that would start a
-	// turn beyond it is refused.
+	// turn beyond it is refused, and so is an answer that would resume a parked one.
 	RunningSessions int
 }
 
@@ -99,9 +99,10 @@ func (l *StreamLease) Release(ctx context.Context) error {
 }
 
 // admitTurn refuses, under the workspace quota on running sessions, a turn of sessionID that
-// would make one active session too many; q is the transaction that would start it, so
-// nothing it wrote survives a refusal. A session that is already active adds nothing.
-func (s *Service) admitTurn(ctx context.Context, q *store.Queries, workspaceID, sessionID string) error {
+// would make one active session too many: a new turn, or a parked one that an answer resumes
+// (what says which, for the message). q is the transaction that would start it, so nothing it
+// wrote survives a refusal. A session that is already active adds nothing.
+func (s *Service) admitTurn(ctx context.Context, q *store.Queries, workspaceID, sessionID, what string) error {
 	limit := s.limits.RunningSessions
 	if limit <= 0 {
 		return nil
@@ -114,5 +115,5 @@ func (s *Service) admitTurn(ctx context.Context, q *store.Queries, workspaceID, 
 		return nil
 	}
 	return &Error{Kind: KindRateLimited, RetryAfter: quotaRetryAfter, Code: "running_sessions_quota",
-		Message: fmt.Sprintf("this workspace already has %d running sessions, its limit: the message would start another turn; nothing was written, send it again once a session is idle", others)}
+		Message: fmt.Sprintf("this workspace already has %d running sessions, its limit: %s; nothing was written, send it again once a session is idle", others, what)}
 }

@@ -93,7 +93,7 @@ func (s *Service) CreateSessionKeyed(ctx context.Context, workspaceID, key strin
 			CreatedAt: now, UpdatedAt: now, VaultIDs: p.VaultIDs}
 		if len(initial) > 0 {
 			// The initial events start the session's first turn.
-			if err := s.admitTurn(ctx, q, workspaceID, rec.ID); err != nil {
+			if err := s.admitTurn(ctx, q, workspaceID, rec.ID, "the message would start another turn"); err != nil {
 				return err
 			}
 		}

@@ -90,25 +90,55 @@ func (q *Queries) ReleaseStreamLease(ctx context.Context, leaseID string) error 
 
 // ActiveSessions takes the workspace's turn lock (q must be a transaction; it is held until
 // the transaction ends) and counts the workspace's active sessions other than sessionID:
-// running or rescheduling, or with a queued user.message that a worker has not picked up yet
-// (a send commits before the worker marks the session running, so the status alone would let
-// concurrent sends through). self reports whether sessionID is itself active. Every
-// transaction that may start a turn under a quota takes the lock first, so their counts see
-// each other's commits.
+// running or rescheduling, with a queued user.message that a worker has not picked up yet, or
+// with a parked turn that an admitted answer resumes (Writes.MarkResuming) and a worker has
+// not marked running yet (a send commits before the worker marks the session running, so the
+// status alone would let concurrent sends through). self reports whether sessionID is itself
+// active. Every transaction that may start or resume a turn under a quota takes the lock
+// first, so their counts see each other's commits.
 func (q *Queries) ActiveSessions(ctx context.Context, workspaceID, sessionID string) (others int, self bool, err error) {
 	if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('managed_agents.workspace_turns'), hashtext($1))`, workspaceID); err != nil {
 		return 0, false, fmt.Errorf("lock the turns of workspace %s: %w", workspaceID, classify(err))
 	}
+	// The resuming mark counts only while the row is idle with the stop reason it was taken
+	// from (index sessions_workspace_resuming): the worker's next transition ends it. An
+	// archived session is never run again, so its mark must not hold a slot.
 	err = q.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE id <> $2), coalesce(bool_or(id = $2), false) FROM (
 			SELECT id FROM sessions WHERE workspace_id = $1 AND status IN ('running', 'rescheduling')
 			UNION
 			SELECT e.session_id FROM events e JOIN sessions s ON s.id = e.session_id
 			WHERE e.processed_at IS NULL AND e.type = 'user.message' AND s.workspace_id = $1
+			UNION
+			SELECT id FROM sessions WHERE workspace_id = $1 AND status = 'idle' AND resuming_from = stop_reason
+				AND archived_at IS NULL
 		) active`, workspaceID, sessionID).Scan(&others, &self)
 	if err != nil {
 		return 0, false, fmt.Errorf("count the active sessions of workspace %s: %w", workspaceID, classify(err))
 	}
 	return others, self, nil
+}
+
+// AnsweredCalls returns which of callIDs the session's current turn already holds a client's
+// answer to: a user.custom_tool_result, user.tool_result or user.tool_confirmation. The calls
+// a parked turn waits on are all of that turn, so the log before it is not read.
+func (q *Queries) AnsweredCalls(ctx context.Context, sessionID string, callIDs []string) (map[string]bool, error) {
+	rows, err := q.db.Query(ctx, `SELECT DISTINCT a.call FROM events e,
+			LATERAL (SELECT coalesce(e.body->>'custom_tool_use_id', e.body->>'tool_use_id') AS call) a
+		WHERE e.session_id = $1 AND e.seq >= (SELECT turn_start_seq FROM sessions WHERE id = $1)
+			AND e.type IN ('user.custom_tool_result', 'user.tool_result', 'user.tool_confirmation')
+			AND a.call = ANY($2)`, sessionID, callIDs)
+	if err != nil {
+		return nil, fmt.Errorf("find the answered calls of session %s: %w", sessionID, classify(err))
+	}
+	calls, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("find the answered calls of session %s: %w", sessionID, classify(err))
+	}
+	out := make(map[string]bool, len(calls))
+	for _, c := range calls {
+		out[c] = true
+	}
+	return out, nil
 }
 
 // QuotaError is a workspace quota that refused to record something.

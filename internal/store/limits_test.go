@@ -4,6 +4,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -204,6 +205,105 @@ func TestActiveSessions(t *testing.T) {
 			require.Equal(t, tc.self, self, tc.session)
 			return nil
 		}))
+	}
+}
+
+// TestActiveSessionsCountsResumingAnswers: a parked session whose answer was admitted
+// (MarkResuming) counts from the send's commit until a worker moves it on from the stop reason
+// it was parked with; an archived one is never run again and does not count.
+func TestActiveSessionsCountsResumingAnswers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	parked := json.RawMessage(`{"type":"requires_action","event_ids":["sevt_call"]}`)
+	setRow := func(id, status string, stop json.RawMessage) {
+		t.Helper()
+		_, err := f.st.db.Exec(ctx, `UPDATE sessions SET status = $2, stop_reason = $3 WHERE id = $1`, id, status, stop)
+		require.NoError(t, err)
+	}
+	markResuming := func(id string) {
+		t.Helper()
+		require.NoError(t, f.st.InTx(ctx, func(q *Queries) error {
+			w := q.Writes(id, 0)
+			w.MarkResuming()
+			return w.Flush(ctx)
+		}))
+	}
+	resuming, reparked, ended, resumedRunning, archived, unmarked :=
+		f.newSession(t), f.newSession(t), f.newSession(t), f.newSession(t), f.newSession(t), f.newSession(t)
+	for _, id := range []string{resuming, reparked, ended, resumedRunning, archived, unmarked} {
+		setRow(id, "idle", parked)
+	}
+	for _, id := range []string{resuming, reparked, ended, resumedRunning, archived} {
+		markResuming(id)
+	}
+	// What a worker does next: park again on the calls that still wait, end the turn, run it.
+	setRow(reparked, "idle", json.RawMessage(`{"type":"requires_action","event_ids":["sevt_other"]}`))
+	setRow(ended, "idle", json.RawMessage(`{"type":"end_turn"}`))
+	setRow(resumedRunning, "running", parked)
+	_, err := f.st.db.Exec(ctx, `UPDATE sessions SET archived_at = now() WHERE id = $1`, archived)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name    string
+		session string
+		others  int
+		self    bool
+	}{
+		{"an admitted answer not yet picked up", resuming, 1, true},
+		{"re-parked by the worker", reparked, 2, false},
+		{"its turn ended", ended, 2, false},
+		{"running (counted once)", resumedRunning, 1, true},
+		{"archived", archived, 2, false},
+		{"parked, no answer admitted", unmarked, 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, f.st.InTx(ctx, func(q *Queries) error {
+				others, self, err := q.ActiveSessions(ctx, f.ws, tc.session)
+				require.NoError(t, err)
+				require.Equal(t, tc.others, others)
+				require.Equal(t, tc.self, self)
+				return nil
+			}))
+		})
+	}
+}
+
+// TestAnsweredCalls: the calls of the current turn that clients answered, by any kind of
+// answer; answers from before the turn's start are not read.
+func TestAnsweredCalls(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	id := f.newSession(t)
+	_, err := f.st.AppendEvents(ctx, id, []NewEvent{
+		{Type: "user.custom_tool_result", Body: json.RawMessage(`{"custom_tool_use_id":"sevt_old","content":[]}`), Processed: true},
+		{Type: "user.message", Body: benchBody, Processed: true},
+		{Type: "user.custom_tool_result", Body: json.RawMessage(`{"custom_tool_use_id":"sevt_custom","content":[]}`), Processed: true},
+		{Type: "user.tool_confirmation", Body: json.RawMessage(`{"tool_use_id":"sevt_confirmed","result":"deny"}`), Processed: true},
+		{Type: "user.tool_result", Body: json.RawMessage(`{"tool_use_id":"sevt_result","content":[]}`), Processed: true},
+		{Type: "agent.tool_result", Body: json.RawMessage(`{"tool_use_id":"sevt_agent","content":[]}`), Processed: true},
+	}, time.Now())
+	require.NoError(t, err)
+	_, err = f.st.db.Exec(ctx, `UPDATE sessions SET turn_start_seq = 2 WHERE id = $1`, id)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name  string
+		calls []string
+		want  map[string]bool
+	}{
+		{"every kind of client answer", []string{"sevt_custom", "sevt_confirmed", "sevt_result"},
+			map[string]bool{"sevt_custom": true, "sevt_confirmed": true, "sevt_result": true}},
+		{"unanswered", []string{"sevt_none", "sevt_custom"}, map[string]bool{"sevt_custom": true}},
+		{"not a client's answer", []string{"sevt_agent"}, map[string]bool{}},
+		{"before the turn", []string{"sevt_old"}, map[string]bool{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := f.st.AnsweredCalls(ctx, id, tc.calls)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
 	}
 }
 

@@ -69,6 +69,13 @@ func (w *Writes) UpdateSession(r SessionRecord) {
 	w.batch.Queue(updateSessionSQL, updateSessionArgs(r)...).Exec(func(pgconn.CommandTag) error { return nil })
 }
 
+// MarkResuming queues marking the session as resumed by a client's answer: until a worker
+// moves it on from its current stop reason, ActiveSessions counts it (migration 00012).
+func (w *Writes) MarkResuming() {
+	w.batch.Queue(`UPDATE sessions SET resuming_from = stop_reason WHERE id = $1`, w.sessionID).
+		Exec(func(pgconn.CommandTag) error { return nil })
+}
+
 // SetTurnWindow queues recording that a new turn of the session starts at win.StartSeq.
 func (w *Writes) SetTurnWindow(win TurnWindow) {
 	w.batch.Queue(setTurnWindowSQL, w.sessionID, win.StartSeq, nullJSON(win.BaseUsage)).Exec(func(pgconn.CommandTag) error { return nil })
