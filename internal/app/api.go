@@ -75,7 +75,7 @@ func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logg
 	if vaultKeys.Empty() {
 		logger.Warn("MANAGED_AGENT_VAULT_KEYS is not set: vault credentials cannot be created (docs/vaults.md)")
 	}
-	opts = append(opts, sessions.WithVaultKeys(vaultKeys), sessions.WithLimits(cfg.sessionLimits()))
+	opts = append(opts, sessions.WithVaultKeys(vaultKeys), sessions.WithLimits(cfg.sessionLimits()), sessions.WithKeyCacheTTL(cfg.KeyCacheTTL))
 	svc := sessions.New(st, notifier, logger, opts...)
 	if err := listener.Listen(store.TopicKeys, svc.Keys()); err != nil {
 		st.Close()

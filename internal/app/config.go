@@ -34,6 +34,11 @@ type Config struct {
 	// ModelRetry is how workflows retry transient model failures; zero means
 	// durable.DefaultModelRetry. Not an environment variable: tests shorten it.
 	ModelRetry durable.ModelRetry
+	// KeyCacheTTL is how long the API trusts an accepted key without asking the database: the
+	// bound on a revocation whose NOTIFY was lost, for new requests and open streams alike;
+	// zero means a minute (sessions.WithKeyCacheTTL). Not an environment variable: tests
+	// shorten it.
+	KeyCacheTTL time.Duration
 	// DatabaseURL is the PostgreSQL connection string (MANAGED_AGENT_DATABASE_URL).
 	DatabaseURL string
 	// Addr is the HTTP listen address (MANAGED_AGENT_ADDR).

@@ -249,6 +249,72 @@ func TestAdminRevocationReachesOtherReplicas(t *testing.T) {
 	requireAPIErr(t, err, http.StatusUnauthorized, "authentication_error", "")
 }
 
+// A revocation whose NOTIFY is lost still ends the key's open streams, within the key
+// cache's TTL: the bound new requests have (docs/operations.md). A direct UPDATE of api_keys
+// sends no notice; the TTL is shortened so the test is quick. Before the fix, such a stream
+// stayed open until the client left, delivering events all along. A stream whose key is
+// still valid outlives several rechecks.
+func TestRevocationWithoutNoticeEndsOpenStream(t *testing.T) {
+	t.Parallel()
+	const ttl = 500 * time.Millisecond
+	// endDeadline leaves a loaded machine room (20 TTLs); the stream's own deadline is
+	// streamDeadline, later still.
+	const endDeadline = 10 * time.Second
+	e := newAPIEnv(t, app.Config{AdminKey: testAdminKey, KeyCacheTTL: ttl}, nil)
+	ctx := context.Background()
+
+	// kept is the env's own key (another workspace): never revoked.
+	keptAgent := createAgent(t, e.client, agentParams("kept"))
+	keptEnv := createEnvironment(t, e.client, anthropic.BetaEnvironmentNewParams{Name: "kept"})
+	keptSess, err := newSession(t, e.client, keptAgent.ID, keptEnv.ID)
+	require.NoError(t, err)
+	kept := openStream(t, e.client, keptSess.ID, anthropic.BetaSessionEventStreamParams{})
+	keptOpened := time.Now()
+
+	_, keyID, key := adminKeyIn(t, e, "revoked-quietly")
+	c := e.clientFor(key)
+	agent := createAgent(t, c, agentParams("r"))
+	environment := createEnvironment(t, c, anthropic.BetaEnvironmentNewParams{Name: "r"})
+	sess, err := newSession(t, c, agent.ID, environment.ID)
+	require.NoError(t, err)
+	st := openStream(t, c, sess.ID, anthropic.BetaSessionEventStreamParams{})
+	type end struct {
+		delivered []string
+		err       error
+	}
+	ended := make(chan end, 1)
+	go func() {
+		var got end
+		for st.Next() {
+			got.delivered = append(got.delivered, st.Current().Type)
+		}
+		got.err = st.Err()
+		ended <- got
+	}()
+
+	tag, err := e.api.Store.Pool().Exec(ctx, `UPDATE api_keys SET revoked_at = now() WHERE id = $1`, keyID)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+
+	select {
+	case got := <-ended:
+		require.Empty(t, got.delivered, "a revoked key's stream delivered events")
+		requireAPIErr(t, got.err, http.StatusOK, "authentication_error", "revoked")
+	case <-time.After(endDeadline):
+		t.Fatalf("the stream of a key revoked without notice is still open %s later (the key cache's TTL is %s)", endDeadline, ttl)
+	}
+	_, err = c.Beta.Agents.List(ctx, anthropic.BetaAgentListParams{})
+	requireAPIErr(t, err, http.StatusUnauthorized, "authentication_error", "")
+	again := openStreamErr(t, c, sess.ID, anthropic.BetaSessionEventStreamParams{})
+	requireAPIErr(t, again.Err(), http.StatusUnauthorized, "authentication_error", "")
+
+	// The valid key's stream has been checked again a few times by now and is still open.
+	time.Sleep(time.Until(keptOpened.Add(3 * ttl)))
+	sent, err := e.client.Beta.Sessions.Events.Send(ctx, keptSess.ID, anthropic.BetaSessionEventSendParams{Events: []anthropic.BetaManagedAgentsEventParamsUnion{interrupt()}})
+	require.NoError(t, err)
+	require.Equal(t, []string{sent.Data[0].ID}, streamIDs(nextEvents(t, kept, 1)))
+}
+
 // The README's key management: `managed-agents admin` against the database.
 func TestAdminCLI(t *testing.T) {
 	t.Parallel()

@@ -85,8 +85,11 @@ func (s *Server) principal(w http.ResponseWriter, r *http.Request) (sessions.Pri
 	return p, true
 }
 
-// keyWatch ends a stream when its key stops working: a revocation notice (or a missed one)
-// closes changed, after which the key is authenticated again; expiry fires at the key's end.
+// keyWatch ends a stream when its key stops working: a revocation notice, a reconnect that
+// may have missed one, or the key's cached answer going stale (a notice lost without a
+// reconnect) closes changed, after which the key is authenticated again; expiry fires at the
+// key's end. The stale case costs little with many streams: the Authenticator keeps one timer
+// per key, and the streams of a key that check it together share one database read.
 type keyWatch struct {
 	auth    Authenticator
 	keyID   string

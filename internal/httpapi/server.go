@@ -31,6 +31,9 @@ const betaManagedAgents = "managed-agents-2026-04-01"
 type Authenticator interface {
 	Authenticate(ctx context.Context, key string) (sessions.Principal, error)
 	// WatchKey returns a channel closed when the key may have changed, and a cancel func.
+	// "May have changed" includes a revocation whose notice was lost: the channel closes
+	// when the answer Authenticate gives goes stale, so a stream checks its key again within
+	// the bound a new request has (sessions.KeyCache.Watch), whatever that bound is set to.
 	WatchKey(keyID string) (<-chan struct{}, func())
 }
 

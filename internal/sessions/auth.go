@@ -29,29 +29,35 @@ type Principal struct {
 }
 
 // Authenticate returns the principal of an API key, or ErrUnknownKey. Accepted keys are
-// cached; a revocation reaches every API process through the key cache at once.
+// cached; a revocation reaches every API process through the key cache at once, and one whose
+// notice was lost within the cache's TTL (WithKeyCacheTTL). Concurrent reads of one key are
+// one database read (KeyCache.fetch).
 func (s *Service) Authenticate(ctx context.Context, key string) (Principal, error) {
 	if p, ok := s.keys.lookup(key, s.now()); ok {
 		return p, nil
 	}
 	gen := s.keys.generation()
-	k, err := s.store.KeyBySecret(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return Principal{}, ErrUnknownKey
-	}
-	if err != nil {
-		return Principal{}, err
-	}
-	p := principalOf(k)
-	if !usable(k, s.now()) {
-		return Principal{}, ErrUnknownKey
-	}
-	s.keys.store(key, p, gen)
-	return p, nil
+	return s.keys.fetch(ctx, key, gen, func(ctx context.Context) (Principal, error) {
+		k, err := s.store.KeyBySecret(ctx, key)
+		if errors.Is(err, store.ErrNotFound) {
+			return Principal{}, ErrUnknownKey
+		}
+		if err != nil {
+			return Principal{}, err
+		}
+		p := principalOf(k)
+		if !usable(k, s.now()) {
+			return Principal{}, ErrUnknownKey
+		}
+		s.keys.store(key, p, gen)
+		return p, nil
+	})
 }
 
 // WatchKey returns a channel closed when the key may have changed (revoked, rotated, or a
-// notice may have been missed): the watcher then authenticates again.
+// notice may have been missed, which includes the key's cached confirmation going stale):
+// the watcher then authenticates again. A stream thus checks its key within the same TTL as
+// a new request (KeyCache.Watch).
 func (s *Service) WatchKey(keyID string) (<-chan struct{}, func()) { return s.keys.Watch(keyID) }
 
 func principalOf(k store.APIKey) Principal {

@@ -53,6 +53,17 @@ func WithRunner(r Runner) Option { return func(s *Service) { s.runner = r } }
 // a credential (or giving one a new secret) is refused with a 400 that says so.
 func WithVaultKeys(kr *secretbox.Keyring) Option { return func(s *Service) { s.vaultKeys = kr } }
 
+// WithKeyCacheTTL sets how long an accepted API key is trusted without asking the database:
+// the bound within which a revocation whose notice was lost refuses new requests and ends
+// open streams. Zero or less keeps the default, a minute (keyCacheTTL).
+func WithKeyCacheTTL(d time.Duration) Option {
+	return func(s *Service) {
+		if d > 0 {
+			s.keys.ttl = d
+		}
+	}
+}
+
 // Keys is the API key cache: give it to the process's Listener for store.TopicKeys so that
 // revoked keys stop working at once.
 func (s *Service) Keys() *KeyCache { return s.keys }
