@@ -22,6 +22,7 @@ import (
 
 	"github.com/managed-agents/managed-agents/internal/durable"
 	"github.com/managed-agents/managed-agents/internal/metrics"
+	"github.com/managed-agents/managed-agents/internal/sandbox/disks"
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
 	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes"
 	"github.com/managed-agents/managed-agents/internal/sandboxd"
@@ -144,6 +145,10 @@ type Config struct {
 	// DockerPackageTimeout (MANAGED_AGENT_DOCKER_PACKAGE_TIMEOUT, a duration): see
 	// dockerPoolConfig.
 	DockerWarmPool, DockerPackageTimeout string
+	// DockerDisk bounds each docker sandbox's workspace (MANAGED_AGENT_DOCKER_DISK, a size
+	// such as 10g, the default; 0 leaves workspaces unbounded) with a filesystem of that size
+	// under DockerDiskDir (MANAGED_AGENT_DOCKER_DISK_DIR, default /var/lib/managed-agents/disks).
+	DockerDisk, DockerDiskDir string
 	// SandboxIdleStop stops a sandbox (workspace kept, started again on the next acquisition)
 	// whose session has not used it for that long (MANAGED_AGENT_SANDBOX_IDLE_STOP, a
 	// duration; zero, the default, never stops one). SandboxRetention destroys one idle that
@@ -565,6 +570,8 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.DockerRunner, "MANAGED_AGENT_DOCKER_RUNNER")
 	set(&c.DockerDeployment, "MANAGED_AGENT_DOCKER_DEPLOYMENT")
 	set(&c.DockerWarmPool, "MANAGED_AGENT_DOCKER_WARM_POOL")
+	set(&c.DockerDisk, "MANAGED_AGENT_DOCKER_DISK")
+	set(&c.DockerDiskDir, "MANAGED_AGENT_DOCKER_DISK_DIR")
 	set(&c.KubernetesNamespace, "MANAGED_AGENT_KUBERNETES_NAMESPACE")
 	set(&c.KubernetesImage, "MANAGED_AGENT_KUBERNETES_IMAGE")
 	set(&c.KubernetesSandboxdPort, "MANAGED_AGENT_KUBERNETES_SANDBOXD_PORT")
@@ -728,6 +735,21 @@ func (c Config) dockerConfig() (docker.Config, error) {
 			errs = append(errs, fmt.Errorf("MANAGED_AGENT_DOCKER_PIDS=%q: must be a whole number of at least 8, such as 256", c.DockerPids))
 		}
 		cfg.Pids = v
+	}
+	switch v, err := units.RAMInBytes(c.DockerDisk); {
+	case c.DockerDisk == "":
+	case err == nil && v == 0:
+		cfg.DiskBytes = docker.DiskUnbounded
+	case err != nil || v < disks.MinSize:
+		errs = append(errs, fmt.Errorf("MANAGED_AGENT_DOCKER_DISK=%q: must be a size of at least 16m, such as 10g, or 0 to leave workspaces unbounded", c.DockerDisk))
+	default:
+		cfg.DiskBytes = v
+	}
+	if c.DockerDiskDir != "" {
+		if !filepath.IsAbs(c.DockerDiskDir) {
+			errs = append(errs, fmt.Errorf("MANAGED_AGENT_DOCKER_DISK_DIR=%q: must be an absolute path", c.DockerDiskDir))
+		}
+		cfg.DiskDir = c.DockerDiskDir
 	}
 	if c.DockerDeployment != "" && !labelValue.MatchString(c.DockerDeployment) {
 		errs = append(errs, fmt.Errorf("MANAGED_AGENT_DOCKER_DEPLOYMENT=%q: must be letters, digits, '.', '_' or '-' (at most 63)", c.DockerDeployment))

@@ -229,6 +229,7 @@ func TestDockerFromEnv(t *testing.T) {
 	t.Setenv("MANAGED_AGENT_DOCKER_PIDS", "64")
 	t.Setenv("MANAGED_AGENT_DOCKER_RUNTIME", "runsc")
 	t.Setenv("MANAGED_AGENT_DOCKER_DEPLOYMENT", "staging")
+	t.Setenv("MANAGED_AGENT_DOCKER_DISK", "0") // unbounded: bounded disks need root, which unit tests may not have
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	t.Setenv("MANAGED_AGENT_DOCKER_RUNNER", exe)
@@ -236,9 +237,37 @@ func TestDockerFromEnv(t *testing.T) {
 	require.NoError(t, c.Validate())
 	cfg, err := c.dockerConfig()
 	require.NoError(t, err)
-	require.Equal(t, docker.Config{Image: "img:2", CPUs: 2, MemoryBytes: 256 << 20, Pids: 64, Runtime: "runsc", Deployment: "staging", Runner: exe}, cfg)
+	require.Equal(t, docker.Config{Image: "img:2", CPUs: 2, MemoryBytes: 256 << 20, Pids: 64, Runtime: "runsc", Deployment: "staging", Runner: exe, DiskBytes: docker.DiskUnbounded}, cfg)
 	p, err := NewSandboxProvider(c)
 	require.NoError(t, err)
 	require.Equal(t, "docker", p.Name())
 	require.NoError(t, p.(*docker.Provider).Close())
+}
+
+func TestDockerDiskFromEnv(t *testing.T) {
+	for _, tt := range []struct {
+		disk, dir string
+		want      int64
+		wantErr   string
+	}{
+		{"", "", 0, ""}, // the provider's default
+		{"0", "", docker.DiskUnbounded, ""},
+		{"2g", "/srv/disks", 2 << 30, ""},
+		{"512m", "", 512 << 20, ""},
+		{"1m", "", 0, "MANAGED_AGENT_DOCKER_DISK=\"1m\": must be a size of at least 16m"},
+		{"lots", "", 0, "MANAGED_AGENT_DOCKER_DISK=\"lots\""},
+		{"-5g", "", 0, "MANAGED_AGENT_DOCKER_DISK=\"-5g\""},
+		{"1g", "disks", 0, "MANAGED_AGENT_DOCKER_DISK_DIR=\"disks\": must be an absolute path"},
+	} {
+		t.Run(tt.disk+"|"+tt.dir, func(t *testing.T) {
+			cfg, err := Config{DockerDisk: tt.disk, DockerDiskDir: tt.dir}.dockerConfig()
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, cfg.DiskBytes)
+			require.Equal(t, tt.dir, cfg.DiskDir)
+		})
+	}
 }

@@ -47,6 +47,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
+	"github.com/managed-agents/managed-agents/internal/sandbox/disks"
 	"github.com/managed-agents/managed-agents/internal/sandboxd"
 )
 
@@ -113,6 +114,11 @@ type Config struct {
 	Logger   *slog.Logger
 	// Net is the networking of sandboxes (network.go).
 	Net NetworkConfig
+	// DiskBytes bounds the workspace of a sandbox whose spec names no size (disk.go; 0 is
+	// DefaultDiskBytes, DiskUnbounded leaves workspaces on plain volumes). DiskDir holds the
+	// workspace filesystems (default DefaultDiskDir).
+	DiskBytes int64
+	DiskDir   string
 	// Runner is the managed-agents binary the containers run to serve commands and files
 	// (runner.go): a Linux executable of the engine's architecture, best statically linked
 	// (CGO_ENABLED=0) so it runs in any image. "" is the running executable.
@@ -130,6 +136,8 @@ func (c Config) withDefaults() Config {
 	c.PackageTimeout = cmp.Or(c.PackageTimeout, DefaultPackageTimeout)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Net = c.Net.withDefaults()
+	c.DiskBytes = cmp.Or(c.DiskBytes, DefaultDiskBytes)
+	c.DiskDir = cmp.Or(c.DiskDir, DefaultDiskDir)
 	return c
 }
 
@@ -165,7 +173,8 @@ type Provider struct {
 	engine engine
 	cfg    Config
 	builds envBuilds
-	pool   *pool // nil without a warm pool
+	pool   *pool        // nil without a warm pool
+	disks  *disks.Disks // nil when workspaces are unbounded
 	egress *egressState
 	runner *runnerState
 	// token is what this provider's runners require (conn.go); transport keeps the
@@ -186,6 +195,10 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	dk, err := newDisks(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if !bin.static {
 		cfg.Logger.Warn("the docker sandbox runner is dynamically linked: images without a compatible C library cannot run it; build it with CGO_ENABLED=0 (make build does) or set MANAGED_AGENT_DOCKER_RUNNER", "runner", bin.path)
 	}
@@ -195,7 +208,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	var token [24]byte
 	_, _ = rand.Read(token[:])
-	p := &Provider{cli: cli, engine: cli, cfg: cfg, egress: &egressState{}, runner: &runnerState{bin: bin}, token: hex.EncodeToString(token[:])}
+	p := &Provider{cli: cli, engine: cli, cfg: cfg, egress: &egressState{}, runner: &runnerState{bin: bin}, disks: dk, token: hex.EncodeToString(token[:])}
 	p.transport = p.newTransport()
 	p.http = &http.Client{Transport: p.transport}
 	if cfg.WarmPool > 0 {
@@ -212,6 +225,8 @@ func (c Config) check() error {
 		return fmt.Errorf("docker sandbox: %d bytes of memory is too little (the engine needs at least 6 MiB)", c.MemoryBytes)
 	case c.Pids < 8:
 		return fmt.Errorf("docker sandbox: a pids limit of %d is too low (at least 8)", c.Pids)
+	case c.DiskBytes != DiskUnbounded && c.DiskBytes < disks.MinSize:
+		return fmt.Errorf("docker sandbox: a workspace disk of %d bytes is too small (at least %d)", c.DiskBytes, disks.MinSize)
 	case c.WarmPool < 0:
 		return fmt.Errorf("docker sandbox: a warm pool of %d containers is negative", c.WarmPool)
 	}
@@ -340,9 +355,8 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Ref, 
 			return ref, err
 		}
 	}
-	// Creating a volume that exists returns it, so concurrent and retried creates agree.
-	if _, err := p.engine.VolumeCreate(ctx, client.VolumeCreateOptions{Name: volumeName(opts.Name), Labels: opts.Config.Labels}); err != nil {
-		return sandbox.Ref{}, fmt.Errorf("create workspace volume of %s: %w", opts.Name, err)
+	if err := p.createWorkspace(ctx, volumeName(opts.Name), p.diskSize(spec), opts.Config.Labels); err != nil {
+		return sandbox.Ref{}, fmt.Errorf("create docker sandbox %s: %w", opts.Name, err)
 	}
 	if _, err := p.engine.ContainerCreate(ctx, opts); err != nil {
 		switch {
@@ -389,6 +403,9 @@ func (p *Provider) ensureRunning(ctx context.Context, name string) error {
 	}
 	if info.Container.State != nil && info.Container.State.Running {
 		return nil
+	}
+	if err := p.mountWorkspace(ctx, info.Container); err != nil {
+		return err
 	}
 	if _, err := p.engine.ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
 		// A concurrent start may have won; only a container that is still not running fails.
@@ -453,8 +470,8 @@ func (p *Provider) Destroy(ctx context.Context, ref sandbox.Ref) error {
 	if _, err := p.engine.ContainerRemove(ctx, ref.ExternalID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("destroy docker sandbox %s: %w", ref.ExternalID, err)
 	}
-	if _, err := p.engine.VolumeRemove(ctx, volumeName(ref.ExternalID), client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("destroy workspace volume of %s: %w", ref.ExternalID, err)
+	if err := p.removeWorkspace(ctx, volumeName(ref.ExternalID), true); err != nil {
+		return fmt.Errorf("destroy docker sandbox %s: %w", ref.ExternalID, err)
 	}
 	return errors.Join(p.destroyClaim(ctx, ref.ExternalID), p.removeNetwork(ctx, ref.ExternalID))
 }

@@ -62,6 +62,9 @@ const (
 	roleProxy          = "egress-proxy"
 )
 
+// optInhibitIPv4 is the bridge driver's option that gives the host no address on a network.
+const optInhibitIPv4 = "com.docker.network.bridge.inhibit_ipv4"
+
 // proxyKeyVar is how the proxy container gets its key; a worker without a key of its own
 // adopts the running proxy's from there.
 const proxyKeyVar = "MANAGED_AGENT_EGRESS_PROXY_KEY"
@@ -370,7 +373,13 @@ func (p *Provider) ensureSessionNetwork(ctx context.Context, name string, labels
 		return "", err
 	}
 	if len(ids) == 0 {
-		if _, err := p.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Internal: true, Labels: labels}); err != nil && !cerrdefs.IsConflict(err) {
+		// inhibit_ipv4: the host takes no address on the bridge. Internal alone leaves the
+		// host one (the network's gateway), through which the sandbox would reach any host
+		// service listening on all addresses, past the proxy and its port list; with none,
+		// the proxy is the only other address on the network.
+		opts := client.NetworkCreateOptions{Driver: "bridge", Internal: true, Labels: labels,
+			Options: map[string]string{optInhibitIPv4: "true"}}
+		if _, err := p.cli.NetworkCreate(ctx, name, opts); err != nil && !cerrdefs.IsConflict(err) {
 			return "", fmt.Errorf("create the sandbox network %s: %w", name, err)
 		}
 		if ids, err = p.networksNamed(ctx, name); err != nil {

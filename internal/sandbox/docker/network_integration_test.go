@@ -6,9 +6,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
@@ -255,6 +258,69 @@ func TestNoneEgressHasOnlyLoopback(t *testing.T) {
 	require.Equal(t, "lo\n", out)
 	out, code = run(t, sb, fmt.Sprintf("curl -sS --max-time 5 http://%s:%d/", f.allowed, serverPort))
 	require.NotEqual(t, 0, code, out)
+}
+
+// hostServer listens on all of the host's addresses, as a careless service does, and
+// answers a known body; it returns the port.
+func hostServer(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "0.0.0.0:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "host-service-reached")
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// gateway is the IPv4 gateway the engine lists for a network (or would: the subnet's first
+// address).
+func gateway(t *testing.T, cli *client.Client, netName string) string {
+	t.Helper()
+	info, err := cli.NetworkInspect(t.Context(), netName, client.NetworkInspectOptions{})
+	require.NoError(t, err)
+	for _, c := range info.Network.IPAM.Config {
+		if c.Gateway.IsValid() && c.Gateway.Is4() {
+			return c.Gateway.String()
+		}
+		if c.Subnet.IsValid() && c.Subnet.Addr().Is4() {
+			return c.Subnet.Masked().Addr().Next().String() // where the engine puts the gateway
+		}
+	}
+	t.Fatalf("network %s lists no IPv4 gateway", netName)
+	return ""
+}
+
+// An allowlisted sandbox reaches the proxy and nothing else: not a host service listening on
+// all addresses through its network's gateway, nor through the gateway of the deployment's
+// network. A full-egress sandbox on that network does reach it, which shows the service
+// answers containers at all.
+func TestAnAllowlistedSandboxNeverReachesTheHost(t *testing.T) {
+	t.Parallel()
+	f := newNetFixture(t, "")
+	port := hostServer(t)
+	full := sandbox.Ceiling{Mode: sandbox.CeilingFull}
+
+	_, _, open := f.sandbox(t, full, wire.EnvironmentConfig{Type: "cloud"})
+	outsideGW := gateway(t, f.cli, f.outside)
+	out, code := run(t, open, fmt.Sprintf("curl -sS --noproxy '*' --max-time 10 http://%s:%d/", outsideGW, port))
+	require.Equal(t, 0, code, "control: a full-egress sandbox reaches the host service: %s", out)
+	require.Equal(t, "host-service-reached", out)
+
+	_, ref, sb := f.sandbox(t, full, limited("allowed.test"))
+	sessionGW := gateway(t, f.cli, ref.ExternalID+"-net")
+	for _, addr := range []string{sessionGW, outsideGW} {
+		out, code := run(t, sb, fmt.Sprintf("curl -sS --noproxy '*' --max-time 5 http://%s:%d/", addr, port))
+		require.NotEqual(t, 0, code, "the host at %s must be unreachable from an allowlisted sandbox: %s", addr, out)
+		require.NotContains(t, out, "host-service-reached")
+	}
+	// The proxy still works, and refuses the host by address too.
+	out, code = run(t, sb, curl+"http://allowed.test:8080/")
+	require.Equal(t, 0, code, out)
+	require.Equal(t, "allowed-ok\n", out)
+	out, _ = run(t, sb, fmt.Sprintf(curl+"-w ' %%{http_code}' http://%s:%d/", sessionGW, port))
+	require.NotContains(t, out, "host-service-reached")
 }
 
 func TestOrphanedSessionNetworksAreListed(t *testing.T) {

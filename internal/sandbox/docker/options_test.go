@@ -19,7 +19,7 @@ import (
 // MANAGED_AGENT_DOCKER_RUNTIME is proven to reach the container.
 func TestCreateOptions(t *testing.T) {
 	t.Parallel()
-	p, err := docker.New(docker.Config{Image: "img:1", CPUs: 0.5, MemoryBytes: 64 << 20, Pids: 100, Runtime: "runsc", Deployment: "prod-eu"})
+	p, err := docker.New(docker.Config{DiskBytes: docker.DiskUnbounded, Image: "img:1", CPUs: 0.5, MemoryBytes: 64 << 20, Pids: 100, Runtime: "runsc", Deployment: "prod-eu"})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })
 	spec := sandbox.SpecFor("sesn_01", wire.EnvironmentConfig{Type: "cloud"})
@@ -64,7 +64,7 @@ func TestCreateOptions(t *testing.T) {
 
 func TestDefaultsAndLimits(t *testing.T) {
 	t.Parallel()
-	p, err := docker.New(docker.Config{})
+	p, err := docker.New(docker.Config{DiskBytes: docker.DiskUnbounded})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })
 	opts := p.CreateOptions(sandbox.Spec{Name: "any name/../x"})
@@ -78,7 +78,7 @@ func TestDefaultsAndLimits(t *testing.T) {
 	require.Empty(t, opts.HostConfig.Runtime, "the engine's default runtime")
 	require.Equal(t, docker.DefaultDeployment, opts.Config.Labels[docker.LabelDeployment])
 
-	for _, cfg := range []docker.Config{{CPUs: 0.001}, {MemoryBytes: 1 << 20}, {Pids: 2}} {
+	for _, cfg := range []docker.Config{{CPUs: 0.001}, {MemoryBytes: 1 << 20}, {Pids: 2}, {DiskBytes: 1 << 20}} {
 		_, err := docker.New(cfg)
 		require.Error(t, err, "%+v", cfg)
 	}
@@ -95,7 +95,7 @@ func keys(m map[string]string) []string {
 func TestCreateOptionsOfEachEgress(t *testing.T) {
 	t.Parallel()
 	key := "0123456789abcdef0123456789abcdef"
-	p, err := docker.New(docker.Config{Net: docker.NetworkConfig{Network: "sandboxes", ProxyKey: key}})
+	p, err := docker.New(docker.Config{DiskBytes: docker.DiskUnbounded, Net: docker.NetworkConfig{Network: "sandboxes", ProxyKey: key}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })
 	spec := sandbox.SpecFor("sesn_egress", wire.EnvironmentConfig{Type: "cloud"})

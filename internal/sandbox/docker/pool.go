@@ -154,7 +154,7 @@ func (pl *pool) removeLeftovers(ctx context.Context) {
 	if res, err := pl.p.engine.VolumeList(ctx, client.VolumeListOptions{Filters: owned.Add("dangling", "true")}); err == nil {
 		for _, v := range res.Items {
 			if strings.HasPrefix(v.Name, poolPrefix) {
-				_, _ = pl.p.engine.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{})
+				_ = pl.p.removeWorkspace(ctx, v.Name, false)
 			}
 		}
 	}
@@ -292,8 +292,9 @@ func (pl *pool) make(ctx context.Context, spec sandbox.Spec) (string, error) {
 			opts.HostConfig.Mounts[i].Source = volumeName(name)
 		}
 	}
-	if _, err := pl.p.engine.VolumeCreate(ctx, client.VolumeCreateOptions{Name: volumeName(name), Labels: labels}); err != nil {
-		return "", fmt.Errorf("create pool workspace volume: %w", err)
+	if err := pl.p.createWorkspace(ctx, volumeName(name), pl.p.diskSize(spec), labels); err != nil {
+		pl.discard(name)
+		return "", fmt.Errorf("create pool workspace: %w", err)
 	}
 	if _, err := pl.p.engine.ContainerCreate(ctx, opts); err != nil {
 		pl.discard(name)
@@ -313,7 +314,7 @@ func (pl *pool) discard(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, _ = pl.p.engine.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true})
-	_, _ = pl.p.engine.VolumeRemove(ctx, volumeName(name), client.VolumeRemoveOptions{Force: true})
+	_ = pl.p.removeWorkspace(ctx, volumeName(name), true)
 }
 
 // remove force-removes a pool container and its workspace volume. A container no longer
@@ -326,8 +327,8 @@ func (pl *pool) remove(ctx context.Context, name string) {
 		}
 		return
 	}
-	if _, err := pl.p.engine.VolumeRemove(ctx, volumeName(name), client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		pl.logger.WarnContext(ctx, "warm pool: could not remove a workspace volume", "volume", volumeName(name), "error", err)
+	if err := pl.p.removeWorkspace(ctx, volumeName(name), true); err != nil {
+		pl.logger.WarnContext(ctx, "warm pool: could not remove a workspace", "volume", volumeName(name), "error", err)
 	}
 }
 
@@ -520,7 +521,7 @@ func (pl *pool) removeOldVolumes(ctx context.Context) {
 		if err != nil || time.Since(created) < poolMaxAge || !strings.HasPrefix(v.Name, poolPrefix) {
 			continue
 		}
-		if _, err := pl.p.engine.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err == nil {
+		if err := pl.p.removeWorkspace(ctx, v.Name, false); err == nil {
 			pl.logger.InfoContext(ctx, "warm pool: removed an unused pool volume", "volume", v.Name)
 		}
 	}
@@ -562,8 +563,8 @@ func (p *Provider) destroyClaim(ctx context.Context, name string) error {
 		return fmt.Errorf("inspect the claim of %s: %w", name, err)
 	}
 	if ws := info.Volume.Labels[LabelClaimVol]; strings.HasPrefix(ws, poolPrefix) {
-		if _, err := p.engine.VolumeRemove(ctx, ws, client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("destroy workspace volume %s of %s: %w", ws, name, err)
+		if err := p.removeWorkspace(ctx, ws, true); err != nil {
+			return fmt.Errorf("destroy workspace of %s: %w", name, err)
 		}
 	}
 	if _, err := p.engine.VolumeRemove(ctx, claimVolume(name), client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {

@@ -1,0 +1,255 @@
+// Package disks gives a sandbox's workspace a filesystem of its own with a fixed size: an
+// ext4 filesystem in a sparse image file, mounted through a loop device on the host that
+// runs the sandboxes. A write past the size fails inside the sandbox with ENOSPC; the host's
+// disk loses at most the size, whatever the sandbox does, and other sandboxes lose nothing.
+//
+// Why a loop device: the Docker Engine bounds neither a named volume nor a bind mount (its
+// local volume driver takes a size only on XFS with project quotas, and a container's
+// writable layer only on some storage drivers), so a bound the deployment sets must come
+// from a filesystem of the bound's size. A sparse image costs the host only the blocks the
+// sandbox writes (plus a few MiB of metadata).
+//
+// The mounts are made by the process that calls Ensure, in its mount namespace, so it must
+// run as root (CAP_SYS_ADMIN) on the engine's host and share the engine's mount namespace:
+// New checks both it can. Everything is keyed by a name the caller chooses; every operation
+// is idempotent and safe to retry after a crash at any point (an image is formatted under a
+// temporary name and renamed, a mount is checked before it is made), and concurrent calls
+// for one name, from one process or several, are serialised by a lock file.
+package disks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+	mountutils "k8s.io/mount-utils"
+	utilexec "k8s.io/utils/exec"
+)
+
+// MinSize is the smallest filesystem: ext4's metadata and journal need a few MiB.
+const MinSize = 16 << 20
+
+// Disks are the workspace filesystems under one directory.
+type Disks struct {
+	dir     string
+	mounter *mountutils.SafeFormatAndMount
+	mu      sync.Mutex // serialises this process's calls; the lock file serialises processes
+}
+
+// New returns the disks under dir (created if missing), after checking that this process
+// can make them: root, mkfs.ext4 and mount on PATH, and a loop device.
+func New(dir string) (*Disks, error) {
+	if dir == "" || !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("workspace disks: the directory %q must be an absolute path", dir)
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("workspace disks: loop-mounting a filesystem needs root (CAP_SYS_ADMIN) on the host that runs the sandboxes")
+	}
+	for _, tool := range []string{"mkfs.ext4", "mount", "umount", "blkid", "fsck"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, fmt.Errorf("workspace disks: %s not found (Debian: e2fsprogs, util-linux, mount): %w", tool, err)
+		}
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		return nil, fmt.Errorf("workspace disks: no loop devices on this host (modprobe loop): %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("workspace disks: create %s: %w", dir, err)
+	}
+	return &Disks{dir: dir, mounter: &mountutils.SafeFormatAndMount{Interface: mountutils.New(""), Exec: utilexec.New()}}, nil
+}
+
+// Dir is the directory the disks live in.
+func (d *Disks) Dir() string { return d.dir }
+
+func (d *Disks) image(name string) string { return filepath.Join(d.dir, name+".img") }
+
+// Path is where the disk of name is mounted.
+func (d *Disks) Path(name string) string { return filepath.Join(d.dir, name) }
+
+func checkName(name string) error {
+	if name == "" || len(name) > 200 || strings.ContainsAny(name, "/\x00") || name[0] == '.' || strings.HasSuffix(name, ".img") || strings.HasSuffix(name, ".lock") || strings.HasSuffix(name, ".tmp") {
+		return fmt.Errorf("workspace disks: %q is not a disk name", name)
+	}
+	return nil
+}
+
+// lock takes the cross-process lock of name; the returned function releases it.
+func (d *Disks) lock(name string) (func(), error) {
+	d.mu.Lock()
+	f, err := os.OpenFile(filepath.Join(d.dir, name+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("workspace disk %s: lock: %w", name, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		_ = f.Close()
+		d.mu.Unlock()
+		return nil, fmt.Errorf("workspace disk %s: lock: %w", name, err)
+	}
+	return func() {
+		_ = f.Close() // releases the flock
+		d.mu.Unlock()
+	}, nil
+}
+
+// Ensure makes the disk of name with size bytes if it does not exist (an existing one keeps
+// its size), mounts it if it is not mounted (after a reboot, say), and returns its mount
+// point, whose root belongs to uid:gid.
+func (d *Disks) Ensure(ctx context.Context, name string, size int64, uid, gid int) (string, error) {
+	if err := checkName(name); err != nil {
+		return "", err
+	}
+	if size < MinSize {
+		return "", fmt.Errorf("workspace disk %s: %d bytes is too small (at least %d)", name, size, MinSize)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	unlock, err := d.lock(name)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	target := d.Path(name)
+	if err := os.MkdirAll(target, 0o700); err != nil {
+		return "", fmt.Errorf("workspace disk %s: %w", name, err)
+	}
+	if mounted, err := d.mounted(target); err != nil || mounted {
+		return target, err
+	}
+	img := d.image(name)
+	if _, err := os.Stat(img); errors.Is(err, fs.ErrNotExist) {
+		if err := d.format(ctx, img, size, uid, gid); err != nil {
+			return "", fmt.Errorf("workspace disk %s: %w", name, err)
+		}
+	} else if err != nil {
+		return "", fmt.Errorf("workspace disk %s: %w", name, err)
+	}
+	// nosuid and nodev: nothing in a workspace may gain privileges or reach a device, even
+	// if a sandbox's image lets it make such files. FormatAndMount checks (fsck -a) an image
+	// a crash left unclean before mounting it.
+	if err := d.mounter.FormatAndMount(img, target, "ext4", []string{"loop", "nosuid", "nodev", "noatime"}); err != nil {
+		return "", fmt.Errorf("workspace disk %s: mount: %w", name, err)
+	}
+	// The empty lost+found mkfs makes would show in every workspace listing; fsck makes it
+	// again if it ever needs it.
+	_ = os.Remove(filepath.Join(target, "lost+found"))
+	return target, nil
+}
+
+// format writes a fresh filesystem image at img: formatted under a temporary name and then
+// renamed, so an image that exists is whole.
+func (d *Disks) format(ctx context.Context, img string, size int64, uid, gid int) error {
+	tmp := img + ".tmp"
+	_ = os.Remove(tmp)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("create image: %w", err)
+	}
+	err = f.Truncate(size) // sparse: the host pays for what the sandbox writes
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("size image: %w", err)
+	}
+	// -m 0: no blocks reserved for root, the sandbox gets the whole size. lazy_itable_init
+	// and lazy_journal_init leave the inode tables and journal unwritten (sparse) so a new
+	// disk costs the host little and formats in a fraction of a second. root_owner: the
+	// sandbox's user owns the workspace.
+	out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-m", "0",
+		"-E", "lazy_itable_init=1,lazy_journal_init=1,root_owner="+strconv.Itoa(uid)+":"+strconv.Itoa(gid), tmp).CombinedOutput()
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	if err := os.Rename(tmp, img); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("place image: %w", err)
+	}
+	return nil
+}
+
+// mounted tells whether target is a mount point (the image mounted there).
+func (d *Disks) mounted(target string) (bool, error) {
+	notMnt, err := d.mounter.IsLikelyNotMountPoint(target)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, fmt.Errorf("workspace disk at %s: %w", target, err)
+	}
+	return !notMnt, nil
+}
+
+// Remove unmounts the disk of name and deletes it. A disk that is not there is not an error;
+// one still in use (a container that holds it) fails and is left whole.
+func (d *Disks) Remove(ctx context.Context, name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	unlock, err := d.lock(name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	target := d.Path(name)
+	for range 4 { // a disk mounted twice (two racing mounts before this package locked) unmounts once per mount
+		mounted, err := d.mounted(target)
+		if err != nil {
+			return err
+		}
+		if !mounted {
+			break
+		}
+		// The loop device goes with the last unmount (mount -o loop sets autoclear).
+		if err := d.mounter.Unmount(target); err != nil {
+			return fmt.Errorf("workspace disk %s: unmount: %w", name, err)
+		}
+	}
+	for _, p := range []string{d.image(name), d.image(name) + ".tmp", target} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("workspace disk %s: %w", name, err)
+		}
+	}
+	_ = os.Remove(filepath.Join(d.dir, name+".lock"))
+	return nil
+}
+
+// Names lists the disks there are (an image, or a mount point left by a crash).
+func (d *Disks) Names() ([]string, error) {
+	entries, err := os.ReadDir(d.dir)
+	if err != nil {
+		return nil, fmt.Errorf("workspace disks: %w", err)
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, e := range entries {
+		n := e.Name()
+		switch {
+		case strings.HasSuffix(n, ".img"):
+			n = strings.TrimSuffix(n, ".img")
+		case e.IsDir():
+		default:
+			continue
+		}
+		if checkName(n) == nil && !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	return names, nil
+}
