@@ -10,11 +10,17 @@
 // sandbox writes (plus a few MiB of metadata).
 //
 // The mounts are made by the process that calls Ensure, in its mount namespace, so it must
-// run as root (CAP_SYS_ADMIN) on the engine's host and share the engine's mount namespace:
-// New checks both it can. Everything is keyed by a name the caller chooses; every operation
-// is idempotent and safe to retry after a crash at any point (an image is formatted under a
-// temporary name and renamed, a mount is checked before it is made), and concurrent calls
-// for one name, from one process or several, are serialised by a lock file.
+// run as root (CAP_SYS_ADMIN) on the engine's host and share the engine's mount namespace
+// (New checks root; a namespace of its own is caught by the marker below). Everything is
+// keyed by a name the caller chooses; every operation is idempotent and safe to retry after a
+// crash at any point (an image is formatted and synced under a temporary name and renamed, a
+// mount is checked before it is made), and concurrent calls for one name, from one process
+// or several, are serialised by a lock file.
+//
+// A mount point holds a root-owned marker file under the mount. Should anything bind the
+// directory while the disk is not mounted there (a mount made in another namespace, a
+// reboot nobody remounted after), the sandbox finds a non-empty, root-owned 0700 directory
+// it cannot write to, a loud failure, instead of an empty, unbounded one on the host's disk.
 package disks
 
 import (
@@ -27,11 +33,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 	mountutils "k8s.io/mount-utils"
-	utilexec "k8s.io/utils/exec"
 )
 
 // MinSize is the smallest filesystem: ext4's metadata and journal need a few MiB.
@@ -40,9 +45,11 @@ const MinSize = 16 << 20
 // Disks are the workspace filesystems under one directory.
 type Disks struct {
 	dir     string
-	mounter *mountutils.SafeFormatAndMount
-	mu      sync.Mutex // serialises this process's calls; the lock file serialises processes
+	mounter mountutils.Interface
 }
+
+// marker is the file under every mount point (see the package comment).
+const marker = ".not-mounted"
 
 // New returns the disks under dir (created if missing), after checking that this process
 // can make them: root, mkfs.ext4 and mount on PATH, and a loop device.
@@ -64,7 +71,8 @@ func New(dir string) (*Disks, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("workspace disks: create %s: %w", dir, err)
 	}
-	return &Disks{dir: dir, mounter: &mountutils.SafeFormatAndMount{Interface: mountutils.New(""), Exec: utilexec.New()}}, nil
+	// Without systemd: an ext4 loop mount needs no scope of its own to outlive this process.
+	return &Disks{dir: dir, mounter: mountutils.NewWithoutSystemd("")}, nil
 }
 
 // Dir is the directory the disks live in.
@@ -82,23 +90,27 @@ func checkName(name string) error {
 	return nil
 }
 
-// lock takes the cross-process lock of name; the returned function releases it.
+// lock takes the lock of name, which excludes other processes and, since every call opens
+// the file anew, other goroutines of this one; the returned function releases it. Remove
+// unlinks a lock file while holding it, so a lock taken on a file no longer at its path is
+// retried on the new one.
 func (d *Disks) lock(name string) (func(), error) {
-	d.mu.Lock()
-	f, err := os.OpenFile(filepath.Join(d.dir, name+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		d.mu.Unlock()
-		return nil, fmt.Errorf("workspace disk %s: lock: %w", name, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+	path := filepath.Join(d.dir, name+".lock")
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("workspace disk %s: lock: %w", name, err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("workspace disk %s: lock: %w", name, err)
+		}
+		var held, now unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(path, &now) == nil && held.Ino == now.Ino && held.Dev == now.Dev {
+			return func() { _ = f.Close() }, nil // closing releases the flock
+		}
 		_ = f.Close()
-		d.mu.Unlock()
-		return nil, fmt.Errorf("workspace disk %s: lock: %w", name, err)
 	}
-	return func() {
-		_ = f.Close() // releases the flock
-		d.mu.Unlock()
-	}, nil
 }
 
 // Ensure makes the disk of name with size bytes if it does not exist (an existing one keeps
@@ -126,6 +138,9 @@ func (d *Disks) Ensure(ctx context.Context, name string, size int64, uid, gid in
 	if mounted, err := d.mounted(target); err != nil || mounted {
 		return target, err
 	}
+	if err := os.WriteFile(filepath.Join(target, marker), []byte("this workspace's disk is not mounted here\n"), 0o600); err != nil {
+		return "", fmt.Errorf("workspace disk %s: %w", name, err)
+	}
 	img := d.image(name)
 	if _, err := os.Stat(img); errors.Is(err, fs.ErrNotExist) {
 		if err := d.format(ctx, img, size, uid, gid); err != nil {
@@ -134,10 +149,18 @@ func (d *Disks) Ensure(ctx context.Context, name string, size int64, uid, gid in
 	} else if err != nil {
 		return "", fmt.Errorf("workspace disk %s: %w", name, err)
 	}
+	// A crash may have left the filesystem unclean: fsck -p repairs what is safe to repair
+	// and fails on the rest. (Never "format if unformatted": an image whose superblock is
+	// damaged must fail loudly, not come back empty.)
+	if out, err := exec.CommandContext(ctx, "fsck.ext4", "-p", img).CombinedOutput(); err != nil {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() > 1 { // 1: errors corrected
+			return "", fmt.Errorf("workspace disk %s: fsck: %w: %s", name, err, strings.TrimSpace(string(out)))
+		}
+	}
 	// nosuid and nodev: nothing in a workspace may gain privileges or reach a device, even
-	// if a sandbox's image lets it make such files. FormatAndMount checks (fsck -a) an image
-	// a crash left unclean before mounting it.
-	if err := d.mounter.FormatAndMount(img, target, "ext4", []string{"loop", "nosuid", "nodev", "noatime"}); err != nil {
+	// if a sandbox's image lets it make such files.
+	if err := d.mounter.Mount(img, target, "ext4", []string{"loop", "nosuid", "nodev", "noatime"}); err != nil {
 		return "", fmt.Errorf("workspace disk %s: mount: %w", name, err)
 	}
 	// The empty lost+found mkfs makes would show in every workspace listing; fsck makes it
@@ -173,11 +196,28 @@ func (d *Disks) format(ctx context.Context, img string, size int64, uid, gid int
 		_ = os.Remove(tmp)
 		return fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))
 	}
+	// Synced before it takes its name: an image that exists is whole, after a power loss too.
+	if err := syncFile(tmp); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("sync image: %w", err)
+	}
 	if err := os.Rename(tmp, img); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("place image: %w", err)
 	}
 	return nil
+}
+
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // mounted tells whether target is a mount point (the image mounted there).
@@ -193,7 +233,9 @@ func (d *Disks) mounted(target string) (bool, error) {
 }
 
 // Remove unmounts the disk of name and deletes it. A disk that is not there is not an error;
-// one still in use (a container that holds it) fails and is left whole.
+// one still in use fails and is left whole: unmounting here succeeds while another mount of
+// the filesystem remains (the engine's bind of the volume, while a container holds it), so
+// the image is deleted only once no loop device backs it any more.
 func (d *Disks) Remove(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return err
@@ -220,6 +262,22 @@ func (d *Disks) Remove(ctx context.Context, name string) error {
 			return fmt.Errorf("workspace disk %s: unmount: %w", name, err)
 		}
 	}
+	// The kernel may let go of an autoclear loop device a moment after the last unmount.
+	for try := 0; ; try++ {
+		dev := loopOf(d.image(name))
+		if dev == "" {
+			break
+		}
+		if try == 40 {
+			return fmt.Errorf("workspace disk %s: still in use (%s backs another mount of it)", name, dev)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("workspace disk %s: %w", name, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	_ = os.Remove(filepath.Join(target, marker))
 	for _, p := range []string{d.image(name), d.image(name) + ".tmp", target} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("workspace disk %s: %w", name, err)
@@ -227,6 +285,21 @@ func (d *Disks) Remove(ctx context.Context, name string) error {
 	}
 	_ = os.Remove(filepath.Join(d.dir, name+".lock"))
 	return nil
+}
+
+// loopOf is the loop device backed by the file at path, or "".
+func loopOf(path string) string {
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") == path {
+			return "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f)))
+		}
+	}
+	return ""
 }
 
 // Names lists the disks there are (an image, or a mount point left by a crash).

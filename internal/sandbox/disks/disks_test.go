@@ -114,18 +114,74 @@ func TestRemoveOfADiskInUseKeepsIt(t *testing.T) {
 	mnt, err := d.Ensure(ctx, "busy", MinSize, 0, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Remove(context.Background(), "busy") })
-	// An open directory keeps the filesystem busy, as a running container would.
-	dir, err := os.Open(mnt)
-	require.NoError(t, err)
-	require.NoError(t, os.Chdir(mnt))
-	t.Cleanup(func() { _ = dir.Close() })
-	defer func() { _ = os.Chdir("/") }()
-	require.Error(t, d.Remove(ctx, "busy"))
+	require.NoError(t, os.WriteFile(filepath.Join(mnt, "data"), []byte("live"), 0o644))
+	// Another mount of the filesystem holds it, as the engine's bind of the volume does
+	// while a container runs: the unmount here succeeds, the image must stay.
+	other := t.TempDir()
+	require.NoError(t, unix.Mount(mnt, other, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(other, unix.MNT_DETACH) })
+	require.ErrorContains(t, d.Remove(ctx, "busy"), "still in use")
 	_, err = os.Stat(d.image("busy"))
 	require.NoError(t, err, "the image of a disk in use stays")
-	require.NoError(t, os.Chdir("/"))
-	require.NoError(t, dir.Close())
+	got, err := os.ReadFile(filepath.Join(other, "data"))
+	require.NoError(t, err)
+	require.Equal(t, "live", string(got))
+
+	// Once the other mount goes, Ensure mounts it again with its data, and Remove deletes it.
+	require.NoError(t, unix.Unmount(other, 0))
+	mnt, err = d.Ensure(ctx, "busy", MinSize, 0, 0)
+	require.NoError(t, err)
+	got, err = os.ReadFile(filepath.Join(mnt, "data"))
+	require.NoError(t, err)
+	require.Equal(t, "live", string(got))
 	require.NoError(t, d.Remove(ctx, "busy"))
+	_, err = os.Stat(d.image("busy"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// An unmounted disk's mount point is not an empty directory: whatever binds it by mistake
+// (a mount made in another namespace, a reboot) finds a root-owned marker, not an empty,
+// writable, unbounded directory.
+func TestAnUnmountedMountPointIsNotEmpty(t *testing.T) {
+	d := newDisks(t)
+	ctx := context.Background()
+	mnt, err := d.Ensure(ctx, "marked", MinSize, 1000, 1000)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Remove(context.Background(), "marked") })
+	entries, err := os.ReadDir(mnt)
+	require.NoError(t, err)
+	require.Empty(t, entries, "mounted: the marker is hidden")
+	require.NoError(t, unix.Unmount(mnt, 0))
+	entries, err = os.ReadDir(mnt)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "unmounted: the marker shows")
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(mnt, &st))
+	require.Equal(t, uint32(0), st.Uid)
+	require.Equal(t, uint32(0o700), st.Mode&0o777)
+}
+
+// Concurrent Ensure and Remove calls of one name never interleave.
+func TestConcurrentCallsOfOneName(t *testing.T) {
+	d := newDisks(t)
+	ctx := context.Background()
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			if i%2 == 0 {
+				_, err := d.Ensure(ctx, "shared", MinSize, 1000, 1000)
+				errs <- err
+				return
+			}
+			errs <- d.Remove(ctx, "shared")
+		}()
+	}
+	for range 8 {
+		require.NoError(t, <-errs)
+	}
+	require.NoError(t, d.Remove(ctx, "shared"))
+	_, err := os.Stat(d.image("shared"))
+	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
 func TestNamesAndSizesAreChecked(t *testing.T) {
@@ -140,4 +196,26 @@ func TestNamesAndSizesAreChecked(t *testing.T) {
 	require.ErrorContains(t, err, "too small")
 	_, err = New("relative/dir")
 	require.Error(t, err)
+}
+
+// BenchmarkEnsureAndRemove is what a bounded workspace adds to a docker sandbox's create and
+// destroy: format a 10 GiB sparse image, mount it, unmount it, delete it.
+func BenchmarkEnsureAndRemove(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("loop mounts need root")
+	}
+	d, err := New(b.TempDir())
+	require.NoError(b, err)
+	ctx := context.Background()
+	var hostBytes int64
+	for i := 0; b.Loop(); i++ {
+		name := "bench-" + string(rune('a'+i%26))
+		_, err := d.Ensure(ctx, name, 10<<30, 1000, 1000)
+		require.NoError(b, err)
+		var st unix.Stat_t
+		require.NoError(b, unix.Stat(d.image(name), &st))
+		hostBytes = st.Blocks * 512
+		require.NoError(b, d.Remove(ctx, name))
+	}
+	b.ReportMetric(float64(hostBytes)/(1<<20), "host-MiB/disk")
 }

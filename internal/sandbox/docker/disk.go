@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
@@ -94,19 +94,36 @@ func (p *Provider) removeWorkspace(ctx context.Context, vol string, force bool) 
 	return nil
 }
 
-// mountWorkspace mounts the disk of a container's workspace volume again before the
-// container starts: after a reboot the bind would otherwise find an empty, unbounded
-// directory.
-func (p *Provider) mountWorkspace(ctx context.Context, info container.InspectResponse) error {
+// workspaceVolumeOptions are the driver options of the bounded workspace volume vol: also
+// set on the container's mount, so an engine that finds the volume gone (a Destroy racing a
+// Create) makes it again as the same bind, never as a plain, unbounded volume.
+func (p *Provider) workspaceVolumeOptions(vol string) *mount.VolumeOptions {
 	if p.disks == nil {
 		return nil
 	}
+	return &mount.VolumeOptions{DriverConfig: &mount.Driver{Name: "local", Options: map[string]string{
+		"type": "none", "o": "bind", "device": p.disks.Path(vol)}}}
+}
+
+// mountWorkspace mounts the disk of a container's workspace volume again before the
+// container starts: after a reboot the bind would otherwise find the bare mount point (which
+// its marker makes unwritable). The volume says where its disk is, whatever this worker's
+// settings are now; a disk this worker cannot mount is an error, never a start without it.
+func (p *Provider) mountWorkspace(ctx context.Context, info container.InspectResponse) error {
 	for _, m := range info.Mounts {
 		if m.Destination != Workspace || m.Name == "" {
 			continue
 		}
-		if _, err := os.Stat(p.disks.Path(m.Name)); err != nil {
-			return nil // an unbounded volume made before the disks were configured
+		vol, err := p.engine.VolumeInspect(ctx, m.Name, client.VolumeInspectOptions{})
+		if err != nil {
+			return fmt.Errorf("inspect the workspace volume of %s: %w", info.Name, err)
+		}
+		device := vol.Volume.Options["device"]
+		if device == "" {
+			return nil // a plain volume: unbounded, nothing to mount
+		}
+		if p.disks == nil || device != p.disks.Path(m.Name) {
+			return fmt.Errorf("start docker sandbox %s: its workspace disk is %s, which this worker does not manage (MANAGED_AGENT_DOCKER_DISK, MANAGED_AGENT_DOCKER_DISK_DIR changed since it was made): run it with the settings it was made with, or delete the session", info.Name, device)
 		}
 		if _, err := p.disks.Ensure(ctx, m.Name, p.cfg.DiskBytes, workspaceUID, workspaceGID); err != nil {
 			return fmt.Errorf("mount the workspace disk of %s: %w", info.Name, err)
@@ -115,20 +132,23 @@ func (p *Provider) mountWorkspace(ctx context.Context, info container.InspectRes
 	return nil
 }
 
-// diskOrphanAge is how old a disk without a container must be before the sweep reports it:
-// a Create makes the disk before the volume and the container.
+// diskOrphanAge is how old a disk without a volume must be before the sweep removes it: a
+// Create makes the disk before the volume.
 const diskOrphanAge = 10 * time.Minute
 
-// orphanDisks adds to listed the sandboxes of workspace disks whose container is gone (a
-// worker that died between the disk and the container), so the sweep destroys them. Pool
-// disks are the pool's to remove.
-func (p *Provider) orphanDisks(listed []sandbox.Resource) []sandbox.Resource {
+// orphanDisks removes workspace disks whose volume is gone (a worker that died between the
+// disk and the volume, or between removing the volume and the disk), pool disks included,
+// and adds to listed the sandboxes whose workspace volume outlived its container (a Create
+// that failed after the volume), with the session its labels name, so the sweep destroys
+// them as it does orphaned networks. The disk directory may be shared by every deployment
+// on the host: another deployment's volumes are left to it.
+func (p *Provider) orphanDisks(ctx context.Context, listed []sandbox.Resource) []sandbox.Resource {
 	if p.disks == nil {
 		return listed
 	}
 	names, err := p.disks.Names()
 	if err != nil {
-		p.cfg.Logger.Warn("docker sandbox: could not list workspace disks", "error", err)
+		p.cfg.Logger.WarnContext(ctx, "docker sandbox: could not list workspace disks", "error", err)
 		return listed
 	}
 	have := map[string]bool{}
@@ -136,19 +156,31 @@ func (p *Provider) orphanDisks(listed []sandbox.Resource) []sandbox.Resource {
 		have[r.Ref.ExternalID] = true
 	}
 	for _, n := range names {
+		vol, err := p.engine.VolumeInspect(ctx, n, client.VolumeInspectOptions{})
+		if cerrdefs.IsNotFound(err) {
+			if st, serr := os.Stat(p.disks.Path(n)); serr == nil && time.Since(st.ModTime()) < diskOrphanAge {
+				continue
+			}
+			if err := p.disks.Remove(ctx, n); err != nil {
+				p.cfg.Logger.WarnContext(ctx, "docker sandbox: could not remove an orphaned workspace disk", "disk", n, "error", err)
+			} else {
+				p.cfg.Logger.InfoContext(ctx, "docker sandbox: removed an orphaned workspace disk", "disk", n)
+			}
+			continue
+		}
+		if err != nil || vol.Volume.Labels[LabelDeployment] != p.cfg.Deployment {
+			continue
+		}
 		name, ok := strings.CutSuffix(n, "-workspace")
 		if !ok || !sandbox.IsName(name) || have[name] {
 			continue
 		}
-		st, err := os.Stat(p.disks.Path(n))
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err == nil && time.Since(st.ModTime()) < diskOrphanAge {
-			continue
+		created, err := time.Parse(time.RFC3339, vol.Volume.CreatedAt)
+		if err != nil {
+			created = time.Now() // unknown age: the next sweeps will see it again
 		}
 		have[name] = true
-		listed = append(listed, sandbox.Resource{Ref: sandbox.Ref{Provider: Name, ExternalID: name}, Created: time.Now().Add(-diskOrphanAge)})
+		listed = append(listed, sandbox.Resource{Ref: sandbox.Ref{Provider: Name, ExternalID: name}, SessionID: vol.Volume.Labels[LabelSession], Created: created})
 	}
 	return listed
 }

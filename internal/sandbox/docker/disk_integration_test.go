@@ -110,25 +110,71 @@ func TestWorkspaceDiskOfTheSpecSurvivesAStopAndGoesWithDestroy(t *testing.T) {
 	require.Error(t, err)
 }
 
-// A disk whose container never came (a worker died in between) is listed for the sweep once
-// it is old enough, and Destroy removes it.
-func TestAnOrphanedWorkspaceDiskIsListed(t *testing.T) {
+// A disk whose volume is gone (a worker died between them) is removed by the sweep's listing
+// once it is old enough; a workspace volume whose container never came is listed with its
+// session, so the sweep destroys it and its disk.
+func TestOrphanedWorkspaceDisksAreCleanedUp(t *testing.T) {
 	t.Parallel()
+	cli := engine(t)
 	dir := t.TempDir()
 	p := newProvider(t, docker.Config{DiskBytes: 32 << 20, DiskDir: dir})
-	name := sandbox.NameFor(fmt.Sprintf("sesn_diskorphan_%d_%d", os.Getpid(), sessions.Add(1)))
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, name+"-workspace"), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, name+"-workspace.img"), nil, 0o600))
+
+	lone := sandbox.NameFor(fmt.Sprintf("sesn_diskorphan_%d_%d", os.Getpid(), sessions.Add(1))) + "-workspace"
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, lone), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, lone+".img"), nil, 0o600))
 	old := time.Now().Add(-time.Hour)
-	require.NoError(t, os.Chtimes(filepath.Join(dir, name+"-workspace"), old, old))
+	require.NoError(t, os.Chtimes(filepath.Join(dir, lone), old, old))
+
+	// A Create that failed after the volume: disk and volume, no container.
+	spec := sandbox.SpecFor(fmt.Sprintf("sesn_diskvol_%d_%d", os.Getpid(), sessions.Add(1)), wire.EnvironmentConfig{Type: "cloud"})
+	name := docker.ContainerName(spec.Name)
+	ref, err := p.Create(t.Context(), spec)
+	require.NoError(t, err)
+	_, err = cli.ContainerRemove(t.Context(), ref.ExternalID, client.ContainerRemoveOptions{Force: true})
+	require.NoError(t, err)
+
 	listed, err := p.List(t.Context())
 	require.NoError(t, err)
-	var found bool
-	for _, r := range listed {
-		found = found || r.Ref.ExternalID == name
+	var found *sandbox.Resource
+	for i, r := range listed {
+		if r.Ref.ExternalID == name {
+			found = &listed[i]
+		}
 	}
-	require.True(t, found, "the orphaned disk's sandbox is listed")
-	require.NoError(t, p.Destroy(t.Context(), sandbox.Ref{Provider: docker.Name, ExternalID: name}))
-	_, err = os.Stat(filepath.Join(dir, name+"-workspace.img"))
-	require.ErrorIs(t, err, os.ErrNotExist)
+	require.NotNil(t, found, "the sandbox of a volume without a container is listed")
+	require.Equal(t, spec.SessionID, found.SessionID, "with its session, so the sweep can judge it")
+	_, err = os.Stat(filepath.Join(dir, lone+".img"))
+	require.ErrorIs(t, err, os.ErrNotExist, "a disk without a volume is removed")
+
+	require.NoError(t, p.Destroy(t.Context(), ref))
+	images, err := filepath.Glob(filepath.Join(dir, "*.img"))
+	require.NoError(t, err)
+	require.Empty(t, images, "Destroy removes the disk")
+}
+
+// A stopped sandbox whose disk was unmounted behind the provider's back (a reboot) starts with
+// its disk mounted again and its files; a worker whose settings no longer manage that disk
+// refuses to start it rather than bind the bare mount point.
+func TestAStoppedSandboxStartsOnlyWithItsDisk(t *testing.T) {
+	t.Parallel()
+	cli := engine(t)
+	dir := t.TempDir()
+	p := newProvider(t, docker.Config{DiskBytes: 32 << 20, DiskDir: dir})
+	ref, sb := newSandbox(t, p)
+	require.NoError(t, sb.WriteFile(t.Context(), "kept.txt", []byte("kept")))
+	require.NoError(t, p.Stop(t.Context(), ref))
+	mnt := filepath.Join(dir, ref.ExternalID+"-workspace")
+	require.NoError(t, unix.Unmount(mnt, 0))
+
+	_, err := newProvider(t, docker.Config{DiskBytes: docker.DiskUnbounded}).Attach(t.Context(), ref)
+	require.ErrorContains(t, err, "which this worker does not manage")
+	info, err := cli.ContainerInspect(t.Context(), ref.ExternalID, client.ContainerInspectOptions{})
+	require.NoError(t, err)
+	require.False(t, info.Container.State.Running, "never started on the bare mount point")
+
+	again, err := p.Attach(t.Context(), ref)
+	require.NoError(t, err)
+	data, err := again.ReadFile(t.Context(), "kept.txt")
+	require.NoError(t, err)
+	require.Equal(t, "kept", string(data))
 }

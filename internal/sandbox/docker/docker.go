@@ -281,7 +281,7 @@ func (p *Provider) CreateOptions(spec sandbox.Spec) client.ContainerCreateOption
 			ReadonlyRootfs: true,
 			Tmpfs:          map[string]string{"/tmp": tmpfsOptions + ",mode=1777", "/run": tmpfsOptions + ",mode=755"},
 			Mounts: []mount.Mount{
-				{Type: mount.TypeVolume, Source: volumeName(name), Target: Workspace},
+				{Type: mount.TypeVolume, Source: volumeName(name), Target: Workspace, VolumeOptions: p.workspaceVolumeOptions(volumeName(name))},
 				{Type: mount.TypeVolume, Source: p.runner.bin.volume(), Target: RunnerDir, ReadOnly: true, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
 			},
 			CapDrop:     []string{"ALL"},

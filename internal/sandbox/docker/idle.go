@@ -70,5 +70,5 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Resource, error) {
 			Created:   time.Unix(c.Created, 0),
 		})
 	}
-	return p.orphanNetworks(ctx, p.orphanDisks(out))
+	return p.orphanNetworks(ctx, p.orphanDisks(ctx, out))
 }

@@ -290,6 +290,7 @@ func (pl *pool) make(ctx context.Context, spec sandbox.Spec) (string, error) {
 	for i := range opts.HostConfig.Mounts {
 		if opts.HostConfig.Mounts[i].Target == Workspace {
 			opts.HostConfig.Mounts[i].Source = volumeName(name)
+			opts.HostConfig.Mounts[i].VolumeOptions = pl.p.workspaceVolumeOptions(volumeName(name))
 		}
 	}
 	if err := pl.p.createWorkspace(ctx, volumeName(name), pl.p.diskSize(spec), labels); err != nil {
