@@ -60,7 +60,7 @@ func New(dir string) (*Disks, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("workspace disks: loop-mounting a filesystem needs root (CAP_SYS_ADMIN) on the host that runs the sandboxes")
 	}
-	for _, tool := range []string{"mkfs.ext4", "mount", "umount", "blkid", "fsck"} {
+	for _, tool := range []string{"mkfs.ext4", "fsck.ext4", "mount", "umount"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("workspace disks: %s not found (Debian: e2fsprogs, util-linux, mount): %w", tool, err)
 		}
