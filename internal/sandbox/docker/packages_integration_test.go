@@ -324,11 +324,15 @@ func TestMissingManagerIsNamed(t *testing.T) {
 func TestBadPackageSpecsAreRefused(t *testing.T) {
 	t.Parallel()
 	p := newFakeProvider(t, docker.Config{})
-	for _, bad := range []string{"--index-url=http://evil", "two words", "a\nb"} {
+	for bad, why := range map[string]string{
+		"--index-url=http://evil": "must not start with '-'",
+		"two words":               "must not hold spaces or control characters",
+		"a\nb":                    "must not hold spaces or control characters",
+	} {
 		spec := packagesSpec(wire.Packages{Pip: []string{bad}})
 		_, err := p.Create(t.Context(), spec)
 		require.ErrorIs(t, err, sandbox.ErrSetup, bad)
-		require.ErrorContains(t, err, "not starting with '-', without spaces")
+		require.ErrorContains(t, err, why)
 	}
 }
 
