@@ -111,11 +111,12 @@ test-unit: ## Run the unit tests only (fast, no services; includes the dependenc
 	go test -race ./...
 
 .PHONY: bench
-bench: ## Run the benchmarks: event log (store), a step's log read (turns), in-process agent round (agent), sandbox providers (local, docker: needs make sandbox-image, sandboxd over loopback), full stack (e2e), the prompt cache of a 20-round tool session against the strict Messages API (e2e), then a short load run (managed-agents bench against a dev it starts).
+bench: ## Run the benchmarks: event log (store), a step's log read (turns), in-process agent round (agent), sandbox providers (local, docker: needs make sandbox-image, sandboxd over loopback), a docker workspace disk's make and remove (root), full stack (e2e), the prompt cache of a 20-round tool session against the strict Messages API (e2e), then a short load run (managed-agents bench against a dev it starts).
 	go test -tags integration -run '^$$' -bench . -benchtime=2s ./internal/store/
 	go test -tags integration -run '^$$' -bench StepLogRead -benchtime=200x ./internal/turns/
 	go test -run '^$$' -bench . ./internal/agent/ ./internal/tools/
 	go test -tags integration -run '^$$' -bench Provider -benchtime=100x ./internal/sandbox/local/ ./internal/sandbox/docker/ ./internal/sandboxd/
+	go test -run '^$$' -bench EnsureAndRemove -benchtime=10x ./internal/sandbox/disks/
 	go test -tags integration -run '^$$' -bench 'Turn|Concurrent|CommitToSSE' -benchtime=40x ./internal/e2e/
 	go test -tags integration -run '^$$' -bench RealModelCache -benchtime=3x ./internal/e2e/
 	go run . bench --sessions 8 --turns 20 --scenario tool --warmup
