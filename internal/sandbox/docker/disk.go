@@ -10,6 +10,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/volume"
 	"github.com/moby/moby/client"
 
 	"github.com/managed-agents/managed-agents/internal/sandbox"
@@ -151,13 +152,27 @@ func (p *Provider) orphanDisks(ctx context.Context, listed []sandbox.Resource) [
 		p.cfg.Logger.WarnContext(ctx, "docker sandbox: could not list workspace disks", "error", err)
 		return listed
 	}
+	if len(names) == 0 {
+		return listed
+	}
+	// One listing of every volume, not an inspect per disk: the directory may hold the
+	// disks of every deployment on the host, and this runs on every sweep.
+	res, err := p.engine.VolumeList(ctx, client.VolumeListOptions{})
+	if err != nil {
+		p.cfg.Logger.WarnContext(ctx, "docker sandbox: could not list volumes for the workspace disks", "error", err)
+		return listed
+	}
+	volumes := make(map[string]volume.Volume, len(res.Items))
+	for _, v := range res.Items {
+		volumes[v.Name] = v
+	}
 	have := map[string]bool{}
 	for _, r := range listed {
 		have[r.Ref.ExternalID] = true
 	}
 	for _, n := range names {
-		vol, err := p.engine.VolumeInspect(ctx, n, client.VolumeInspectOptions{})
-		if cerrdefs.IsNotFound(err) {
+		vol, ok := volumes[n]
+		if !ok {
 			if st, serr := os.Stat(p.disks.Path(n)); serr == nil && time.Since(st.ModTime()) < diskOrphanAge {
 				continue
 			}
@@ -168,19 +183,19 @@ func (p *Provider) orphanDisks(ctx context.Context, listed []sandbox.Resource) [
 			}
 			continue
 		}
-		if err != nil || vol.Volume.Labels[LabelDeployment] != p.cfg.Deployment {
+		if vol.Labels[LabelDeployment] != p.cfg.Deployment {
 			continue
 		}
 		name, ok := strings.CutSuffix(n, "-workspace")
 		if !ok || !sandbox.IsName(name) || have[name] {
 			continue
 		}
-		created, err := time.Parse(time.RFC3339, vol.Volume.CreatedAt)
+		created, err := time.Parse(time.RFC3339, vol.CreatedAt)
 		if err != nil {
 			created = time.Now() // unknown age: the next sweeps will see it again
 		}
 		have[name] = true
-		listed = append(listed, sandbox.Resource{Ref: sandbox.Ref{Provider: Name, ExternalID: name}, SessionID: vol.Volume.Labels[LabelSession], Created: created})
+		listed = append(listed, sandbox.Resource{Ref: sandbox.Ref{Provider: Name, ExternalID: name}, SessionID: vol.Labels[LabelSession], Created: created})
 	}
 	return listed
 }
