@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -210,7 +211,27 @@ func (p *Provider) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Sandbox
 	if err != nil {
 		return nil, fmt.Errorf("attach local sandbox %s: %w", ref.ExternalID, err)
 	}
-	return ws, nil
+	return shellless{ws}, nil
+}
+
+// ErrNoBash is what a command in a local sandbox answers where the worker has no bash: the
+// container image the Helm chart runs the worker in is FROM scratch, and its default sandbox
+// provider is this one, so the bare exec error ("executable file not found") would be the
+// first thing a new user's agent sees, with no hint of what to change.
+var ErrNoBash = errors.New("bash is not available: the local sandbox runs tools in the worker's own container, whose image has no shell; " +
+	"use the kubernetes or docker sandbox provider (docs/kubernetes.md). The read, write, edit, glob and grep tools work here")
+
+// shellless is a workspace whose Exec turns a missing bash into ErrNoBash. Embedding keeps
+// the workspace's optional capabilities (file search), which need no shell.
+type shellless struct{ *workspace.Workspace }
+
+// Exec implements sandbox.Sandbox.
+func (s shellless) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	res, err := s.Workspace.Exec(ctx, req)
+	if errors.Is(err, exec.ErrNotFound) {
+		return res, ErrNoBash
+	}
+	return res, err
 }
 
 func readSpec(path string) (storedSpec, error) {

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/sandbox"
 	"github.com/managed-agents/managed-agents/internal/sandbox/local"
 	"github.com/managed-agents/managed-agents/internal/sandbox/sandboxtest"
+	"github.com/managed-agents/managed-agents/internal/tools"
 	"github.com/managed-agents/managed-agents/internal/tools/toolstest"
 )
 
@@ -305,4 +307,37 @@ func TestAbsolutePathsPrintedByPwdUnderASymlinkedRoot(t *testing.T) {
 	data, err := sb.ReadFile(t.Context(), pwd+"/f.txt")
 	require.NoError(t, err)
 	require.Equal(t, "hi\n", string(data))
+}
+
+// TestNoBashSaysWhatWorks: the chart's default worker image has no shell, so the local
+// provider's bash fails there; the model (and the user reading the session) must be told why
+// and what to change, not just "executable file not found". The file tools still work.
+func TestNoBashSaysWhatWorks(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // a PATH with no bash on it, like the FROM-scratch image
+	_, _, sb := newSandbox(t, sandbox.Spec{})
+
+	_, err := sb.Exec(t.Context(), sandbox.ExecRequest{Command: "echo hi"})
+	require.ErrorIs(t, err, local.ErrNoBash)
+
+	tests := []struct {
+		name, tool, input string
+		isError           bool
+		contains          []string
+	}{
+		{name: "bash says what works", tool: "bash", input: `{"command":"echo hi"}`, isError: true,
+			contains: []string{"bash is not available", "worker's own container", "kubernetes or docker sandbox provider", "docs/kubernetes.md"}},
+		{name: "one-shot bash too", tool: "bash", input: `{"command":"ls","restart":true}`, isError: true,
+			contains: []string{"bash is not available"}},
+		{name: "write needs no shell", tool: "write", input: `{"file_path":"a.txt","content":"hello\n"}`},
+		{name: "read needs no shell", tool: "read", input: `{"file_path":"a.txt"}`, contains: []string{"hello"}},
+		{name: "grep needs no shell", tool: "grep", input: `{"pattern":"hel+o"}`, contains: []string{"a.txt"}},
+	}
+	for _, tt := range tests {
+		res := tools.RunBuiltin(t.Context(), sb, tt.tool, json.RawMessage(tt.input))
+		require.Equal(t, tt.isError, res.IsError, "%s: %s", tt.name, res.Text)
+		require.NotContains(t, res.Text, "executable file not found", tt.name)
+		for _, want := range tt.contains {
+			require.Contains(t, res.Text, want, tt.name)
+		}
+	}
 }
