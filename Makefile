@@ -10,6 +10,9 @@ HELM_VERSION        ?= v3.22.0
 # Kubernetes version. The script reads these two lines.
 ENVTEST_K8S_VERSION  ?= v1.37.2
 ENVTEST_ETCD_VERSION ?= v3.6.16
+# The test cluster's DNS and NetworkPolicy engine (hack/cluster/assets.sh; make test-cluster).
+CLUSTER_COREDNS_VERSION ?= v1.14.7
+CLUSTER_NETPOL_VERSION  ?= v0.8.0
 # controller-gen writes the CRDs, the RBAC role and the deepcopy functions of api/ (DESIGN.md §8).
 CONTROLLER_GEN_VERSION ?= v0.23.0
 
@@ -23,6 +26,9 @@ IMG ?= managed-agents:dev
 SANDBOX_IMG ?= managed-agents-sandbox:dev
 # The egress proxy image `egress-image` tags (the docker provider's default proxy image).
 EGRESS_IMG ?= managed-agents-egress:dev
+# Where hack/cluster/up.sh keeps the test cluster's state (make test-cluster).
+CLUSTER_DIR ?= /var/lib/managed-agents-cluster
+export CLUSTER_DIR
 # go test's own default (10m per package binary) is too short for the integration suites.
 TEST_TIMEOUT ?= 30m
 # How long each fuzz target runs under `make fuzz` (`make test` runs each for 10s).
@@ -152,6 +158,16 @@ generate: $(CONTROLLER_GEN) ## Write the deepcopy functions of api/ (zz_generate
 verify-generated: manifests generate ## Regenerate and fail when a generated file differs from the one committed (CI runs it).
 	@git add -N $(GENERATED) 2>/dev/null || true
 	@git diff --exit-code --stat -- $(GENERATED) || { echo "generated files are stale: run 'make manifests generate' and commit the result" >&2; exit 1; }
+
+.PHONY: test-cluster
+test-cluster: $(HELM) docker-build sandbox-image egress-image postgres-image temporal-image ## Bring up a real single-node cluster (hack/cluster/up.sh: kubelet, containerd, CoreDNS, a NetworkPolicy engine; ~10 min cold, binaries cached in ~/.cache/managed-agents/cluster), load the images into it, run the cluster tests (internal/clustertest: the chart installed as docs/kubernetes.md says, sandbox pods, NetworkPolicies, pod kills), and tear it down (KEEP_CLUSTER=1 keeps it).
+	@mkdir -p dist
+	hack/cluster/up.sh $(IMG) $(SANDBOX_IMG) $(EGRESS_IMG) $(POSTGRES_IMG) $(TEMPORAL_IMG) > dist/cluster.env
+	@status=0; . ./dist/cluster.env && \
+		KUBECTL=$(CLUSTER_DIR)/bin/kubectl HELM=$(abspath $(HELM)) IMG=$(IMG) SANDBOX_IMG=$(SANDBOX_IMG) \
+		EGRESS_IMG=$(EGRESS_IMG) POSTGRES_IMG=$(POSTGRES_IMG) TEMPORAL_IMG=$(TEMPORAL_IMG) \
+		go test -tags cluster -count=1 -timeout 45m -v ./internal/clustertest/ || status=$$?; \
+		if [ -z "$(KEEP_CLUSTER)" ]; then hack/cluster/down.sh; fi; exit $$status
 
 ##@ Build
 

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Finds or builds the binaries of the test cluster (make test-cluster) and prints their
+# directory as the last line of stdout; everything else goes to stderr.
+#
+# The node's programs come from the Go module proxy, as the envtest assets do
+# (hack/envtest-assets.sh, whose kube-apiserver, etcd and kubectl the cluster reuses):
+#   - kubelet, kube-controller-manager, kube-scheduler, kube-proxy of the same Kubernetes
+#     release, built in a wrapper module that replaces the staging modules with their
+#     released versions (k8s.io/kubernetes's own go.mod points them at ./staging);
+#   - coredns (cluster DNS) and netpol, sigs.k8s.io/kube-network-policies (the NetworkPolicy
+#     engine: nftables rules that queue a connection's first packet to userspace, which
+#     needs no kernel module that is not already here);
+#   - pause, hack/cluster/pause, the pod sandbox process.
+# Containerd, runc and the CNI plugins are Debian's packages (hack/cluster/up.sh).
+#
+# Cached in ${XDG_CACHE_HOME:-$HOME/.cache}/managed-agents/cluster/<versions>/; a cold build
+# takes about 8 minutes on 2 cores when the envtest build has filled Go's build cache.
+#
+# Environment: CLUSTER_K8S_VERSION, CLUSTER_COREDNS_VERSION, CLUSTER_NETPOL_VERSION override
+# the Makefile's pins; CLUSTER_ASSETS_FORCE=1 rebuilds.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+makefile=$repo/Makefile
+pinned() { sed -n "s/^$1[[:space:]]*?=[[:space:]]*\([^[:space:]]*\).*/\1/p" "$makefile"; }
+K8S_VERSION=${CLUSTER_K8S_VERSION:-$(pinned ENVTEST_K8S_VERSION)}
+COREDNS_VERSION=${CLUSTER_COREDNS_VERSION:-$(pinned CLUSTER_COREDNS_VERSION)}
+NETPOL_VERSION=${CLUSTER_NETPOL_VERSION:-$(pinned CLUSTER_NETPOL_VERSION)}
+CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/managed-agents/cluster
+# The pause source is part of the key, so an edit to it rebuilds.
+pause_hash=$(sha256sum "$repo/hack/cluster/pause/main.go" | cut -c1-12)
+ASSETS_DIR=$CACHE_ROOT/k8s-$K8S_VERSION-coredns-$COREDNS_VERSION-netpol-$NETPOL_VERSION-pause-$pause_hash
+
+log() { printf 'cluster-assets: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+[[ $K8S_VERSION =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || die "Kubernetes version $K8S_VERSION: want a release such as v1.37.2"
+K8S_MINOR=${BASH_REMATCH[1]}
+STAGING_VERSION=v0.$K8S_MINOR.${BASH_REMATCH[2]}
+[ -n "$COREDNS_VERSION" ] && [ -n "$NETPOL_VERSION" ] || die "CLUSTER_COREDNS_VERSION and CLUSTER_NETPOL_VERSION must be pinned in the Makefile"
+
+BINARIES=(kubelet kube-controller-manager kube-scheduler kube-proxy coredns netpol pause)
+
+# works DIR: every binary is there and the Kubernetes ones report the pinned release.
+works() {
+  local dir=$1 bin out
+  for bin in "${BINARIES[@]}"; do [ -x "$dir/$bin" ] || return 1; done
+  for bin in kubelet kube-controller-manager kube-scheduler kube-proxy; do
+    out=$(timeout 30 "$dir/$bin" --version 2>&1) || return 1
+    [ "$out" = "Kubernetes $K8S_VERSION" ] || return 1
+  done
+  out=$(timeout 30 "$dir/coredns" -version 2>&1) || return 1
+  grep -q "CoreDNS-${COREDNS_VERSION#v}" <<<"$out" || return 1
+}
+
+found() { log "using $1 ($2)"; printf '%s\n' "$1"; exit 0; }
+
+if [ -z "${CLUSTER_ASSETS_FORCE:-}" ] && works "$ASSETS_DIR"; then found "$ASSETS_DIR" cache; fi
+command -v go >/dev/null || die "go is not on PATH: it is needed to build the cluster"
+
+mkdir -p "$CACHE_ROOT"
+exec 9>"$CACHE_ROOT/.lock"
+if ! flock -n 9; then log "another build is running; waiting for it"; flock 9; fi
+if [ -z "${CLUSTER_ASSETS_FORCE:-}" ] && works "$ASSETS_DIR"; then found "$ASSETS_DIR" "cache, built by another run"; fi
+
+work=$(mktemp -d "$CACHE_ROOT/.build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+out=$work/out
+mkdir -p "$out"
+# Static, reproducible binaries; the same flags as hack/envtest-assets.sh, so the packages it
+# compiled for kube-apiserver come from Go's build cache.
+export CGO_ENABLED=0 GOFLAGS="-mod=mod -trimpath -buildvcs=false" GOWORK=off
+start=$SECONDS
+
+# --- Kubernetes node and control-plane binaries -------------------------------------------------
+log "downloading k8s.io/kubernetes@$K8S_VERSION"
+k8s_dir=$(cd "$work" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+[ -f "$k8s_dir/go.mod" ] || die "go mod download k8s.io/kubernetes@$K8S_VERSION gave no module directory"
+mapfile -t staging < <(sed -n 's|^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/src/.*|\1|p' "$k8s_dir/go.mod")
+[ ${#staging[@]} -gt 0 ] || die "found no staging replace directives in k8s.io/kubernetes@$K8S_VERSION's go.mod"
+go_directive=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$k8s_dir/go.mod")
+mkdir -p "$work/k8s"
+{
+  echo "module cluster-assets/kubernetes"
+  echo
+  echo "go $go_directive"
+  echo
+  echo "require k8s.io/kubernetes $K8S_VERSION"
+  echo
+  echo "replace ("
+  for m in "${staging[@]}"; do echo "	$m => $m $STAGING_VERSION"; done
+  echo ")"
+} >"$work/k8s/go.mod"
+build_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+k8s_ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  k8s_ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$K8S_MINOR"
+  k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
+done
+log "building kubelet, kube-controller-manager, kube-scheduler, kube-proxy $K8S_VERSION"
+(cd "$work/k8s" && go build -ldflags "$k8s_ldflags" -o "$out/" \
+  k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy)
+
+# --- CoreDNS and kube-network-policies (no replace directives: go install works) ---------------
+log "building coredns $COREDNS_VERSION"
+(cd "$work" && GOBIN="$work/gobin" go install -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION")
+mv "$work/gobin/coredns" "$out/coredns"
+log "building kube-network-policies $NETPOL_VERSION"
+(cd "$work" && GOBIN="$work/gobin" go install -ldflags "-s -w" "sigs.k8s.io/kube-network-policies/cmd@$NETPOL_VERSION")
+mv "$work/gobin/cmd" "$out/netpol"
+
+# --- pause ----------------------------------------------------------------------------------------
+(cd "$repo" && go build -ldflags "-s -w" -o "$out/pause" ./hack/cluster/pause)
+
+works "$out" || die "the built binaries do not report the pinned versions; see $out"
+rm -rf "$ASSETS_DIR.old"
+[ ! -e "$ASSETS_DIR" ] || mv "$ASSETS_DIR" "$ASSETS_DIR.old"
+mv "$out" "$ASSETS_DIR"
+rm -rf "$ASSETS_DIR.old"
+log "built in $((SECONDS - start))s"
+found "$ASSETS_DIR" built

@@ -1,0 +1,308 @@
+#!/usr/bin/env bash
+# Brings up a real single-node Kubernetes cluster on this machine, from host processes, the
+# way upstream's hack/local-up-cluster.sh does: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, a kubelet on a containerd of its own, and kube-proxy, plus CoreDNS and the
+# NetworkPolicy engine (kube-network-policies) as pods. No registry is needed: every image the
+# cluster runs is loaded into its containerd from the local Docker engine (`docker save`).
+#
+# Prints `export KUBECONFIG=...` as its last line. hack/cluster/down.sh stops it and removes
+# everything it made (processes, mounts, network namespaces, iptables and nftables rules).
+#
+# Needs root, cgroups (v1 or v2), Debian's containerd, runc, containernetworking-plugins,
+# iptables, conntrack and openssl (.ci/run installs them), and the binaries of
+# hack/cluster/assets.sh and hack/envtest-assets.sh.
+#
+# Usage: hack/cluster/up.sh [IMAGE...]   (images of the local Docker engine to load; the
+#        cluster's own images are always loaded)
+# Environment: CLUSTER_DIR (default /var/lib/managed-agents-cluster) holds all of its state.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+D=${CLUSTER_DIR:-/var/lib/managed-agents-cluster}
+NODE=ma-node
+POD_CIDR=10.88.0.0/16
+SERVICE_CIDR=10.96.0.0/16
+API_SERVICE_IP=10.96.0.1
+DNS_IP=10.96.0.10
+# How many local PersistentVolumes the node offers (the `standard` StorageClass, static).
+LOCAL_PVS=${CLUSTER_LOCAL_PVS:-40}
+
+log() { printf 'cluster-up: %s\n' "$*" >&2; }
+die() { log "$*"; log "logs: $D/logs"; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "the cluster needs root (containerd, the kubelet and kube-proxy)"
+for tool in containerd runc ctr iptables conntrack openssl docker; do
+  command -v "$tool" >/dev/null || die "$tool is missing (apt-get install containerd runc iptables conntrack openssl)"
+done
+[ -x /usr/lib/cni/ptp ] || die "/usr/lib/cni/ptp is missing (apt-get install containernetworking-plugins)"
+
+# Whatever an earlier run left (a killed test, a session that ended) goes first.
+"$repo/hack/cluster/down.sh" >&2
+
+envtest=$(cd "$repo" && make --no-print-directory envtest-assets | tail -n1)
+assets=$("$repo/hack/cluster/assets.sh" | tail -n1)
+bin=$D/bin
+mkdir -p "$D"/{bin,pki,logs,run,etcd,kubelet,containerd,cni/net.d,cni/ipam,pv}
+for b in kube-apiserver etcd kubectl; do ln -sf "$envtest/$b" "$bin/$b"; done
+for b in kubelet kube-controller-manager kube-scheduler kube-proxy; do ln -sf "$assets/$b" "$bin/$b"; done
+export PATH=$bin:$PATH
+
+# The node's address: the source address of its default route (pods reach the API server
+# there through the kubernetes Service).
+NODE_IP=${CLUSTER_NODE_IP:-$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')}
+[ -n "$NODE_IP" ] || NODE_IP=$(hostname -I | awk '{print $1}')
+[ -n "$NODE_IP" ] || die "cannot tell the node's IP address; set CLUSTER_NODE_IP"
+log "node $NODE at $NODE_IP, state in $D"
+
+# --- PKI: a CA, the API server's serving certificate, a client certificate per component ---------
+pki=$D/pki
+cert() { # name CN O [subjectAltNames]
+  local name=$1 cn=$2 o=$3 san=${4:-}
+  openssl genrsa -out "$pki/$name.key" 2048 2>/dev/null
+  local subj="/CN=$cn"
+  [ -z "$o" ] || subj="/O=$o$subj"
+  openssl req -new -key "$pki/$name.key" -subj "$subj" -out "$pki/$name.csr" 2>/dev/null
+  {
+    echo "basicConstraints=CA:FALSE"
+    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    if [ -n "$san" ]; then echo "extendedKeyUsage=serverAuth,clientAuth"; echo "subjectAltName=$san"
+    else echo "extendedKeyUsage=clientAuth"; fi
+  } >"$pki/$name.ext"
+  openssl x509 -req -in "$pki/$name.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+    -days 30 -extfile "$pki/$name.ext" -out "$pki/$name.crt" 2>/dev/null
+}
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$pki/ca.key" -out "$pki/ca.crt" -days 30 \
+  -subj "/CN=managed-agents-test-cluster-ca" 2>/dev/null
+cert apiserver kube-apiserver "" \
+  "IP:$API_SERVICE_IP,IP:$NODE_IP,IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+cert admin kubernetes-admin system:masters
+cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
+cert kubelet "system:node:$NODE" system:nodes
+cert controller-manager system:kube-controller-manager ""
+cert scheduler system:kube-scheduler ""
+cert proxy system:kube-proxy ""
+openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+
+kubeconfig() { # name → $D/name.kubeconfig with that client certificate
+  local f=$D/$1.kubeconfig
+  kubectl config --kubeconfig "$f" set-cluster local --server "https://$NODE_IP:6443" \
+    --certificate-authority "$pki/ca.crt" --embed-certs >/dev/null
+  kubectl config --kubeconfig "$f" set-credentials "$1" --client-certificate "$pki/$1.crt" \
+    --client-key "$pki/$1.key" --embed-certs >/dev/null
+  kubectl config --kubeconfig "$f" set-context local --cluster local --user "$1" >/dev/null
+  kubectl config --kubeconfig "$f" use-context local >/dev/null
+}
+for c in admin kubelet controller-manager scheduler proxy; do kubeconfig "$c"; done
+export KUBECONFIG=$D/admin.kubeconfig
+
+start() { # name command...: runs it in the background, its output in logs/name.log
+  local name=$1; shift
+  "$@" >"$D/logs/$name.log" 2>&1 &
+  echo $! >"$D/run/$name.pid"
+}
+wait_for() { # what seconds command...
+  local what=$1 limit=$2 i; shift 2
+  for ((i = 0; i < limit; i++)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 1
+  done
+  die "$what was not ready after ${limit}s"
+}
+
+# --- etcd and the control plane -------------------------------------------------------------------
+# No fsync: the cluster lives for one test run.
+start etcd etcd --name node --data-dir "$D/etcd" --unsafe-no-fsync \
+  --listen-client-urls http://127.0.0.1:23790 --advertise-client-urls http://127.0.0.1:23790 \
+  --listen-peer-urls http://127.0.0.1:23800 --initial-advertise-peer-urls http://127.0.0.1:23800 \
+  --initial-cluster node=http://127.0.0.1:23800 --listen-metrics-urls http://127.0.0.1:23810
+start kube-apiserver kube-apiserver --etcd-servers http://127.0.0.1:23790 \
+  --secure-port 6443 --bind-address 0.0.0.0 --advertise-address "$NODE_IP" \
+  --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+  --client-ca-file "$pki/ca.crt" \
+  --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" \
+  --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+  --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+  --service-account-issuer https://kubernetes.default.svc.cluster.local \
+  --service-cluster-ip-range "$SERVICE_CIDR" --authorization-mode Node,RBAC \
+  --allow-privileged=true --enable-admission-plugins NodeRestriction \
+  --profiling=false
+wait_for "kube-apiserver" 90 kubectl get --raw /readyz
+start kube-controller-manager kube-controller-manager --kubeconfig "$D/controller-manager.kubeconfig" \
+  --authentication-kubeconfig "$D/controller-manager.kubeconfig" \
+  --authorization-kubeconfig "$D/controller-manager.kubeconfig" \
+  --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+  --use-service-account-credentials=true --leader-elect=false \
+  --bind-address 127.0.0.1 --secure-port 10257 --profiling=false
+start kube-scheduler kube-scheduler --kubeconfig "$D/scheduler.kubeconfig" \
+  --authentication-kubeconfig "$D/scheduler.kubeconfig" \
+  --authorization-kubeconfig "$D/scheduler.kubeconfig" \
+  --leader-elect=false --bind-address 127.0.0.1 --secure-port 10259 --profiling=false
+
+# --- containerd: an instance of its own, beside Docker's -------------------------------------------
+# restrict_oom_score_adj: no process here may lower its oom_score_adj, which runc would
+# otherwise try for every pod ("can't get final child's PID from pipe").
+cat >"$D/containerd/config.toml" <<TOML
+version = 2
+root = "$D/containerd/root"
+state = "$D/containerd/state"
+[grpc]
+  address = "$D/containerd/containerd.sock"
+[ttrpc]
+  address = "$D/containerd/containerd.sock.ttrpc"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "docker.io/library/managed-agents-pause:dev"
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$D/cni/net.d"
+TOML
+# ptp, not bridge: every pod's traffic is routed through the host, so the NetworkPolicy
+# engine's netfilter rules see pod-to-pod packets too (on a bridge they would be switched past
+# netfilter unless br_netfilter is on, which would also put Docker's FORWARD DROP in their way).
+cat >"$D/cni/net.d/10-managed-agents.conflist" <<JSON
+{
+  "cniVersion": "1.0.0",
+  "name": "managed-agents-cluster",
+  "plugins": [
+    {
+      "type": "ptp",
+      "mtu": 1400,
+      "ipMasq": false,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "$POD_CIDR"}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dataDir": "$D/cni/ipam"
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+JSON
+start containerd containerd --config "$D/containerd/config.toml"
+CTR=(ctr --address "$D/containerd/containerd.sock" --namespace k8s.io)
+wait_for containerd 30 "${CTR[@]}" version
+
+# Pod traffic is forwarded by the host; Docker's FORWARD policy is DROP. The NetworkPolicy
+# engine's own nftables chain still drops what a policy forbids: netfilter accepts a packet
+# only when every base chain on its hook does.
+iptables -I FORWARD 1 -s "$POD_CIDR" -m comment --comment managed-agents-cluster -j ACCEPT
+iptables -I FORWARD 1 -d "$POD_CIDR" -m comment --comment managed-agents-cluster -j ACCEPT
+sysctl -qw net.ipv4.ip_forward=1
+
+# --- images ---------------------------------------------------------------------------------------
+# The cluster's own (pause, CoreDNS, the NetworkPolicy engine) are single binaries FROM scratch.
+ctx=$(mktemp -d)
+trap 'rm -rf "$ctx"' EXIT
+for b in pause coredns netpol; do
+  mkdir -p "$ctx/$b"
+  cp "$assets/$b" "$ctx/$b/$b"
+  printf 'FROM scratch\nCOPY %s /%s\nENTRYPOINT ["/%s"]\n' "$b" "$b" "$b" >"$ctx/$b/Dockerfile"
+  docker build -q -t "managed-agents-$b:dev" "$ctx/$b" >/dev/null
+done
+load() {
+  local img
+  for img in "$@"; do
+    docker image inspect "$img" >/dev/null 2>&1 || die "image $img is not in the local Docker engine"
+    log "loading $img"
+    docker save "$img" | "${CTR[@]}" images import --digests - >/dev/null
+  done
+}
+load managed-agents-pause:dev managed-agents-coredns:dev managed-agents-netpol:dev "$@"
+
+# --- kubelet and kube-proxy -------------------------------------------------------------------------
+cat >"$D/kubelet/config.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: "$pki/ca.crt"}
+authorization: {mode: Webhook}
+containerRuntimeEndpoint: "unix://$D/containerd/containerd.sock"
+cgroupDriver: cgroupfs
+# The host may still be on cgroup v1, which the kubelet otherwise refuses since 1.35.
+failCgroupV1: false
+failSwapOn: false
+clusterDNS: ["$DNS_IP"]
+clusterDomain: cluster.local
+serializeImagePulls: false
+# The images are loaded, not pulled: never collect them.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.available: "2%"}
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+YAML
+start kubelet kubelet --config "$D/kubelet/config.yaml" --kubeconfig "$D/kubelet.kubeconfig" \
+  --hostname-override "$NODE" --node-ip "$NODE_IP" --root-dir "$D/kubelet/root" \
+  --cert-dir "$D/kubelet/pki"
+cat >"$D/kube-proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clusterCIDR: "$POD_CIDR"
+hostnameOverride: "$NODE"
+clientConnection: {kubeconfig: "$D/proxy.kubeconfig"}
+# Leave the host's conntrack table size alone.
+conntrack: {maxPerCore: 0}
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:10256
+YAML
+start kube-proxy kube-proxy --config "$D/kube-proxy.yaml"
+wait_for "node $NODE" 90 kubectl get node "$NODE"
+kubectl label node "$NODE" node-role.kubernetes.io/control-plane= --overwrite >/dev/null
+
+# --- storage: local PersistentVolumes on this node (static, WaitForFirstConsumer) ------------------
+# Local volumes get fsGroup ownership like emptyDirs do, so a non-root PostgreSQL can write its
+# data directory; hostPath volumes would not.
+{
+  cat <<YAML
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Retain
+YAML
+  for ((i = 0; i < LOCAL_PVS; i++)); do
+    mkdir -p "$D/pv/pv$i"
+    cat <<YAML
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: local-pv$i}
+spec:
+  capacity: {storage: 100Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: standard
+  local: {path: "$D/pv/pv$i"}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+        - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: ["$NODE"]}]
+YAML
+  done
+} | kubectl apply -f - >/dev/null
+
+# --- cluster DNS and the NetworkPolicy engine -------------------------------------------------------
+sed "s/@DNS_IP@/$DNS_IP/" "$repo/hack/cluster/addons.yaml" | kubectl apply -f - >/dev/null
+wait_for "node $NODE Ready" 120 kubectl wait --for=condition=Ready "node/$NODE" --timeout=1s
+if ! kubectl -n kube-system rollout status deploy/coredns --timeout=120s >&2 ||
+  ! kubectl -n kube-system rollout status ds/kube-network-policies --timeout=120s >&2; then
+  kubectl -n kube-system get pods -o wide >&2 || true
+  die "the cluster's add-ons did not start"
+fi
+log "cluster ready"
+echo "export KUBECONFIG=$D/admin.kubeconfig"
