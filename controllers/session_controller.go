@@ -416,7 +416,7 @@ func (r *SessionReconciler) finalize(ctx context.Context, s *v1alpha1.Session) (
 			}
 			if !gone {
 				// The teardown runs in the worker; look again shortly.
-				return ctrl.Result{RequeueAfter: time.Second}, nil
+				return ctrl.Result{RequeueAfter: deleteRecheck(time.Since(s.DeletionTimestamp.Time))}, nil
 			}
 		}
 		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, "Deleted", "Delete", "deleted session %s", id)
@@ -426,6 +426,14 @@ func (r *SessionReconciler) finalize(ctx context.Context, s *v1alpha1.Session) (
 	}
 	controllerutil.RemoveFinalizer(s, v1alpha1.Finalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, s))
+}
+
+// deleteRecheck is when to look again at a delete whose teardown began deleting ago: soon at
+// first (a teardown takes seconds), then less often, up to a minute. Each look begins the
+// delete again, which starts a teardown that failed anew, so a teardown that keeps failing
+// is retried with this backoff rather than every second for as long as it fails.
+func deleteRecheck(deleting time.Duration) time.Duration {
+	return min(max(deleting/2, time.Second), time.Minute)
 }
 
 func (r *SessionReconciler) resync() time.Duration {

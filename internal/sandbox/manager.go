@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"errors"
@@ -335,7 +336,9 @@ func (m *Manager) attach(ctx context.Context, b Binding) (Sandbox, error) {
 
 // Teardown destroys the session's sandbox through the provider its binding names and
 // removes the binding. A pending binding's sandbox may exist without its id being known:
-// Create by the same name adopts it (or makes a bare one) so it can be destroyed.
+// Create by the same name adopts it (or makes a bare one) so it can be destroyed. A binding
+// of a provider this deployment does not run is removed with a warning: there is nothing
+// here to destroy it with.
 func (m *Manager) Teardown(ctx context.Context, sessionID string) error {
 	b, err := m.bindings.Binding(ctx, sessionID)
 	if errors.Is(err, ErrNoBinding) {
@@ -347,6 +350,19 @@ func (m *Manager) Teardown(ctx context.Context, sessionID string) error {
 	}
 	m.forget(sessionID, nil)
 	p, err := m.registry.Provider(b.Ref.Provider)
+	if errors.Is(err, ErrUnknownProvider) {
+		// Made under a provider this deployment no longer runs (MANAGED_AGENT_SANDBOX
+		// changed): nothing here can reach that sandbox, so there is nothing to tear down,
+		// and failing would keep the session's delete from ever finishing. The binding goes,
+		// so nothing retries; that provider's orphan sweep removes the sandbox if it is
+		// configured again.
+		m.logger.WarnContext(ctx, "the session's sandbox belongs to a provider this deployment does not run: it is left as it is and the binding removed",
+			"session_id", sessionID, "provider", b.Ref.Provider, "sandbox", cmp.Or(b.Ref.ExternalID, b.Name), "error", err)
+		if err := m.bindings.DeleteBinding(ctx, sessionID); err != nil {
+			return fmt.Errorf("remove sandbox binding: %w", err)
+		}
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("tear down the sandbox of session %s: %w", sessionID, err)
 	}

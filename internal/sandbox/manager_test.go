@@ -1,8 +1,11 @@
 package sandbox_test
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,20 +174,40 @@ func TestTeardown(t *testing.T) {
 		_, err = f.bindings.Binding(t.Context(), "sesn_1")
 		require.ErrorIs(t, err, sandbox.ErrNoBinding)
 	})
-	t.Run("foreign provider", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t)
-		_, err := f.bindings.InsertBinding(t.Context(), sandbox.Binding{SessionID: "sesn_1", Name: "n", State: sandbox.BindingReady,
-			Ref: sandbox.Ref{Provider: "docker", ExternalID: "c0ffee"}})
-		require.NoError(t, err)
-		err = f.manager.Teardown(t.Context(), "sesn_1")
-		require.ErrorIs(t, err, sandbox.ErrUnknownProvider, "a permanent error, not a retry forever")
-		require.ErrorContains(t, err, `"docker"`)
-		require.ErrorContains(t, err, "this deployment runs local")
-		_, err = f.manager.Sandbox(t.Context(), "sesn_1")
-		require.ErrorIs(t, err, sandbox.ErrUnknownProvider)
-		get(t, f.bindings, "sesn_1") // the binding stays: the sandbox was not destroyed
-	})
+	// A deployment that switched providers (helm upgrade --set sandbox.provider=kubernetes
+	// after sessions were made on local) cannot reach the old sandboxes; deleting such a
+	// session must still finish, with one warning naming what was left behind, and never
+	// fail the same way again.
+	for _, state := range []string{sandbox.BindingReady, sandbox.BindingPending} {
+		t.Run("foreign provider, "+state, func(t *testing.T) {
+			t.Parallel()
+			var logs bytes.Buffer
+			f := newFixture(t, sandbox.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			ref := sandbox.Ref{Provider: "docker"}
+			if state == sandbox.BindingReady {
+				ref.ExternalID = "c0ffee"
+			}
+			_, err := f.bindings.InsertBinding(t.Context(), sandbox.Binding{SessionID: "sesn_1", Name: "ma-n", State: state, Ref: ref})
+			require.NoError(t, err)
+			if state == sandbox.BindingReady {
+				_, err = f.manager.Sandbox(t.Context(), "sesn_1")
+				require.ErrorIs(t, err, sandbox.ErrUnknownProvider, "nothing here can attach it either")
+			}
+
+			require.NoError(t, f.manager.Teardown(t.Context(), "sesn_1"), "nothing this deployment can tear down is not an error")
+			_, err = f.bindings.Binding(t.Context(), "sesn_1")
+			require.ErrorIs(t, err, sandbox.ErrNoBinding, "the binding goes, so the session's delete can finish")
+			require.Equal(t, 0, f.provider.creates, "the default provider is never asked to adopt it")
+			require.NoError(t, f.manager.Teardown(t.Context(), "sesn_1"), "and a second teardown has nothing to do")
+
+			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+			require.Len(t, lines, 1, "one warning: %s", logs.String())
+			require.Contains(t, lines[0], "level=WARN")
+			require.Contains(t, lines[0], "provider=docker")
+			require.Contains(t, lines[0], "sandbox="+cmp.Or(ref.ExternalID, "ma-n"))
+			require.Contains(t, lines[0], "session_id=sesn_1")
+		})
+	}
 }
 
 func TestAGoneSandboxIsDroppedFromTheCacheAndNeverReplaced(t *testing.T) {

@@ -77,7 +77,15 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 	logger := s.logger()
 	if s.Retention > 0 {
 		n, err := s.Store.SweepIdle(ctx, s.Retention, true, func(ctx context.Context, b Binding) error {
-			if err := s.Registry.Destroy(ctx, b.Ref); err != nil && !errors.Is(err, ErrGone) {
+			err := s.Registry.Destroy(ctx, b.Ref)
+			if errors.Is(err, ErrUnknownProvider) {
+				// Nothing here can destroy it; expiring the binding keeps every later sweep from
+				// failing on it again.
+				logger.WarnContext(ctx, "a sandbox idle longer than the retention belongs to a provider this deployment does not run: left as it is",
+					"session_id", b.SessionID, "sandbox", b.Ref.ExternalID, "provider", b.Ref.Provider)
+				return nil
+			}
+			if err != nil && !errors.Is(err, ErrGone) {
 				return err
 			}
 			logger.InfoContext(ctx, "destroyed a sandbox idle longer than the retention", "session_id", b.SessionID,
@@ -90,6 +98,9 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 	if s.IdleStop > 0 {
 		n, err := s.Store.SweepIdle(ctx, s.IdleStop, false, func(ctx context.Context, b Binding) error {
 			p, err := s.Registry.Provider(b.Ref.Provider)
+			if errors.Is(err, ErrUnknownProvider) {
+				return nil // nothing here can stop it; marked stopped, it is not tried again
+			}
 			if err != nil {
 				return err
 			}
