@@ -26,6 +26,10 @@ IMG ?= managed-agents:dev
 SANDBOX_IMG ?= managed-agents-sandbox:dev
 # The egress proxy image `egress-image` tags (the docker provider's default proxy image).
 EGRESS_IMG ?= managed-agents-egress:dev
+# The images of the chart's bundled PostgreSQL and Temporal dev server, built offline in place
+# of postgres:15 and temporalio/temporal (docs/kubernetes.md#without-a-registry).
+POSTGRES_IMG ?= managed-agents-postgres:15
+TEMPORAL_IMG ?= managed-agents-temporal:$(TEMPORAL_VERSION:v%=%)
 # Where hack/cluster/up.sh keeps the test cluster's state (make test-cluster).
 CLUSTER_DIR ?= /var/lib/managed-agents-cluster
 export CLUSTER_DIR
@@ -73,7 +77,7 @@ run: build ## Run everything a laptop needs in one process (managed-agents dev);
 	@exec $(LOCALBIN)/managed-agents dev
 
 .PHONY: test
-test: $(STATICCHECK) $(HELM) build sandbox-image egress-image verify-generated ## Run what CI runs (builds the binary, the sandbox and egress images and the envtest assets first, no-ops when current; fails on stale generated files): go vet, staticcheck, the Helm checks, 100,000 inputs of each fuzz target, then all tests with -race, including the integration ones (PostgreSQL, Temporal, Docker, kube-apiserver, ...) and the dependency rules.
+test: $(STATICCHECK) $(HELM) build sandbox-image egress-image postgres-image temporal-image verify-generated ## Run what CI runs (builds the binary, the sandbox, egress, PostgreSQL and Temporal images and the envtest assets first, no-ops when current; fails on stale generated files): go vet, staticcheck, the Helm checks, 100,000 inputs of each fuzz target, then all tests with -race, including the integration ones (PostgreSQL, Temporal, Docker, kube-apiserver, ...) and the dependency rules.
 	go vet -tags integration ./...
 	$(STATICCHECK) -tags integration ./...
 	$(STATICCHECK) ./...
@@ -160,14 +164,29 @@ verify-generated: manifests generate ## Regenerate and fail when a generated fil
 	@git diff --exit-code --stat -- $(GENERATED) || { echo "generated files are stale: run 'make manifests generate' and commit the result" >&2; exit 1; }
 
 .PHONY: test-cluster
-test-cluster: $(HELM) docker-build sandbox-image egress-image postgres-image temporal-image ## Bring up a real single-node cluster (hack/cluster/up.sh: kubelet, containerd, CoreDNS, a NetworkPolicy engine; ~10 min cold, binaries cached in ~/.cache/managed-agents/cluster), load the images into it, run the cluster tests (internal/clustertest: the chart installed as docs/kubernetes.md says, sandbox pods, NetworkPolicies, pod kills), and tear it down (KEEP_CLUSTER=1 keeps it).
+test-cluster: $(HELM) docker-build sandbox-image egress-image postgres-image temporal-image previous-release ## Bring up a real single-node cluster (hack/cluster/up.sh: kubelet, containerd, CoreDNS, a NetworkPolicy engine; ~10 min cold, binaries cached in ~/.cache/managed-agents/cluster), load the images into it, run the cluster tests (internal/clustertest: the chart installed as docs/kubernetes.md says, sandbox pods, NetworkPolicies, pod kills), and tear it down (KEEP_CLUSTER=1 keeps it).
 	@mkdir -p dist
-	hack/cluster/up.sh $(IMG) $(SANDBOX_IMG) $(EGRESS_IMG) $(POSTGRES_IMG) $(TEMPORAL_IMG) > dist/cluster.env
+	hack/cluster/up.sh $(IMG) $(PREV_IMG) $(SANDBOX_IMG) $(EGRESS_IMG) $(POSTGRES_IMG) $(TEMPORAL_IMG) > dist/cluster.env
 	@status=0; . ./dist/cluster.env && \
 		KUBECTL=$(CLUSTER_DIR)/bin/kubectl HELM=$(abspath $(HELM)) IMG=$(IMG) SANDBOX_IMG=$(SANDBOX_IMG) \
 		EGRESS_IMG=$(EGRESS_IMG) POSTGRES_IMG=$(POSTGRES_IMG) TEMPORAL_IMG=$(TEMPORAL_IMG) \
+		PREV_CHART=$(CURDIR)/dist/previous/charts/managed-agents PREV_IMG=$(PREV_IMG) \
 		go test -tags cluster -count=1 -timeout 45m -v ./internal/clustertest/ || status=$$?; \
 		if [ -z "$(KEEP_CLUSTER)" ]; then hack/cluster/down.sh; fi; exit $$status
+
+# The release the upgrade test starts from (internal/clustertest TestUpgradeAndRollback): the
+# chart and image of this commit, built into dist/previous and PREV_IMG.
+CLUSTER_PREVIOUS_REF ?= 146bb64
+PREV_IMG ?= managed-agents:previous
+
+.PHONY: previous-release
+previous-release: ## Build the chart and image of CLUSTER_PREVIOUS_REF (the upgrade test's starting point) into dist/previous and PREV_IMG; a no-op when current.
+	@if [ -f dist/previous/.ref ] && [ "$$(cat dist/previous/.ref)" = "$(CLUSTER_PREVIOUS_REF)" ] && \
+		docker image inspect $(PREV_IMG) >/dev/null 2>&1; then echo "$(PREV_IMG) is current ($(CLUSTER_PREVIOUS_REF))"; else \
+		rm -rf dist/previous && mkdir -p dist/previous && \
+		git archive --format=tar $(CLUSTER_PREVIOUS_REF) | tar -x -C dist/previous && \
+		$(MAKE) --no-print-directory -C dist/previous docker-build IMG=$(PREV_IMG) VERSION=$(CLUSTER_PREVIOUS_REF) && \
+		echo $(CLUSTER_PREVIOUS_REF) > dist/previous/.ref; fi
 
 ##@ Build
 
@@ -192,6 +211,14 @@ sandbox-image: ## Build the default sandbox image (SANDBOX_IMG) from Debian pack
 egress-image: ## Build the egress proxy image (EGRESS_IMG): the static binary, a CA bundle and a non-root user, with docker import; the import is skipped when current.
 	VERSION=$(VERSION) hack/egress-image.sh $(EGRESS_IMG)
 
+.PHONY: postgres-image
+postgres-image: ## Build the chart's PostgreSQL image (POSTGRES_IMG) from Debian's postgresql-15 with debootstrap, as root, no registry; a no-op when current.
+	hack/postgres-image.sh $(POSTGRES_IMG)
+
+.PHONY: temporal-image
+temporal-image: $(TEMPORAL) ## Build the chart's Temporal dev server image (TEMPORAL_IMG) from the pinned static Temporal CLI, with docker import; the import is skipped when current.
+	TEMPORAL_VERSION=$(TEMPORAL_VERSION) hack/temporal-image.sh $(TEMPORAL_IMG)
+
 ##@ Tools
 
 .PHONY: tools
@@ -202,8 +229,10 @@ tools: $(TEMPORAL) $(STATICCHECK) $(HELM) $(CONTROLLER_GEN) ## Install the pinne
 .PHONY: $(TEMPORAL) $(STATICCHECK) $(HELM) $(CONTROLLER_GEN)
 $(TEMPORAL): $(TEMPORAL)-$(TEMPORAL_VERSION)
 	@ln -sf $(notdir $<) $@
+# Static and stripped: `make temporal-image` puts this very file into a scratch image.
+$(TEMPORAL)-$(TEMPORAL_VERSION): export CGO_ENABLED = 0
 $(TEMPORAL)-$(TEMPORAL_VERSION):
-	$(call go-install,$@,github.com/temporalio/cli/cmd/temporal,$(TEMPORAL_VERSION))
+	$(call go-install,$@,github.com/temporalio/cli/cmd/temporal,$(TEMPORAL_VERSION),-trimpath -ldflags '-s -w')
 
 $(STATICCHECK): $(STATICCHECK)-$(STATICCHECK_VERSION)
 	@ln -sf $(notdir $<) $@
