@@ -77,8 +77,9 @@ run: build ## Run everything a laptop needs in one process (managed-agents dev);
 	@exec $(LOCALBIN)/managed-agents dev
 
 .PHONY: test
-test: $(STATICCHECK) $(HELM) build sandbox-image egress-image postgres-image temporal-image verify-generated ## Run what CI runs (builds the binary, the sandbox, egress, PostgreSQL and Temporal images and the envtest assets first, no-ops when current; fails on stale generated files): go vet, staticcheck, the Helm checks, 100,000 inputs of each fuzz target, then all tests with -race, including the integration ones (PostgreSQL, Temporal, Docker, kube-apiserver, ...) and the dependency rules.
+test: $(STATICCHECK) $(HELM) build sandbox-image egress-image postgres-image temporal-image verify-generated ## Run what CI runs (builds the binary, the sandbox, egress, PostgreSQL and Temporal images and the envtest assets first, no-ops when current; fails on stale generated files): go vet, staticcheck, the Helm checks, 100,000 inputs of each fuzz target, the real cluster's tests (make test-cluster), then all tests with -race, including the integration ones (PostgreSQL, Temporal, Docker, kube-apiserver, ...) and the dependency rules.
 	go vet -tags integration ./...
+	go vet -tags cluster ./internal/clustertest/ ./hack/...
 	$(STATICCHECK) -tags integration ./...
 	$(STATICCHECK) ./...
 	$(MAKE) --no-print-directory helm-check
@@ -86,9 +87,14 @@ test: $(STATICCHECK) $(HELM) build sandbox-image egress-image postgres-image tem
 	@# "context deadline exceeded" when a duration ends under CPU load (golang/go#75804,
 	@# fixed in Go 1.27). 100000 inputs take about 5–10 s per target here.
 	$(MAKE) --no-print-directory fuzz FUZZTIME=100000x
+	@# The real cluster's tests; a failure is reported after the package tests, so one run
+	@# shows both.
+	@rm -f dist/.test-cluster-failed; mkdir -p dist
+	$(MAKE) --no-print-directory test-cluster || touch dist/.test-cluster-failed
 	@# Last, so the run ends with go test's summary of every package.
 	assets=$$($(ENVTEST_ASSETS) | tail -n1) && \
 		KUBEBUILDER_ASSETS="$$assets" go test -race -tags integration -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@if [ -f dist/.test-cluster-failed ]; then echo "FAIL: make test-cluster (its output is above the package tests)" >&2; exit 1; fi
 
 .PHONY: helm-check
 helm-check: $(HELM) chart-crds-check ## Lint the Helm chart (--strict) and render it with the default and the production values.
