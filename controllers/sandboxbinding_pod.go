@@ -49,6 +49,12 @@ const (
 	packagesSize = "4Gi"
 	// DefaultSandboxdPort is the port of a binding that names none.
 	DefaultSandboxdPort = 8090
+	// DefaultSandboxCPU and DefaultSandboxMemory are the CPU and memory of a sandbox whose
+	// binding names none and whose deployment sets no default of its own: those of a docker
+	// sandbox (MANAGED_AGENT_DOCKER_CPUS, _MEMORY), so an environment gets the same sandbox on
+	// either provider.
+	DefaultSandboxCPU    = "1"
+	DefaultSandboxMemory = "1Gi"
 )
 
 // PodPeer names pods a NetworkPolicy lets in or out: those matching Selector in Namespace
@@ -89,6 +95,10 @@ type SandboxPods struct {
 	// them those pods get no proxy variables (the proxy would refuse them anyway).
 	EgressProxyHost string
 	EgressProxyKey  []byte
+	// DefaultResources are the CPU and memory of a sandbox container whose binding names
+	// none (MANAGED_AGENT_KUBERNETES_DEFAULT_CPU, _MEMORY); unset entries are DefaultSandboxCPU
+	// and DefaultSandboxMemory.
+	DefaultResources corev1.ResourceList
 	// Namespace, when set, is the only namespace whose bindings get pods
 	// (MANAGED_AGENT_SANDBOX_NAMESPACE; the chart sets it to its sandbox namespace): a
 	// binding is a pod of the author's choosing made with the controller's rights, so only
@@ -241,7 +251,7 @@ func (c SandboxPods) sandboxPod(b *v1alpha1.SandboxBinding) *corev1.Pod {
 				WorkingDir:      workspaceDir,
 				Env:             env,
 				Ports:           []corev1.ContainerPort{{Name: "sandboxd", ContainerPort: port, Protocol: corev1.ProtocolTCP}},
-				Resources:       b.Spec.Resources,
+				Resources:       c.sandboxResources(b.Spec.Resources),
 				SecurityContext: restricted,
 				// sandboxd's health route needs the token, which a probe must not carry (it
 				// would sit in the pod spec): sandboxd opens its port only once its token and
@@ -276,6 +286,41 @@ func (c SandboxPods) sandboxPod(b *v1alpha1.SandboxBinding) *corev1.Pod {
 		},
 	}
 	return pod
+}
+
+// sandboxResources are the sandbox container's resources: the binding's, with CPU and memory
+// always both requested and limited. One named on one side only is set to the same on the
+// other, and one named on neither gets the deployment's default. Without a limit a sandbox
+// can take its node's whole memory; without a request the scheduler counts it as free and
+// it is the first evicted. Requests equal limits, as the worker writes them: a sandbox gets
+// what it is promised.
+func (c SandboxPods) sandboxResources(r corev1.ResourceRequirements) corev1.ResourceRequirements {
+	out := *r.DeepCopy()
+	if out.Limits == nil {
+		out.Limits = corev1.ResourceList{}
+	}
+	if out.Requests == nil {
+		out.Requests = corev1.ResourceList{}
+	}
+	defaults := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(DefaultSandboxCPU), corev1.ResourceMemory: resource.MustParse(DefaultSandboxMemory)}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		limit, limited := out.Limits[name]
+		request, requested := out.Requests[name]
+		switch {
+		case limited && requested:
+		case limited:
+			out.Requests[name] = limit.DeepCopy()
+		case requested:
+			out.Limits[name] = request.DeepCopy()
+		default:
+			q, ok := c.DefaultResources[name]
+			if !ok {
+				q = defaults[name]
+			}
+			out.Limits[name], out.Requests[name] = q.DeepCopy(), q.DeepCopy()
+		}
+	}
+	return out
 }
 
 // sandboxNetworkPolicy renders b's NetworkPolicy: ingress only from the worker pods to

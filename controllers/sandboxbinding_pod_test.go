@@ -205,6 +205,69 @@ func TestSandboxPodDefaults(t *testing.T) {
 	}
 }
 
+// A sandbox container always requests and is limited to CPU and memory, requests equal to
+// limits: what the binding names, else the deployment's defaults, else those of a docker
+// sandbox. A pod without them took whatever its node had (issue 31).
+func TestSandboxPodAlwaysHasCPUAndMemory(t *testing.T) {
+	t.Parallel()
+	q := resource.MustParse
+	list := func(cpu, mem string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: q(cpu), corev1.ResourceMemory: q(mem)}
+	}
+	configured := testPods
+	configured.DefaultResources = list("2", "4Gi")
+	tests := []struct {
+		name             string
+		pods             SandboxPods
+		resources        corev1.ResourceRequirements
+		requests, limits corev1.ResourceList
+	}{
+		{name: "none named: the built-in defaults, those of docker", pods: testPods,
+			requests: list(DefaultSandboxCPU, DefaultSandboxMemory), limits: list(DefaultSandboxCPU, DefaultSandboxMemory)},
+		{name: "none named: the deployment's defaults", pods: configured,
+			requests: list("2", "4Gi"), limits: list("2", "4Gi")},
+		{name: "a deployment default of memory only", pods: SandboxPods{DefaultResources: corev1.ResourceList{corev1.ResourceMemory: q("3Gi")}},
+			requests: list(DefaultSandboxCPU, "3Gi"), limits: list(DefaultSandboxCPU, "3Gi")},
+		{name: "both named, as the worker writes them", pods: configured,
+			resources: corev1.ResourceRequirements{Limits: list("500m", "1Gi"), Requests: list("500m", "1Gi")},
+			requests:  list("500m", "1Gi"), limits: list("500m", "1Gi")},
+		{name: "the environment names CPU only", pods: configured,
+			resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: q("1500m")}, Requests: corev1.ResourceList{corev1.ResourceCPU: q("1500m")}},
+			requests:  list("1500m", "4Gi"), limits: list("1500m", "4Gi")},
+		{name: "limits only: requests follow", pods: testPods,
+			resources: corev1.ResourceRequirements{Limits: list("250m", "512Mi")},
+			requests:  list("250m", "512Mi"), limits: list("250m", "512Mi")},
+		{name: "requests only: limits follow", pods: testPods,
+			resources: corev1.ResourceRequirements{Requests: list("250m", "512Mi")},
+			requests:  list("250m", "512Mi"), limits: list("250m", "512Mi")},
+		{name: "other resources are kept", pods: testPods,
+			resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: q("1Gi")}},
+			requests:  list(DefaultSandboxCPU, DefaultSandboxMemory),
+			limits:    corev1.ResourceList{corev1.ResourceCPU: q(DefaultSandboxCPU), corev1.ResourceMemory: q(DefaultSandboxMemory), corev1.ResourceEphemeralStorage: q("1Gi")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := binding(func(b *v1alpha1.SandboxBinding) { b.Spec.Resources = *tt.resources.DeepCopy() })
+			got := tt.pods.sandboxPod(b).Spec.Containers[0].Resources
+			requireResources(t, tt.requests, got.Requests, "requests")
+			requireResources(t, tt.limits, got.Limits, "limits")
+			require.Equal(t, tt.resources, b.Spec.Resources, "the binding is not changed")
+		})
+	}
+}
+
+// requireResources compares quantities by value, not by spelling ("1" and "1000m").
+func requireResources(t *testing.T, want, got corev1.ResourceList, what string) {
+	t.Helper()
+	require.Len(t, got, len(want), "%s: %v", what, got)
+	for name, w := range want {
+		g, ok := got[name]
+		require.True(t, ok, "%s: no %s", what, name)
+		require.Zero(t, w.Cmp(g), "%s %s: want %s, got %s", what, name, w.String(), g.String())
+	}
+}
+
 func TestAPersistentWorkspaceIsTheBindingsClaim(t *testing.T) {
 	b := binding(func(b *v1alpha1.SandboxBinding) {
 		b.Spec.Workspace = v1alpha1.SandboxWorkspace{Persistent: true, StorageClassName: ptr.To("fast-ssd")}

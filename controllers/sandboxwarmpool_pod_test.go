@@ -26,6 +26,9 @@ func TestTemplateHash(t *testing.T) {
 	// The egress proxy reaches no pod spec, only the binding's policy.
 	noProxy := testPods
 	noProxy.EgressProxy, noProxy.EgressProxyPort = PodPeer{}, 0
+	// The deployment's default resources reach the pods of bindings that name none.
+	biggerDefaults := testPods
+	biggerDefaults.DefaultResources = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")}
 	with := func(f func(*v1alpha1.SandboxBindingSpec)) v1alpha1.SandboxBindingSpec {
 		s := *base.DeepCopy()
 		f(&s)
@@ -54,8 +57,12 @@ func TestTemplateHash(t *testing.T) {
 			s.Env = []corev1.EnvVar{{Name: "MANAGED_AGENT_X", Value: "1"}}
 		}), testPods, true},
 		{"resources", with(func(s *v1alpha1.SandboxBindingSpec) {
-			s.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
+			s.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}
 		}), testPods, false},
+		{"the default resources spelled out", with(func(s *v1alpha1.SandboxBindingSpec) {
+			s.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+		}), testPods, true},
+		{"other deployment defaults", base, biggerDefaults, false},
 		{"a runtime class", with(func(s *v1alpha1.SandboxBindingSpec) { s.RuntimeClassName = ptr.To("gvisor") }), testPods, false},
 		{"a workspace size", with(func(s *v1alpha1.SandboxBindingSpec) { s.WorkspaceSize = ptr.To(resource.MustParse("1Gi")) }), testPods, false},
 		{"a service account", with(func(s *v1alpha1.SandboxBindingSpec) { s.ServiceAccountName = "sandbox" }), testPods, false},

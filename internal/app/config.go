@@ -135,6 +135,10 @@ type Config struct {
 	// and where they reach them (_HOST: the proxy Service's name or an IP); with the proxy's
 	// key (MANAGED_AGENT_EGRESS_PROXY_KEY or _FILE) the controller signs their credentials.
 	SandboxdImage, SandboxWorkerSelector, SandboxWorkerNamespace, SandboxEgressProxySelector, SandboxEgressProxyNamespace, SandboxEgressProxyPort, SandboxEgressProxyHost string
+	// KubernetesDefaultCPU and KubernetesDefaultMemory are the CPU and memory (requests and
+	// limits) of sandbox pods whose environment names none, on the controller's side
+	// (MANAGED_AGENT_KUBERNETES_DEFAULT_CPU, _MEMORY; empty: those of a docker sandbox).
+	KubernetesDefaultCPU, KubernetesDefaultMemory string
 	// SandboxNamespace is the only namespace whose SandboxBindings the controller serves
 	// (MANAGED_AGENT_SANDBOX_NAMESPACE; empty: every namespace).
 	SandboxNamespace string
@@ -584,6 +588,8 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.KubernetesWorkspaceStorageClass, "MANAGED_AGENT_KUBERNETES_WORKSPACE_STORAGE_CLASS")
 	set(&c.KubernetesWorkspaceSize, "MANAGED_AGENT_KUBERNETES_WORKSPACE_SIZE")
 	set(&c.SandboxdImage, "MANAGED_AGENT_SANDBOXD_IMAGE")
+	set(&c.KubernetesDefaultCPU, "MANAGED_AGENT_KUBERNETES_DEFAULT_CPU")
+	set(&c.KubernetesDefaultMemory, "MANAGED_AGENT_KUBERNETES_DEFAULT_MEMORY")
 	set(&c.SandboxNamespace, "MANAGED_AGENT_SANDBOX_NAMESPACE")
 	set(&c.SandboxWorkerSelector, "MANAGED_AGENT_SANDBOX_WORKER_SELECTOR")
 	set(&c.SandboxWorkerNamespace, "MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE")

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -159,6 +160,27 @@ func (c Config) sandboxPodsConfig() (controllers.SandboxPods, error) {
 		}
 	} else if c.SandboxEgressProxyHost != "" {
 		errs = append(errs, errors.New("MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST is set without MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR: the sandboxes' NetworkPolicy needs the proxy pods' labels"))
+	}
+	for _, v := range []struct {
+		name, value string
+		resource    corev1.ResourceName
+		example     string
+	}{
+		{"MANAGED_AGENT_KUBERNETES_DEFAULT_CPU", c.KubernetesDefaultCPU, corev1.ResourceCPU, "1 or 500m"},
+		{"MANAGED_AGENT_KUBERNETES_DEFAULT_MEMORY", c.KubernetesDefaultMemory, corev1.ResourceMemory, "1Gi or 512Mi"},
+	} {
+		if v.value == "" {
+			continue
+		}
+		q, err := resource.ParseQuantity(v.value)
+		if err != nil || q.Sign() <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: must be a positive quantity such as %s", v.name, v.value, v.example))
+			continue
+		}
+		if pods.DefaultResources == nil {
+			pods.DefaultResources = corev1.ResourceList{}
+		}
+		pods.DefaultResources[v.resource] = q
 	}
 	for name, ns := range map[string]string{"MANAGED_AGENT_SANDBOX_NAMESPACE": c.SandboxNamespace, "MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE": c.SandboxWorkerNamespace, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_NAMESPACE": c.SandboxEgressProxyNamespace} {
 		if ns == "" {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/managed-agents/managed-agents/controllers"
 )
@@ -33,6 +35,8 @@ func TestKubernetesSettingsAreValidatedNamingTheVariable(t *testing.T) {
 		{"a bad worker selector", Config{SandboxWorkerSelector: "a in (b)"}, []string{`MANAGED_AGENT_SANDBOX_WORKER_SELECTOR="a in (b)"`}},
 		{"a proxy selector needs a port", Config{SandboxEgressProxySelector: "app=egress"}, []string{"MANAGED_AGENT_SANDBOX_EGRESS_PROXY_PORT"}},
 		{"a bad worker namespace", Config{SandboxWorkerNamespace: "A"}, []string{`MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE="A"`}},
+		{"a bad default CPU", Config{KubernetesDefaultCPU: "two"}, []string{`MANAGED_AGENT_KUBERNETES_DEFAULT_CPU="two": must be a positive quantity such as 1 or 500m`}},
+		{"a zero default memory", Config{KubernetesDefaultMemory: "0"}, []string{`MANAGED_AGENT_KUBERNETES_DEFAULT_MEMORY="0": must be a positive quantity`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,6 +70,8 @@ func TestKubernetesSettingsParse(t *testing.T) {
 			"MANAGED_AGENT_SANDBOX_EGRESS_PROXY_PORT":          "3128",
 			"MANAGED_AGENT_SANDBOX_EGRESS_PROXY_HOST":          "ma-egress.agents.svc.cluster.local",
 			"MANAGED_AGENT_EGRESS_PROXY_KEY":                   "0123456789abcdef0123456789abcdef",
+			"MANAGED_AGENT_KUBERNETES_DEFAULT_CPU":             "2",
+			"MANAGED_AGENT_KUBERNETES_DEFAULT_MEMORY":          "4Gi",
 		}[name]
 		return v, ok
 	})
@@ -83,12 +89,13 @@ func TestKubernetesSettingsParse(t *testing.T) {
 	pods, err := c.sandboxPodsConfig()
 	require.NoError(t, err)
 	require.Equal(t, controllers.SandboxPods{
-		SandboxdImage:   "managed-agents:v1",
-		Workers:         controllers.PodPeer{Namespace: "agents", Selector: map[string]string{"app.kubernetes.io/component": "worker"}},
-		EgressProxy:     controllers.PodPeer{Namespace: "agents", Selector: map[string]string{"app": "egress", "tier": "proxy"}},
-		EgressProxyPort: 3128,
-		EgressProxyHost: "ma-egress.agents.svc.cluster.local",
-		EgressProxyKey:  []byte("0123456789abcdef0123456789abcdef"),
+		SandboxdImage:    "managed-agents:v1",
+		Workers:          controllers.PodPeer{Namespace: "agents", Selector: map[string]string{"app.kubernetes.io/component": "worker"}},
+		EgressProxy:      controllers.PodPeer{Namespace: "agents", Selector: map[string]string{"app": "egress", "tier": "proxy"}},
+		EgressProxyPort:  3128,
+		EgressProxyHost:  "ma-egress.agents.svc.cluster.local",
+		EgressProxyKey:   []byte("0123456789abcdef0123456789abcdef"),
+		DefaultResources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")},
 	}, pods)
 }
 

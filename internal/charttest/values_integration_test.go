@@ -60,6 +60,9 @@ func TestValuesRefused(t *testing.T) {
 		{"unknown trace exporter", []string{"--set", "tracing.exporter=zipkin"}, "at '/tracing/exporter': value must be one of 'none', 'otlp-http', 'otlp-grpc'"},
 		{"trace endpoint without a scheme", []string{"--set", "tracing.exporter=otlp-grpc", "--set", "tracing.endpoint=collector:4317"}, "at '/tracing/endpoint': 'collector:4317' does not match pattern"},
 		{"anthropic with the local sandbox", []string{"--set", "model.provider=anthropic", "--set", "model.anthropic.apiKey=k"}, "needs sandbox.allowUnsafeLocal=true"},
+		{"sandbox CPU that is no quantity", []string{"--set", "sandbox.kubernetes.defaultResources.cpu=lots"}, "at '/sandbox/kubernetes/defaultResources/cpu': 'lots' does not match pattern"},
+		{"no sandbox CPU", []string{"--set", "sandbox.kubernetes.defaultResources.cpu=0"}, "at '/sandbox/kubernetes/defaultResources/cpu': exclusiveMinimum"},
+		{"sandbox memory that is no quantity", []string{"--set", "sandbox.kubernetes.defaultResources.memory=much"}, "at '/sandbox/kubernetes/defaultResources/memory': 'much' does not match pattern"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := helmTemplate(t, tc.args...)
@@ -240,6 +243,27 @@ func TestValuesRendered(t *testing.T) {
 		out, err = helmTemplate(t)
 		require.NoError(t, err)
 		require.NotContains(t, out, "-worker-sandboxes", "only with the kubernetes provider")
+	})
+	t.Run("sandbox pods get the deployment's default CPU and memory from the controller", func(t *testing.T) {
+		controller := func(out string) string {
+			for _, doc := range strings.Split(out, "\n---\n") {
+				if strings.Contains(doc, "\nkind: Deployment\n") && strings.Contains(doc, "- controller\n") {
+					return doc
+				}
+			}
+			return ""
+		}
+		out, err := helmTemplate(t)
+		require.NoError(t, err)
+		require.Contains(t, controller(out), "MANAGED_AGENT_KUBERNETES_DEFAULT_CPU\n              value: \"1\"", "those of a docker sandbox")
+		require.Contains(t, controller(out), "MANAGED_AGENT_KUBERNETES_DEFAULT_MEMORY\n              value: \"1Gi\"")
+		out, err = helmTemplate(t, "--set", "sandbox.kubernetes.defaultResources.cpu=2", "--set", "sandbox.kubernetes.defaultResources.memory=4Gi")
+		require.NoError(t, err)
+		require.Contains(t, controller(out), "MANAGED_AGENT_KUBERNETES_DEFAULT_CPU\n              value: \"2\"", "a number is a quantity too")
+		require.Contains(t, controller(out), "MANAGED_AGENT_KUBERNETES_DEFAULT_MEMORY\n              value: \"4Gi\"")
+		out, err = helmTemplate(t, "--set", "sandbox.kubernetes.defaultResources.cpu=", "--set", "sandbox.kubernetes.defaultResources.memory=")
+		require.NoError(t, err)
+		require.NotContains(t, controller(out), "MANAGED_AGENT_KUBERNETES_DEFAULT_", "empty: the controller's own defaults")
 	})
 	t.Run("the controller's rights on sandbox objects are a Role in the sandbox namespace", func(t *testing.T) {
 		out, err := helmTemplate(t, "--set", "sandbox.kubernetes.namespace=sandboxes")

@@ -15,6 +15,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -128,6 +129,12 @@ func TestKubernetesProvider(t *testing.T) {
 		}
 		require.Equal(t, "managed-agents:test", pod.Spec.InitContainers[0].Image)
 		require.Equal(t, "sandbox:test", pod.Spec.Containers[0].Image)
+		// The environment names no resources: the controller's defaults, requested and limited.
+		res := pod.Spec.Containers[0].Resources
+		for _, list := range []corev1.ResourceList{res.Requests, res.Limits} {
+			require.Zero(t, list.Cpu().Cmp(resource.MustParse(controllers.DefaultSandboxCPU)), "cpu %s", list.Cpu())
+			require.Zero(t, list.Memory().Cmp(resource.MustParse(controllers.DefaultSandboxMemory)), "memory %s", list.Memory())
+		}
 
 		var secret corev1.Secret
 		require.NoError(t, w.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: b.Status.TokenSecret}, &secret))
