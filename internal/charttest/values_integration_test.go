@@ -45,7 +45,7 @@ func TestValuesRefused(t *testing.T) {
 		{"unknown nested key", []string{"--set", "api.port=9090"}, "additional properties 'port' not allowed"},
 		{"unknown model", []string{"--set", "model.provider=openai"}, "at '/model/provider': value must be one of 'fake', 'anthropic'"},
 		{"unknown sandbox", []string{"--set", "sandbox.provider=firecracker"}, "at '/sandbox/provider': value must be one of 'local', 'docker', 'kubernetes'"},
-		{"kubernetes without an image", []string{"--set", "sandbox.provider=kubernetes"}, "sandbox.provider=kubernetes needs sandbox.kubernetes.image"},
+		{"kubernetes without an image", []string{"--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image="}, "sandbox.provider=kubernetes needs sandbox.kubernetes.image"},
 		{"kubernetes without the controller", []string{"--set", "sandbox.provider=kubernetes", "--set", "sandbox.kubernetes.image=python:3.13", "--set", "controller.enabled=false"}, "sandbox.provider=kubernetes needs controller.enabled=true"},
 		{"bad duration", []string{"--set", "worker.stopTimeout=soon"}, "at '/worker/stopTimeout': 'soon' does not match pattern"},
 		{"temporal address without port", []string{"--set", "temporal.devServer.enabled=false", "--set", "temporal.address=temporal"}, "at '/temporal/address': 'temporal' does not match pattern"},
@@ -59,7 +59,7 @@ func TestValuesRefused(t *testing.T) {
 		{"short admin key", []string{"--set", "auth.adminKey=short"}, "at '/auth/adminKey': 'short' does not match pattern"},
 		{"unknown trace exporter", []string{"--set", "tracing.exporter=zipkin"}, "at '/tracing/exporter': value must be one of 'none', 'otlp-http', 'otlp-grpc'"},
 		{"trace endpoint without a scheme", []string{"--set", "tracing.exporter=otlp-grpc", "--set", "tracing.endpoint=collector:4317"}, "at '/tracing/endpoint': 'collector:4317' does not match pattern"},
-		{"anthropic with the local sandbox", []string{"--set", "model.provider=anthropic", "--set", "model.anthropic.apiKey=k"}, "needs sandbox.allowUnsafeLocal=true"},
+		{"anthropic with the local sandbox", []string{"--set", "model.provider=anthropic", "--set", "model.anthropic.apiKey=k", "--set", "sandbox.provider=local"}, "needs sandbox.allowUnsafeLocal=true"},
 		{"sandbox CPU that is no quantity", []string{"--set", "sandbox.kubernetes.defaultResources.cpu=lots"}, "at '/sandbox/kubernetes/defaultResources/cpu': 'lots' does not match pattern"},
 		{"no sandbox CPU", []string{"--set", "sandbox.kubernetes.defaultResources.cpu=0"}, "at '/sandbox/kubernetes/defaultResources/cpu': exclusiveMinimum"},
 		{"sandbox memory that is no quantity", []string{"--set", "sandbox.kubernetes.defaultResources.memory=much"}, "at '/sandbox/kubernetes/defaultResources/memory': 'much' does not match pattern"},
@@ -198,7 +198,7 @@ func TestValuesRendered(t *testing.T) {
 		require.Error(t, err, "the schema refuses an interval that is no duration")
 	})
 	t.Run("without the controller nothing of it renders", func(t *testing.T) {
-		out, err := helmTemplate(t, "--set", "controller.enabled=false")
+		out, err := helmTemplate(t, "--set", "controller.enabled=false", "--set", "sandbox.provider=local")
 		require.NoError(t, err)
 		require.NotContains(t, out, "managed-agents-controller")
 		require.NotContains(t, out, "kind: ClusterRole")
@@ -240,7 +240,7 @@ func TestValuesRendered(t *testing.T) {
 			"--set", "sandbox.kubernetes.workspaceSize=lots")
 		require.Error(t, err, "the schema refuses a size that is no quantity")
 
-		out, err = helmTemplate(t)
+		out, err = helmTemplate(t, "--set", "sandbox.provider=local")
 		require.NoError(t, err)
 		require.NotContains(t, out, "-worker-sandboxes", "only with the kubernetes provider")
 	})
