@@ -235,10 +235,11 @@ tools: $(TEMPORAL) $(STATICCHECK) $(HELM) $(CONTROLLER_GEN) ## Install the pinne
 .PHONY: $(TEMPORAL) $(STATICCHECK) $(HELM) $(CONTROLLER_GEN)
 $(TEMPORAL): $(TEMPORAL)-$(TEMPORAL_VERSION)
 	@ln -sf $(notdir $<) $@
-# Static and stripped: `make temporal-image` puts this very file into a scratch image.
+# Static, stripped and stamped with its version, as the CLI's release build: `make
+# temporal-image` puts this very file into a scratch image.
 $(TEMPORAL)-$(TEMPORAL_VERSION): export CGO_ENABLED = 0
 $(TEMPORAL)-$(TEMPORAL_VERSION):
-	$(call go-install,$@,github.com/temporalio/cli/cmd/temporal,$(TEMPORAL_VERSION),-trimpath -ldflags '-s -w')
+	$(call go-install,$@,github.com/temporalio/cli/cmd/temporal,$(TEMPORAL_VERSION),-trimpath -ldflags '-s -w -X github.com/temporalio/cli/temporalcli.Version=$(TEMPORAL_VERSION:v%=%)')
 
 $(STATICCHECK): $(STATICCHECK)-$(STATICCHECK_VERSION)
 	@ln -sf $(notdir $<) $@
