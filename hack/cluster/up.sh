@@ -212,7 +212,7 @@ load() {
   for img in "$@"; do
     docker image inspect "$img" >/dev/null 2>&1 || die "image $img is not in the local Docker engine"
     log "loading $img"
-    docker save "$img" | "${CTR[@]}" images import --digests - >/dev/null
+    docker save "$img" | "${CTR[@]}" images import - >/dev/null
   done
 }
 load managed-agents-pause:dev managed-agents-coredns:dev managed-agents-netpol:dev "$@"
