@@ -71,17 +71,7 @@ func TestReadmeQuickstarts(t *testing.T) {
 	})
 
 	t.Run("go", func(t *testing.T) {
-		blocks := readmeBlocks(t, "Quickstart with the Go SDK")
-		require.Len(t, blocks, 1)
-		// Inside this module, so the SDK version is the one go.mod pins (the README's go get).
-		dir, err := os.MkdirTemp(".", "quickstart-")
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = os.RemoveAll(dir) })
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(blocks[0]), 0o644))
-		exe := filepath.Join(t.TempDir(), "quickstart")
-		build := exec.Command("go", "build", "-o", exe, "./"+dir)
-		out, err := build.CombinedOutput()
-		require.NoError(t, err, "the Go quickstart compiles:\n%s", out)
+		exe := buildReadmeGoQuickstart(t)
 		for run := range 2 {
 			cmd := exec.Command(exe)
 			cmd.Env = env
@@ -91,4 +81,22 @@ func TestReadmeQuickstarts(t *testing.T) {
 			require.True(t, strings.HasSuffix(string(out), "session.status_idle\n"), "run %d ends idle:\n%s", run+1, out)
 		}
 	})
+}
+
+// buildReadmeGoQuickstart compiles the README's Go SDK quickstart as it is and returns the
+// executable, which reads KEY and API.
+func buildReadmeGoQuickstart(t *testing.T) string {
+	t.Helper()
+	blocks := readmeBlocks(t, "Quickstart with the Go SDK")
+	require.Len(t, blocks, 1)
+	// Inside this module, so the SDK version is the one go.mod pins (the README's go get).
+	dir, err := os.MkdirTemp(".", "quickstart-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(blocks[0]), 0o644))
+	exe := filepath.Join(t.TempDir(), "quickstart")
+	build := exec.Command("go", "build", "-o", exe, "./"+dir)
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "the Go quickstart compiles:\n%s", out)
+	return exe
 }
