@@ -6,6 +6,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -176,6 +177,12 @@ type Config struct {
 	// finish before it cuts them (MANAGED_AGENT_WORKER_STOP_TIMEOUT, a duration; default
 	// durable.DefaultStopTimeout).
 	WorkerStopTimeout time.Duration
+	// StartupTimeout is how long serve, worker and controller wait at start for PostgreSQL,
+	// the migrations and Temporal before they give up (MANAGED_AGENT_STARTUP_TIMEOUT, a
+	// duration; zero: DefaultStartupTimeout).
+	StartupTimeout time.Duration
+	// LogOutput is where the roles log; nil means standard error. Tests read their role's log.
+	LogOutput io.Writer
 
 	// MCP bounds the worker's connections to MCP servers (mcp.go).
 	MCP MCPConfig
@@ -296,6 +303,10 @@ func (c Config) Validate() error {
 	check(c.parsed("MANAGED_AGENT_WORKER_STOP_TIMEOUT"))
 	if c.WorkerStopTimeout < 0 {
 		check(fmt.Errorf("MANAGED_AGENT_WORKER_STOP_TIMEOUT=%s: must not be negative", c.WorkerStopTimeout))
+	}
+	check(c.parsed("MANAGED_AGENT_STARTUP_TIMEOUT"))
+	if c.StartupTimeout < 0 {
+		check(fmt.Errorf("MANAGED_AGENT_STARTUP_TIMEOUT=%s: must not be negative", c.StartupTimeout))
 	}
 	_, err = c.logLevel()
 	check(err)
@@ -630,6 +641,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	c.envDuration(&c.SandboxIdleStop, "MANAGED_AGENT_SANDBOX_IDLE_STOP", get("MANAGED_AGENT_SANDBOX_IDLE_STOP"), "30m")
 	c.envDuration(&c.SandboxRetention, "MANAGED_AGENT_SANDBOX_RETENTION", get("MANAGED_AGENT_SANDBOX_RETENTION"), "720h")
 	c.envDuration(&c.WorkerStopTimeout, "MANAGED_AGENT_WORKER_STOP_TIMEOUT", get("MANAGED_AGENT_WORKER_STOP_TIMEOUT"), "25s")
+	c.envDuration(&c.StartupTimeout, "MANAGED_AGENT_STARTUP_TIMEOUT", get("MANAGED_AGENT_STARTUP_TIMEOUT"), "5m")
 	c.envBool(&c.TemporalTLS, "MANAGED_AGENT_TEMPORAL_TLS", get("MANAGED_AGENT_TEMPORAL_TLS"))
 	c.envBool(&c.AllowUnsafeLocalSandbox, "MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX", get("MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX"))
 	c.envBool(&c.KubernetesPersistentWorkspace, "MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE", get("MANAGED_AGENT_KUBERNETES_PERSISTENT_WORKSPACE"))
@@ -701,10 +713,14 @@ func (c Config) Logger() (*slog.Logger, error) {
 		return nil, err
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	if format == "text" {
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	out := c.LogOutput
+	if out == nil {
+		out = os.Stderr
 	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(out, opts)), nil
+	}
+	return slog.New(slog.NewJSONHandler(out, opts)), nil
 }
 
 func orDefault(v, def string) string {

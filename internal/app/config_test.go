@@ -85,6 +85,12 @@ func TestInvalidConfigurationNamesTheVariable(t *testing.T) {
 	_, err = FromEnv(Config{}).Logger()
 	require.ErrorContains(t, err, "MANAGED_AGENT_WORKER_STOP_TIMEOUT")
 	require.ErrorContains(t, err, `MANAGED_AGENT_SANDBOX_IDLE_STOP="soon": must be a duration such as 30m`)
+	t.Setenv("MANAGED_AGENT_STARTUP_TIMEOUT", "forever")
+	require.ErrorContains(t, FromEnv(Config{}).Validate(), `MANAGED_AGENT_STARTUP_TIMEOUT="forever": must be a duration such as 5m`)
+	require.ErrorContains(t, Config{StartupTimeout: -time.Second}.Validate(), "MANAGED_AGENT_STARTUP_TIMEOUT=-1s: must not be negative")
+	t.Setenv("MANAGED_AGENT_STARTUP_TIMEOUT", "90s")
+	require.Equal(t, 90*time.Second, FromEnv(Config{}).startupTimeout())
+	require.Equal(t, DefaultStartupTimeout, Config{}.startupTimeout())
 
 	_, err = Config{LogLevel: "loud"}.Logger()
 	require.ErrorContains(t, err, "MANAGED_AGENT_LOG_LEVEL")

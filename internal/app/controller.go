@@ -209,13 +209,25 @@ func RunController(ctx context.Context, cfg Config, version string) error {
 		}
 		cfg.MetricsRegistry = ctrlmetrics.Registry
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, cfg.storeOptions()...)
+	// While it waits for PostgreSQL, the migrations and Temporal, the probes answer: alive,
+	// not ready. The manager serves them itself from its start on.
+	boot := newStarting(cfg, logger)
+	stopProbes := func() {}
+	if addr := orDefault(cfg.ControllerHealthAddr, ":8081"); addr != "0" {
+		stop, err := boot.serveStartingProbes(addr)
+		if err != nil {
+			return err
+		}
+		stopProbes = sync.OnceFunc(stop)
+		defer stopProbes()
+	}
+	st, err := boot.waitPostgres(ctx, cfg.DatabaseURL, cfg.storeOptions()...)
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	defer st.Close()
-	if err := st.CheckMigrated(ctx); err != nil {
-		return fmt.Errorf("%w: run `managed-agents migrate` (or start `managed-agents serve`) first", err)
+	if err := boot.waitMigrated(ctx, st); err != nil {
+		return stopped(ctx, err)
 	}
 	unregisterPool, err := cfg.registerPool(st.Pool())
 	if err != nil {
@@ -224,15 +236,16 @@ func RunController(ctx context.Context, cfg Config, version string) error {
 	defer unregisterPool()
 	var opts []sessions.Option
 	if cfg.TemporalAddress != "" {
-		tc, err := DialTemporal(ctx, cfg, logger)
+		tc, err := boot.waitTemporal(ctx, cfg, logger)
 		if err != nil {
-			return err
+			return stopped(ctx, err)
 		}
 		defer tc.Close()
 		opts = append(opts, sessions.WithRunner(controllerRunner(cfg, tc, logger)))
 	} else {
 		logger.Warn("MANAGED_AGENT_TEMPORAL_ADDRESS is not set: sessions the controller creates wait for a worker's sweep, and deleting one with a sandbox fails")
 	}
+	boot.done()
 	// The workspace quota on running sessions holds for sessions made from resources too
 	// (a refused create is retried with the reconciler's backoff); the per-key limits never
 	// apply here, since the controller uses no key.
@@ -252,6 +265,7 @@ func RunController(ctx context.Context, cfg Config, version string) error {
 		deps.Workspaces = map[string]string{"default": ws}
 	}
 	logger.Info("controller running", "version", version)
+	stopProbes() // the manager listens on the same address
 	return RunControllerManager(ctx, cfg, deps, logger)
 }
 

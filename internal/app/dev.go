@@ -93,7 +93,7 @@ func RunDev(ctx context.Context, cfg Config) (err error) {
 	// process of its own: with one pool a request's transaction waited for a connection
 	// behind the worker's steps (a POST's acknowledgement p50 60-80 ms with 50 busy sessions
 	// on 2 cores, 17-23 ms with a pool each).
-	workerStore, unregisterPool, err := openWorkerStore(ctx, cfg.withPoolLabel("worker"))
+	workerStore, unregisterPool, err := openWorkerStore(ctx, newStarting(cfg, logger), cfg.withPoolLabel("worker"))
 	if err != nil {
 		return err
 	}

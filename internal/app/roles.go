@@ -28,11 +28,16 @@ func start(cfg Config) (*slog.Logger, error) {
 }
 
 // RunServe serves the REST API and SSE streams (the API pod): NewAPI, with Temporal when
-// MANAGED_AGENT_TEMPORAL_ADDRESS is set.
+// MANAGED_AGENT_TEMPORAL_ADDRESS is set. It listens at once and waits for PostgreSQL (then
+// applies the migrations) and Temporal, answering /healthz but not /readyz meanwhile, so a
+// fresh install, where everything starts together, does not crash-loop.
 func RunServe(ctx context.Context, cfg Config, version string) error {
 	logger, err := start(cfg)
 	if err != nil {
 		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return errors.New(missingDatabaseURL())
 	}
 	cfg, reg, stopTracing, err := instrument(ctx, cfg, "api", logger)
 	if err != nil {
@@ -49,18 +54,40 @@ func RunServe(ctx context.Context, cfg Config, version string) error {
 		return err
 	}
 	defer stopPprof()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (MANAGED_AGENT_ADDR / --addr): %w", cfg.Addr, err)
+	}
+	boot := newStarting(cfg, logger)
+	handler := &startingHandler{s: boot}
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	served := make(chan error, 1)
+	go func() { served <- Serve(serveCtx, ln, handler, logger, DefaultServerLimits) }()
+	logger.Info("listening; starting", "addr", ln.Addr().String(), "version", version)
+	// stop ends the listener on a failed start and returns err.
+	stop := func(err error) error {
+		stopServing()
+		<-served
+		return stopped(ctx, err)
+	}
+
+	if err := migrateWhenReachable(ctx, boot, cfg, logger); err != nil {
+		return stop(err)
+	}
 	var tc client.Client
 	if cfg.TemporalAddress != "" {
-		if tc, err = DialTemporal(ctx, cfg, logger); err != nil {
-			return err
+		if tc, err = boot.waitTemporal(ctx, cfg, logger); err != nil {
+			return stop(err)
 		}
 		defer tc.Close()
 	} else {
 		logger.Warn("MANAGED_AGENT_TEMPORAL_ADDRESS is not set: the API accepts events but no session runs until workers are configured")
 	}
+	boot.done()
 	api, err := NewAPI(ctx, cfg, tc, logger)
 	if err != nil {
-		return err
+		return stop(err)
 	}
 	defer api.Close()
 	if cfg.APIKey != "" {
@@ -69,20 +96,30 @@ func RunServe(ctx context.Context, cfg Config, version string) error {
 		if _, err := api.BindAPIKey(ctx, cfg.APIKey); errors.Is(err, store.ErrKeyEnded) {
 			logger.Error("MANAGED_AGENT_API_KEY was revoked or has expired: it is not accepted; configure a new key", "error", err)
 		} else if err != nil {
-			return err
+			return stop(err)
 		}
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s (MANAGED_AGENT_ADDR / --addr): %w", cfg.Addr, err)
-	}
+	handler.serve(api.Handler)
 	logger.Info("serving", "addr", ln.Addr().String(), "version", version)
-	return Serve(ctx, ln, api.Handler, logger, DefaultServerLimits)
+	return <-served
+}
+
+// migrateWhenReachable waits for the database server and applies the migrations, so that
+// workers and the controller, which wait for them, can go on while the API still waits for
+// Temporal.
+func migrateWhenReachable(ctx context.Context, boot *starting, cfg Config, logger *slog.Logger) error {
+	st, err := boot.waitPostgres(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return st.Migrate(ctx, logger)
 }
 
 // RunWorker runs session workflows and their activities. The worker does not migrate: it
 // requires a database that `migrate` or `serve` has brought to this build's schema, so that
-// one role owns schema changes and a worker of an older build never races a newer API.
+// one role owns schema changes and a worker of an older build never races a newer API. At
+// start it waits for PostgreSQL, the migrations and Temporal (MANAGED_AGENT_STARTUP_TIMEOUT).
 func RunWorker(ctx context.Context, cfg Config, version string) error {
 	logger, err := start(cfg)
 	if err != nil {
@@ -99,14 +136,15 @@ func RunWorker(ctx context.Context, cfg Config, version string) error {
 		return err
 	}
 	defer stopTracing()
-	st, unregisterPool, err := openWorkerStore(ctx, cfg)
+	boot := newStarting(cfg, logger)
+	st, unregisterPool, err := openWorkerStore(ctx, boot, cfg)
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	defer st.Close()
 	defer unregisterPool()
-	if err := st.CheckMigrated(ctx); err != nil {
-		return fmt.Errorf("%w: run `managed-agents migrate` (or start `managed-agents serve`) first", err)
+	if err := boot.waitMigrated(ctx, st); err != nil {
+		return stopped(ctx, err)
 	}
 	stopMetrics, err := serveMetrics(ctx, cfg, reg, logger)
 	if err != nil {
@@ -118,11 +156,12 @@ func RunWorker(ctx context.Context, cfg Config, version string) error {
 		return err
 	}
 	defer stopPprof()
-	tc, err := DialTemporal(ctx, cfg, logger)
+	tc, err := boot.waitTemporal(ctx, cfg, logger)
 	if err != nil {
-		return err
+		return stopped(ctx, err)
 	}
 	defer tc.Close()
+	boot.done()
 	// Publish-only: a worker never subscribes, so it needs no listener.
 	previews := stream.NewPostgresHub(st.Pool(), nil, logger)
 	if err := previews.Start(ctx); err != nil {
@@ -204,10 +243,10 @@ func instrument(ctx context.Context, cfg Config, role string, logger *slog.Logge
 	return cfg, reg, stopTracing, nil
 }
 
-// openWorkerStore opens a worker's database pool and registers the pool's metrics: the
-// worker role's own, or dev's worker beside its API.
-func openWorkerStore(ctx context.Context, cfg Config) (*store.Store, func(), error) {
-	st, err := store.Open(ctx, cfg.DatabaseURL, cfg.storeOptions()...)
+// openWorkerStore opens a worker's database pool, waiting for the server as boot does, and
+// registers the pool's metrics: the worker role's own, or dev's worker beside its API.
+func openWorkerStore(ctx context.Context, boot *starting, cfg Config) (*store.Store, func(), error) {
+	st, err := boot.waitPostgres(ctx, cfg.DatabaseURL, cfg.storeOptions()...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -17,15 +17,6 @@ import (
 	"github.com/managed-agents/managed-agents/internal/store"
 )
 
-// The worker does not migrate: on a database nobody migrated it stops, naming what to run,
-// before it dials Temporal (the address here answers nothing).
-func TestRunWorkerRequiresMigrations(t *testing.T) {
-	t.Parallel()
-	err := RunWorker(t.Context(), Config{DatabaseURL: pgtest.URL(t), TemporalAddress: "127.0.0.1:1", LogLevel: "error"}, "test")
-	require.ErrorIs(t, err, store.ErrSchemaNotCurrent)
-	require.ErrorContains(t, err, "managed-agents migrate")
-}
-
 func listenQueries(t *testing.T, st *store.Store) []string {
 	t.Helper()
 	rows, err := st.Pool().Query(t.Context(), `SELECT query FROM pg_stat_activity
