@@ -125,6 +125,7 @@ start kube-apiserver kube-apiserver --etcd-servers http://127.0.0.1:23790 \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-cluster-ip-range "$SERVICE_CIDR" --authorization-mode Node,RBAC \
   --allow-privileged=true --enable-admission-plugins NodeRestriction \
+  --kubelet-preferred-address-types InternalIP,Hostname \
   --profiling=false
 wait_for "kube-apiserver" 90 kubectl get --raw /readyz
 start kube-controller-manager kube-controller-manager --kubeconfig "$D/controller-manager.kubeconfig" \

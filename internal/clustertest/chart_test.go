@@ -35,7 +35,7 @@ func imageValues(t testing.TB) []string {
 		require.NotEmpty(t, img, "%s is set by make test-cluster", v.env)
 		repo, tag, ok := strings.Cut(img, ":")
 		require.True(t, ok, "%s=%s has a tag", v.env, img)
-		sets = append(sets, "--set", v.repo+"="+repo, "--set", v.tag+"="+tag)
+		sets = append(sets, "--set", v.repo+"="+repo, "--set-string", v.tag+"="+tag)
 	}
 	sandbox := os.Getenv("SANDBOX_IMG")
 	require.NotEmpty(t, sandbox, "SANDBOX_IMG is set by make test-cluster")
