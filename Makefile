@@ -11,8 +11,10 @@ HELM_VERSION        ?= v3.22.0
 ENVTEST_K8S_VERSION  ?= v1.37.2
 ENVTEST_ETCD_VERSION ?= v3.6.16
 # The test cluster's DNS and NetworkPolicy engine (hack/cluster/assets.sh; make test-cluster).
-CLUSTER_COREDNS_VERSION ?= v1.14.7
-CLUSTER_NETPOL_VERSION  ?= v0.8.0
+# kube-router v2.1.0 is the one release the module proxy serves; advisories name it, which
+# matters little for a test cluster's policy engine that runs only its firewall controller.
+CLUSTER_COREDNS_VERSION     ?= v1.14.7
+CLUSTER_KUBE_ROUTER_VERSION ?= v2.1.0
 # controller-gen writes the CRDs, the RBAC role and the deepcopy functions of api/ (DESIGN.md §8).
 CONTROLLER_GEN_VERSION ?= v0.23.0
 

@@ -7,16 +7,17 @@
 #   - kubelet, kube-controller-manager, kube-scheduler, kube-proxy of the same Kubernetes
 #     release, built in a wrapper module that replaces the staging modules with their
 #     released versions (k8s.io/kubernetes's own go.mod points them at ./staging);
-#   - coredns (cluster DNS) and netpol, sigs.k8s.io/kube-network-policies (the NetworkPolicy
-#     engine: nftables rules that queue a connection's first packet to userspace, which
-#     needs no kernel module that is not already here);
+#   - coredns (cluster DNS) and kube-router, whose network policy controller is the cluster's
+#     NetworkPolicy engine (iptables and ipset; only that controller runs). Not
+#     sigs.k8s.io/kube-network-policies: it needs nftables' queue expression, which this
+#     kernel lacks and no module can be loaded here;
 #   - pause, hack/cluster/pause, the pod sandbox process.
 # Containerd, runc and the CNI plugins are Debian's packages (hack/cluster/up.sh).
 #
 # Cached in ${XDG_CACHE_HOME:-$HOME/.cache}/managed-agents/cluster/<versions>/; a cold build
 # takes about 8 minutes on 2 cores when the envtest build has filled Go's build cache.
 #
-# Environment: CLUSTER_K8S_VERSION, CLUSTER_COREDNS_VERSION, CLUSTER_NETPOL_VERSION override
+# Environment: CLUSTER_K8S_VERSION, CLUSTER_COREDNS_VERSION, CLUSTER_KUBE_ROUTER_VERSION override
 # the Makefile's pins; CLUSTER_ASSETS_FORCE=1 rebuilds.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -25,11 +26,11 @@ makefile=$repo/Makefile
 pinned() { sed -n "s/^$1[[:space:]]*?=[[:space:]]*\([^[:space:]]*\).*/\1/p" "$makefile"; }
 K8S_VERSION=${CLUSTER_K8S_VERSION:-$(pinned ENVTEST_K8S_VERSION)}
 COREDNS_VERSION=${CLUSTER_COREDNS_VERSION:-$(pinned CLUSTER_COREDNS_VERSION)}
-NETPOL_VERSION=${CLUSTER_NETPOL_VERSION:-$(pinned CLUSTER_NETPOL_VERSION)}
+KUBE_ROUTER_VERSION=${CLUSTER_KUBE_ROUTER_VERSION:-$(pinned CLUSTER_KUBE_ROUTER_VERSION)}
 CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/managed-agents/cluster
 # The pause source is part of the key, so an edit to it rebuilds.
 pause_hash=$(sha256sum "$repo/hack/cluster/pause/main.go" | cut -c1-12)
-ASSETS_DIR=$CACHE_ROOT/k8s-$K8S_VERSION-coredns-$COREDNS_VERSION-netpol-$NETPOL_VERSION-pause-$pause_hash
+ASSETS_DIR=$CACHE_ROOT/k8s-$K8S_VERSION-coredns-$COREDNS_VERSION-kube-router-$KUBE_ROUTER_VERSION-pause-$pause_hash
 
 log() { printf 'cluster-assets: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -37,9 +38,9 @@ die() { log "$*"; exit 1; }
 [[ $K8S_VERSION =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || die "Kubernetes version $K8S_VERSION: want a release such as v1.37.2"
 K8S_MINOR=${BASH_REMATCH[1]}
 STAGING_VERSION=v0.$K8S_MINOR.${BASH_REMATCH[2]}
-[ -n "$COREDNS_VERSION" ] && [ -n "$NETPOL_VERSION" ] || die "CLUSTER_COREDNS_VERSION and CLUSTER_NETPOL_VERSION must be pinned in the Makefile"
+[ -n "$COREDNS_VERSION" ] && [ -n "$KUBE_ROUTER_VERSION" ] || die "CLUSTER_COREDNS_VERSION and CLUSTER_KUBE_ROUTER_VERSION must be pinned in the Makefile"
 
-BINARIES=(kubelet kube-controller-manager kube-scheduler kube-proxy coredns netpol pause)
+BINARIES=(kubelet kube-controller-manager kube-scheduler kube-proxy coredns kube-router pause)
 
 # works DIR: every binary is there and the Kubernetes ones report the pinned release.
 works() {
@@ -102,13 +103,13 @@ log "building kubelet, kube-controller-manager, kube-scheduler, kube-proxy $K8S_
   k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy)
 
-# --- CoreDNS and kube-network-policies (no replace directives: go install works) ---------------
+# --- CoreDNS and kube-router (no replace directives: go install works) --------------------------
 log "building coredns $COREDNS_VERSION"
 (cd "$work" && GOBIN="$work/gobin" go install -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION")
 mv "$work/gobin/coredns" "$out/coredns"
-log "building kube-network-policies $NETPOL_VERSION"
-(cd "$work" && GOBIN="$work/gobin" go install -ldflags "-s -w" "sigs.k8s.io/kube-network-policies/cmd@$NETPOL_VERSION")
-mv "$work/gobin/cmd" "$out/netpol"
+log "building kube-router $KUBE_ROUTER_VERSION"
+(cd "$work" && GOBIN="$work/gobin" go install -ldflags "-s -w" "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION")
+mv "$work/gobin/kube-router" "$out/kube-router"
 
 # --- pause ----------------------------------------------------------------------------------------
 (cd "$repo" && go build -ldflags "-s -w" -o "$out/pause" ./hack/cluster/pause)

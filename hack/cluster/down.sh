@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stops the test cluster of hack/cluster/up.sh and removes what it made: its processes, the
 # pods' containers and shims, mounts under CLUSTER_DIR, the pods' network namespaces, and the
-# iptables and nftables rules of kube-proxy, the NetworkPolicy engine and up.sh. Safe to run
+# iptables rules and ipsets of kube-proxy, kube-router and up.sh. Safe to run
 # when nothing is up, and after a crash or a reboot left only parts.
 set -uo pipefail
 D=${CLUSTER_DIR:-/var/lib/managed-agents-cluster}
@@ -9,7 +9,7 @@ log() { printf 'cluster-down: %s\n' "$*" >&2; }
 [ -d "$D" ] || exit 0
 
 # The kubelet first, so it does not restart what goes next; then the rest.
-for name in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd; do
+for name in kubelet kube-router kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd; do
   pidfile=$D/run/$name.pid
   [ -f "$pidfile" ] || continue
   pid=$(cat "$pidfile")
@@ -41,7 +41,7 @@ fi
 # Network: the pods' namespaces (their veths go with them), then the rules.
 for ns in $(ip netns list 2>/dev/null | awk '/^cni-/ {print $1}'); do ip netns delete "$ns" 2>/dev/null || true; done
 if [ -x "$D/bin/kube-proxy" ]; then "$D/bin/kube-proxy" --cleanup >/dev/null 2>&1 || true; fi
-nft delete table inet kube-network-policies 2>/dev/null || true
+if [ -x "$D/bin/kube-router" ]; then "$D/bin/kube-router" --cleanup-config >/dev/null 2>&1 || true; fi
 while iptables -S FORWARD 2>/dev/null | grep -q 'managed-agents-cluster'; do
   rule=$(iptables -S FORWARD | grep -m1 'managed-agents-cluster' | sed 's/^-A /-D /')
   # shellcheck disable=SC2086 # the rule's words are iptables arguments.

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Brings up a real single-node Kubernetes cluster on this machine, from host processes, the
 # way upstream's hack/local-up-cluster.sh does: etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, a kubelet on a containerd of its own, and kube-proxy, plus CoreDNS and the
-# NetworkPolicy engine (kube-network-policies) as pods. No registry is needed: every image the
-# cluster runs is loaded into its containerd from the local Docker engine (`docker save`).
+# kube-scheduler, a kubelet on a containerd of its own, kube-proxy, and kube-router's network
+# policy controller (the NetworkPolicy engine), plus CoreDNS as a pod. No registry is needed:
+# every image the cluster runs is loaded into its containerd from the local Docker engine
+# (`docker save`).
 #
 # Prints `export KUBECONFIG=...` as its last line. hack/cluster/down.sh stops it and removes
 # everything it made (processes, mounts, network namespaces, iptables and nftables rules).
 #
 # Needs root, cgroups (v1 or v2), Debian's containerd, runc, containernetworking-plugins,
-# iptables, conntrack and openssl (.ci/run installs them), and the binaries of
+# iptables, ipset, conntrack and openssl (.ci/run installs them), and the binaries of
 # hack/cluster/assets.sh and hack/envtest-assets.sh.
 #
 # Usage: hack/cluster/up.sh [IMAGE...]   (images of the local Docker engine to load; the
@@ -30,8 +31,8 @@ log() { printf 'cluster-up: %s\n' "$*" >&2; }
 die() { log "$*"; log "logs: $D/logs"; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "the cluster needs root (containerd, the kubelet and kube-proxy)"
-for tool in containerd runc ctr iptables conntrack openssl docker; do
-  command -v "$tool" >/dev/null || die "$tool is missing (apt-get install containerd runc iptables conntrack openssl)"
+for tool in containerd runc ctr iptables ipset conntrack openssl docker; do
+  command -v "$tool" >/dev/null || die "$tool is missing (apt-get install containerd runc iptables ipset conntrack openssl)"
 done
 [ -x /usr/lib/cni/ptp ] || die "/usr/lib/cni/ptp is missing (apt-get install containernetworking-plugins)"
 
@@ -43,7 +44,7 @@ assets=$("$repo/hack/cluster/assets.sh" | tail -n1)
 bin=$D/bin
 mkdir -p "$D"/{bin,pki,logs,run,etcd,kubelet,containerd,cni/net.d,cni/ipam,pv}
 for b in kube-apiserver etcd kubectl; do ln -sf "$envtest/$b" "$bin/$b"; done
-for b in kubelet kube-controller-manager kube-scheduler kube-proxy; do ln -sf "$assets/$b" "$bin/$b"; done
+for b in kubelet kube-controller-manager kube-scheduler kube-proxy kube-router; do ln -sf "$assets/$b" "$bin/$b"; done
 export PATH=$bin:$PATH
 
 # The node's address: the source address of its default route (pods reach the API server
@@ -165,7 +166,7 @@ state = "$D/containerd/state"
     conf_dir = "$D/cni/net.d"
 TOML
 # ptp, not bridge: every pod's traffic is routed through the host, so the NetworkPolicy
-# engine's netfilter rules see pod-to-pod packets too (on a bridge they would be switched past
+# engine's iptables rules see pod-to-pod packets too (on a bridge they would be switched past
 # netfilter unless br_netfilter is on, which would also put Docker's FORWARD DROP in their way).
 cat >"$D/cni/net.d/10-managed-agents.conflist" <<JSON
 {
@@ -192,17 +193,17 @@ CTR=(ctr --address "$D/containerd/containerd.sock" --namespace k8s.io)
 wait_for containerd 30 "${CTR[@]}" version
 
 # Pod traffic is forwarded by the host; Docker's FORWARD policy is DROP. The NetworkPolicy
-# engine's own nftables chain still drops what a policy forbids: netfilter accepts a packet
-# only when every base chain on its hook does.
+# engine inserts its chain at the top of FORWARD (and INPUT, OUTPUT), before these rules, and
+# drops there what a policy forbids.
 iptables -I FORWARD 1 -s "$POD_CIDR" -m comment --comment managed-agents-cluster -j ACCEPT
 iptables -I FORWARD 1 -d "$POD_CIDR" -m comment --comment managed-agents-cluster -j ACCEPT
 sysctl -qw net.ipv4.ip_forward=1
 
 # --- images ---------------------------------------------------------------------------------------
-# The cluster's own (pause, CoreDNS, the NetworkPolicy engine) are single binaries FROM scratch.
+# The cluster's own (pause, CoreDNS) are single binaries FROM scratch.
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
-for b in pause coredns netpol; do
+for b in pause coredns; do
   mkdir -p "$ctx/$b"
   cp "$assets/$b" "$ctx/$b/$b"
   printf 'FROM scratch\nCOPY %s /%s\nENTRYPOINT ["/%s"]\n' "$b" "$b" "$b" >"$ctx/$b/Dockerfile"
@@ -216,7 +217,7 @@ load() {
     docker save "$img" | "${CTR[@]}" images import - >/dev/null
   done
 }
-load managed-agents-pause:dev managed-agents-coredns:dev managed-agents-netpol:dev "$@"
+load managed-agents-pause:dev managed-agents-coredns:dev "$@"
 
 # --- kubelet and kube-proxy -------------------------------------------------------------------------
 cat >"$D/kubelet/config.yaml" <<YAML
@@ -297,11 +298,18 @@ YAML
   done
 } | kubectl apply -f - >/dev/null
 
-# --- cluster DNS and the NetworkPolicy engine -------------------------------------------------------
+# --- the NetworkPolicy engine and cluster DNS --------------------------------------------------------
+# kube-router's network policy controller alone (no routing, no service proxy, no CNI): it
+# keeps iptables chains and ipsets per pod that a policy selects, for ingress and egress,
+# pod to pod and pod to node. A host process with the admin credentials, like the rest of the
+# control plane here.
+start kube-router kube-router --kubeconfig "$D/admin.kubeconfig" --hostname-override "$NODE" \
+  --run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false \
+  --service-cluster-ip-range "$SERVICE_CIDR" --health-port 0 --metrics-port 0
 sed "s/@DNS_IP@/$DNS_IP/" "$repo/hack/cluster/addons.yaml" | kubectl apply -f - >/dev/null
 wait_for "node $NODE Ready" 120 kubectl wait --for=condition=Ready "node/$NODE" --timeout=1s
-if ! kubectl -n kube-system rollout status deploy/coredns --timeout=120s >&2 ||
-  ! kubectl -n kube-system rollout status ds/kube-network-policies --timeout=120s >&2; then
+wait_for "kube-router's policy chains" 60 iptables -S KUBE-ROUTER-FORWARD
+if ! kubectl -n kube-system rollout status deploy/coredns --timeout=120s >&2; then
   kubectl -n kube-system get pods -o wide >&2 || true
   die "the cluster's add-ons did not start"
 fi

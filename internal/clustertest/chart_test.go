@@ -39,7 +39,11 @@ func imageValues(t testing.TB) []string {
 	}
 	sandbox := os.Getenv("SANDBOX_IMG")
 	require.NotEmpty(t, sandbox, "SANDBOX_IMG is set by make test-cluster")
-	return append(sets, "--set", "sandbox.kubernetes.image="+sandbox)
+	// The node has 2 CPUs and the release's own pods reserve about half a CPU: sandboxes
+	// reserve less than the default 1 CPU each, so that several sessions' pods fit at once.
+	return append(sets, "--set", "sandbox.kubernetes.image="+sandbox,
+		"--set", "sandbox.kubernetes.defaultResources.cpu=200m",
+		"--set", "sandbox.kubernetes.defaultResources.memory=256Mi")
 }
 
 // TestChartFirstTry follows docs/kubernetes.md's first try on the real cluster: helm install,
@@ -205,6 +209,9 @@ func uninstall(t testing.TB, r *release) {
 			t.Logf("%s logs:\n%s", role, logs)
 		}
 	}
+	// docs/kubernetes.md's uninstall: sandboxes go first, while the controller that removes
+	// their finalizers still runs; then the release.
+	_, _ = tryRun(tools.kubectl, "-n", r.ns, "delete", "sandboxbindings", "--all", "--wait=true", "--timeout=2m")
 	_, _ = tryRun(tools.helm, "uninstall", r.name, "--namespace", r.ns, "--wait", "--timeout", "3m")
 	_, _ = tryRun(tools.kubectl, "delete", "namespace", r.ns, "--wait=true", "--timeout=3m")
 }
