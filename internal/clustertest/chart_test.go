@@ -59,6 +59,10 @@ func TestChartFirstTry(t *testing.T) {
 	t.Logf("figure: helm install to every pod Ready: %s", ready.Round(time.Second))
 	pods := kubectl(t, "-n", r.ns, "get", "pods", "-o", "jsonpath={range .items[*]}{.metadata.name} {.status.containerStatuses[0].restartCount}{\"\\n\"}{end}")
 	t.Logf("pods and their restarts after install:\n%s", pods)
+	// The roles wait for PostgreSQL, the migrations and Temporal instead of crash-looping.
+	for _, line := range strings.Split(strings.TrimSpace(pods), "\n") {
+		require.True(t, strings.HasSuffix(line, " 0"), "no pod restarted during the install: %s", line)
+	}
 
 	t.Run("samples", func(t *testing.T) {
 		// kubectl apply -f config/samples/ ; kubectl get sessions -w
