@@ -84,8 +84,14 @@ func TestPodKillsDuringTurns(t *testing.T) {
 		eventually(t, 4*time.Minute, role+" is back", func() (bool, string) {
 			out, err := tryRun(tools.kubectl, "-n", r.ns, "get", "pods", "-l", "app.kubernetes.io/instance="+r.name+",app.kubernetes.io/component="+role,
 				"-o", "jsonpath={range .items[*]}{.metadata.deletionTimestamp}|{.status.conditions[?(@.type==\"Ready\")].status} {end}")
+			// Back means: every pod of the role is Ready and none is terminating (the old one is gone).
 			fields := strings.Fields(out)
-			return err == nil && len(fields) > 0 && !strings.Contains(out, "False") && strings.HasPrefix(fields[0], "|True"), out
+			for _, f := range fields {
+				if f != "|True" {
+					return false, out
+				}
+			}
+			return err == nil && len(fields) > 0, out
 		})
 		t.Logf("figure: %s pod deleted during running turns: a replacement Ready after %s", role, time.Since(begin).Round(time.Second))
 	}
