@@ -62,7 +62,7 @@ func TestPodKillsDuringTurns(t *testing.T) {
 				for call := range calls {
 					lines = append(lines, fmt.Sprintf(`/tool bash {"command":"sleep 1; echo s%d-t%d-c%d >> effects.txt"}`, si, turn, call))
 				}
-				if err := sendAndAwaitTurn(client, id, strings.Join(lines, "\n"), 8*time.Minute); err != nil {
+				if err := sendAndAwaitTurn(client, id, strings.Join(lines, "\n"), 5*time.Minute); err != nil {
 					errs <- fmt.Errorf("session %s turn %d: %w", id, turn, err)
 					return
 				}
@@ -144,13 +144,16 @@ func sendAndAwaitTurn(c anthropic.Client, id, text string, limit time.Duration) 
 		return fmt.Errorf("send: %w", err)
 	}
 	msgID := sent.Data[0].ID
+	var lastErr error
 	for {
 		var evs []anthropic.BetaManagedAgentsSessionEventUnion
 		iter := c.Beta.Sessions.Events.ListAutoPaging(ctx, id, anthropic.BetaSessionEventListParams{Limit: param.NewOpt(int64(1000))})
 		for iter.Next() {
 			evs = append(evs, iter.Current())
 		}
-		if iter.Err() == nil {
+		if iter.Err() != nil {
+			lastErr = iter.Err()
+		} else {
 			after := false
 			for _, ev := range evs {
 				after = after || ev.ID == msgID
@@ -164,7 +167,7 @@ func sendAndAwaitTurn(c anthropic.Client, id, text string, limit time.Duration) 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the turn did not finish: %w (last list error: %v)", ctx.Err(), iter.Err())
+			return fmt.Errorf("the turn of %s did not finish: %w (last list error: %v; events listed: %d)", msgID, ctx.Err(), lastErr, len(evs))
 		case <-time.After(time.Second):
 		}
 	}

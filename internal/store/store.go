@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -87,11 +89,34 @@ func (q *Queries) recordAppended(types []string) {
 	q.obs.EventsAppended(types)
 }
 
-// Open connects to PostgreSQL. It does not migrate.
-func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+// DefaultConnectTimeout bounds one connection attempt when the database URL names no
+// connect_timeout. Without a bound, a connect that races a PostgreSQL failover on Kubernetes
+// (the Service still routing to the old pod, whose address no longer answers) waits out the
+// kernel's SYN retries, about two minutes, and every step that needs a connection waits with
+// it; the real cluster's pod-kill test saw exactly that.
+const DefaultConnectTimeout = 10 * time.Second
+
+// poolConfig parses url and bounds what a lost server costs: connects time out
+// (DefaultConnectTimeout unless the URL says otherwise), and TCP keepalives find a silently
+// dead connection within about half a minute instead of the kernel's default two hours.
+func poolConfig(url string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	dialer := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3}}
+	cfg.ConnConfig.DialFunc = dialer.DialContext
+	return cfg, nil
+}
+
+// Open connects to PostgreSQL. It does not migrate.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	cfg, err := poolConfig(url)
+	if err != nil {
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
