@@ -67,7 +67,9 @@ func TestChartFirstTry(t *testing.T) {
 	t.Run("samples", func(t *testing.T) {
 		// kubectl apply -f config/samples/ ; kubectl get sessions -w
 		kubectl(t, "apply", "-f", "../../config/samples/")
-		t.Cleanup(func() { _, _ = tryRun(tools.kubectl, "delete", "-f", "../../config/samples/", "--wait=true", "--timeout=2m") })
+		t.Cleanup(func() {
+			_, _ = tryRun(tools.kubectl, "delete", "-f", "../../config/samples/", "--wait=true", "--timeout=2m")
+		})
 		eventually(t, 3*time.Minute, "the sample Session answers", func() (bool, string) {
 			out, err := tryRun(tools.kubectl, "get", "session", "hello", "-o", "jsonpath={.status.status}|{.status.lastAgentMessage}")
 			return err == nil && strings.HasPrefix(out, "idle|echo: Hello!"), out

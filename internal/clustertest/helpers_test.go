@@ -4,8 +4,8 @@ package clustertest
 
 import (
 	"bytes"
-	"encoding/base64"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"os"
@@ -155,7 +155,9 @@ func (r *release) newSession(t testing.TB, envCfg anthropic.BetaEnvironmentNewPa
 		Agent: anthropic.BetaSessionNewParamsAgentUnion{OfString: param.NewOpt(agent.ID)}, EnvironmentID: env.ID})
 	require.NoError(t, err)
 	// Deleting the session deletes its sandbox pod, which frees the node for the next test.
-	t.Cleanup(func() { _, _ = r.client.Beta.Sessions.Delete(context.Background(), sess.ID, anthropic.BetaSessionDeleteParams{}) })
+	t.Cleanup(func() {
+		_, _ = r.client.Beta.Sessions.Delete(context.Background(), sess.ID, anthropic.BetaSessionDeleteParams{})
+	})
 	s := &session{t: t, r: r, id: sess.ID}
 	s.stream = r.client.Beta.Sessions.Events.StreamEvents(ctx, sess.ID, anthropic.BetaSessionEventStreamParams{})
 	t.Cleanup(func() { _ = s.stream.Close() })
