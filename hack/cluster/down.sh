@@ -40,6 +40,7 @@ fi
 
 # Network: the pods' namespaces (their veths go with them), then the rules.
 for ns in $(ip netns list 2>/dev/null | awk '/^cni-/ {print $1}'); do ip netns delete "$ns" 2>/dev/null || true; done
+ip route del unreachable 10.88.0.0/16 2>/dev/null || true
 if [ -x "$D/bin/kube-proxy" ]; then "$D/bin/kube-proxy" --cleanup >/dev/null 2>&1 || true; fi
 if [ -x "$D/bin/kube-router" ]; then "$D/bin/kube-router" --cleanup-config >/dev/null 2>&1 || true; fi
 while iptables -S FORWARD 2>/dev/null | grep -q 'managed-agents-cluster'; do

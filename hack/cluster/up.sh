@@ -198,6 +198,11 @@ wait_for containerd 30 "${CTR[@]}" version
 iptables -I FORWARD 1 -s "$POD_CIDR" -m comment --comment managed-agents-cluster -j ACCEPT
 iptables -I FORWARD 1 -d "$POD_CIDR" -m comment --comment managed-agents-cluster -j ACCEPT
 sysctl -qw net.ipv4.ip_forward=1
+# ptp gives each pod a host route of its own. An address of a pod that is gone would
+# otherwise follow the default route out of this machine, and a client still holding a
+# connection to it (the Service's conntrack entry) would wait for minutes instead of being
+# told at once that nobody is there.
+ip route replace unreachable "$POD_CIDR"
 
 # --- images ---------------------------------------------------------------------------------------
 # The cluster's own (pause, CoreDNS) are single binaries FROM scratch.

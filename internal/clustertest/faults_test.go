@@ -5,6 +5,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -50,6 +51,8 @@ func TestPodKillsDuringTurns(t *testing.T) {
 		require.NoError(t, err)
 		ids = append(ids, s.ID)
 	}
+
+	logs := followLogs(t, r.ns, "app.kubernetes.io/instance="+r.name+",app.kubernetes.io/component in (api,worker)")
 
 	var wg sync.WaitGroup
 	errs := make(chan error, sessions)
@@ -102,6 +105,9 @@ func TestPodKillsDuringTurns(t *testing.T) {
 	}
 	close(errs)
 	for err := range errs {
+		if err != nil {
+			t.Logf("the logs of every api and worker pod of the run:\n%s", logs())
+		}
 		require.NoError(t, err)
 	}
 
@@ -200,4 +206,53 @@ func sayAndRead(t testing.TB, c anthropic.Client, id, text string) string {
 	}
 	require.FailNow(t, "no agent.message")
 	return ""
+}
+
+// followLogs streams the logs of every pod matching selector, those that appear later too,
+// until the test ends, so that a failure can show the logs of pods the test has killed.
+func followLogs(t testing.TB, ns, selector string) func() string {
+	var mu sync.Mutex
+	var buf strings.Builder
+	seen := map[string]bool{}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			out, _ := tryRun(tools.kubectl, "-n", ns, "get", "pods", "-l", selector, "-o", "jsonpath={.items[*].metadata.name}")
+			for _, pod := range strings.Fields(out) {
+				if seen[pod] {
+					continue
+				}
+				seen[pod] = true
+				cmd := exec.CommandContext(ctx, tools.kubectl, "-n", ns, "logs", "-f", pod)
+				w := &lockedWriter{mu: &mu, b: &buf, prefix: pod + " "}
+				cmd.Stdout, cmd.Stderr = w, w
+				_ = cmd.Start()
+				go func() { _ = cmd.Wait() }()
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}()
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String()
+	}
+}
+
+type lockedWriter struct {
+	mu     *sync.Mutex
+	b      *strings.Builder
+	prefix string
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, line := range strings.SplitAfter(string(p), "\n") {
+		if line != "" {
+			w.b.WriteString(w.prefix + line)
+		}
+	}
+	return len(p), nil
 }
