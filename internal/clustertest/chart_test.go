@@ -25,6 +25,24 @@ const chart = "../../charts/managed-agents"
 // registry"). Everything else is the docs' first try.
 func imageValues(t testing.TB) []string {
 	t.Helper()
+	// The node has 2 CPUs and the release's own pods reserve about half a CPU: sandboxes
+	// reserve less than the default 1 CPU each, so that several sessions' pods fit at once.
+	return append(releaseImages(t), "--set", "sandbox.kubernetes.image="+sandboxImage(t),
+		"--set", "sandbox.kubernetes.defaultResources.cpu=200m",
+		"--set", "sandbox.kubernetes.defaultResources.memory=256Mi")
+}
+
+func sandboxImage(t testing.TB) string {
+	t.Helper()
+	img := os.Getenv("SANDBOX_IMG")
+	require.NotEmpty(t, img, "SANDBOX_IMG is set by make test-cluster")
+	return img
+}
+
+// releaseImages are the flags that name the release's own images (every chart version has
+// these values).
+func releaseImages(t testing.TB) []string {
+	t.Helper()
 	var sets []string
 	for _, v := range []struct{ env, repo, tag string }{
 		{"IMG", "image.repository", "image.tag"},
@@ -37,13 +55,7 @@ func imageValues(t testing.TB) []string {
 		require.True(t, ok, "%s=%s has a tag", v.env, img)
 		sets = append(sets, "--set", v.repo+"="+repo, "--set-string", v.tag+"="+tag)
 	}
-	sandbox := os.Getenv("SANDBOX_IMG")
-	require.NotEmpty(t, sandbox, "SANDBOX_IMG is set by make test-cluster")
-	// The node has 2 CPUs and the release's own pods reserve about half a CPU: sandboxes
-	// reserve less than the default 1 CPU each, so that several sessions' pods fit at once.
-	return append(sets, "--set", "sandbox.kubernetes.image="+sandbox,
-		"--set", "sandbox.kubernetes.defaultResources.cpu=200m",
-		"--set", "sandbox.kubernetes.defaultResources.memory=256Mi")
+	return sets
 }
 
 // TestChartFirstTry follows docs/kubernetes.md's first try on the real cluster: helm install,

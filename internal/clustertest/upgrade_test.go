@@ -27,9 +27,10 @@ func TestUpgradeAndRollback(t *testing.T) {
 	require.NotEmpty(t, prevImg, "PREV_IMG is set by make test-cluster")
 	r := &release{ns: "upgrades", name: "up"}
 	values := imageValues(t)
-	prevValues := append(append([]string{}, values...), "--set", "image.repository="+strings.Split(prevImg, ":")[0],
-		"--set", "image.tag="+strings.Split(prevImg, ":")[1])
-	// The previous chart as a user installed it: its own defaults.
+	// The previous chart as a user installed it: its own defaults (it has none of this
+	// chart's new values), with the offline images.
+	prevValues := append(releaseImages(t), "--set", "image.repository="+strings.Split(prevImg, ":")[0],
+		"--set-string", "image.tag="+strings.Split(prevImg, ":")[1])
 	helm(t, append([]string{"install", r.name, prevChart, "--namespace", r.ns, "--create-namespace",
 		"--wait", "--timeout", "6m"}, prevValues...)...)
 	t.Cleanup(func() { uninstall(t, r) })
