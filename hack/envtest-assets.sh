@@ -29,6 +29,8 @@ CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/managed-agents/envtest
 ASSETS_DIR=$CACHE_ROOT/k8s-$K8S_VERSION-etcd-$ETCD_VERSION
 
 log() { printf 'envtest-assets: %s\n' "$*" >&2; }
+# shellcheck source=hack/lib/kubernetes-module.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/kubernetes-module.sh"
 die() { log "$*"; exit 1; }
 
 [[ $K8S_VERSION =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] ||
@@ -113,34 +115,8 @@ start=$SECONDS
 
 # --- Kubernetes: kube-apiserver and kubectl ---------------------------------------------------
 log "downloading k8s.io/kubernetes@$K8S_VERSION"
-k8s_dir=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-[ -f "$k8s_dir/go.mod" ] || die "go mod download k8s.io/kubernetes@$K8S_VERSION gave no module directory"
-# The staging modules are exactly the ones k8s.io/kubernetes replaces with ./staging/src/... .
-mapfile -t staging < <(sed -n 's|^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/src/.*|\1|p' "$k8s_dir/go.mod")
-[ ${#staging[@]} -gt 0 ] || die "found no staging replace directives in k8s.io/kubernetes@$K8S_VERSION's go.mod"
-go_directive=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$k8s_dir/go.mod")
-
-mkdir -p "$work/k8s"
-{
-  echo "module envtest-assets/kubernetes"
-  echo
-  echo "go $go_directive"
-  echo
-  echo "require k8s.io/kubernetes $K8S_VERSION"
-  echo
-  echo "replace ("
-  for m in "${staging[@]}"; do echo "	$m => $m $STAGING_VERSION"; done
-  echo ")"
-} >"$work/k8s/go.mod"
-
-# The ldflags Kubernetes' own build (hack/lib/version.sh) sets, so that `--version`, the
-# discovery endpoint /version and `kubectl version` report the release, not v0.0.0-master.
-build_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-k8s_ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  k8s_ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$K8S_MINOR"
-  k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
-done
+kubernetes_wrapper "$work/k8s" envtest-assets/kubernetes "$K8S_VERSION"
+k8s_ldflags=$(kubernetes_ldflags "$K8S_VERSION")
 log "building kube-apiserver and kubectl $K8S_VERSION (staging modules $STAGING_VERSION; ~10 minutes cold on 2 cores)"
 (cd "$work/k8s" && go build -ldflags "$k8s_ldflags" -o "$out/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)

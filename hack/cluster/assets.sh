@@ -33,12 +33,12 @@ pause_hash=$(sha256sum "$repo/hack/cluster/pause/main.go" | cut -c1-12)
 ASSETS_DIR=$CACHE_ROOT/k8s-$K8S_VERSION-coredns-$COREDNS_VERSION-kube-router-$KUBE_ROUTER_VERSION-pause-$pause_hash
 
 log() { printf 'cluster-assets: %s\n' "$*" >&2; }
+# shellcheck source=hack/lib/kubernetes-module.sh
+. "$repo/hack/lib/kubernetes-module.sh"
 die() { log "$*"; exit 1; }
 
-[[ $K8S_VERSION =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || die "Kubernetes version $K8S_VERSION: want a release such as v1.37.2"
-K8S_MINOR=${BASH_REMATCH[1]}
-STAGING_VERSION=v0.$K8S_MINOR.${BASH_REMATCH[2]}
-[ -n "$COREDNS_VERSION" ] && [ -n "$KUBE_ROUTER_VERSION" ] || die "CLUSTER_COREDNS_VERSION and CLUSTER_KUBE_ROUTER_VERSION must be pinned in the Makefile"
+[[ $K8S_VERSION =~ ^v1\.[0-9]+\.[0-9]+$ ]] || die "Kubernetes version $K8S_VERSION: want a release such as v1.37.2"
+if [ -z "$COREDNS_VERSION" ] || [ -z "$KUBE_ROUTER_VERSION" ]; then die "CLUSTER_COREDNS_VERSION and CLUSTER_KUBE_ROUTER_VERSION must be pinned in the Makefile"; fi
 
 BINARIES=(kubelet kube-controller-manager kube-scheduler kube-proxy coredns kube-router pause)
 
@@ -75,29 +75,8 @@ start=$SECONDS
 
 # --- Kubernetes node and control-plane binaries -------------------------------------------------
 log "downloading k8s.io/kubernetes@$K8S_VERSION"
-k8s_dir=$(cd "$work" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-[ -f "$k8s_dir/go.mod" ] || die "go mod download k8s.io/kubernetes@$K8S_VERSION gave no module directory"
-mapfile -t staging < <(sed -n 's|^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/src/.*|\1|p' "$k8s_dir/go.mod")
-[ ${#staging[@]} -gt 0 ] || die "found no staging replace directives in k8s.io/kubernetes@$K8S_VERSION's go.mod"
-go_directive=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$k8s_dir/go.mod")
-mkdir -p "$work/k8s"
-{
-  echo "module cluster-assets/kubernetes"
-  echo
-  echo "go $go_directive"
-  echo
-  echo "require k8s.io/kubernetes $K8S_VERSION"
-  echo
-  echo "replace ("
-  for m in "${staging[@]}"; do echo "	$m => $m $STAGING_VERSION"; done
-  echo ")"
-} >"$work/k8s/go.mod"
-build_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-k8s_ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  k8s_ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$K8S_MINOR"
-  k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
-done
+(cd "$work" && kubernetes_wrapper "$work/k8s" cluster-assets/kubernetes "$K8S_VERSION")
+k8s_ldflags=$(kubernetes_ldflags "$K8S_VERSION")
 log "building kubelet, kube-controller-manager, kube-scheduler, kube-proxy $K8S_VERSION"
 (cd "$work/k8s" && go build -ldflags "$k8s_ldflags" -o "$out/" \
   k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
