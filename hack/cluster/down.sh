@@ -42,7 +42,29 @@ fi
 for ns in $(ip netns list 2>/dev/null | awk '/^cni-/ {print $1}'); do ip netns delete "$ns" 2>/dev/null || true; done
 ip route del unreachable 10.88.0.0/16 2>/dev/null || true
 if [ -x "$D/bin/kube-proxy" ]; then "$D/bin/kube-proxy" --cleanup >/dev/null 2>&1 || true; fi
-if [ -x "$D/bin/kube-router" ]; then "$D/bin/kube-router" --cleanup-config >/dev/null 2>&1 || true; fi
+# kube-router's own --cleanup-config leaves its policy chains (and then panics on IPVS), and
+# the kubelet leaves KUBE-FIREWALL and its canaries: they go by name, in every table (the
+# kubelet's only when no other kubelet runs here): the jumps into them, then the chains.
+ours='KUBE-(ROUTER-|POD-FW-|NWPLCY-)'
+pgrep -x kubelet >/dev/null || ours='KUBE-(ROUTER-|POD-FW-|NWPLCY-|FIREWALL$|KUBELET-CANARY$|IPTABLES-HINT$)'
+for ipt in iptables ip6tables; do
+  for table in filter nat mangle; do
+    chains=$("$ipt" -t "$table" -S 2>/dev/null | awk -v re="^$ours" '$1 == "-N" && $2 ~ re {print $2}')
+    [ -n "$chains" ] || continue
+    for c in $chains; do
+      "$ipt" -t "$table" -S 2>/dev/null | grep -E -- "-j $c( |$)" | grep -v "^-A $c " | sed 's/^-A /-D /' |
+        while read -r rule; do
+          # shellcheck disable=SC2086 # the rule's words are iptables arguments.
+          eval "$ipt" -t "$table" $rule 2>/dev/null || true
+        done
+    done
+    for c in $chains; do "$ipt" -t "$table" -F "$c" 2>/dev/null || true; done
+    for c in $chains; do "$ipt" -t "$table" -X "$c" 2>/dev/null || true; done
+  done
+done
+if command -v ipset >/dev/null; then
+  for set in $(ipset list -n 2>/dev/null | grep -E '^(inet6:)?KUBE-'); do ipset destroy "$set" 2>/dev/null || true; done
+fi
 while iptables -S FORWARD 2>/dev/null | grep -q 'managed-agents-cluster'; do
   rule=$(iptables -S FORWARD | grep -m1 'managed-agents-cluster' | sed 's/^-A /-D /')
   # shellcheck disable=SC2086 # the rule's words are iptables arguments.
