@@ -174,8 +174,10 @@ verify-generated: manifests generate ## Regenerate and fail when a generated fil
 .PHONY: test-cluster
 test-cluster: $(HELM) docker-build sandbox-image egress-image postgres-image temporal-image previous-release ## Bring up a real single-node cluster (hack/cluster/up.sh: kubelet, containerd, CoreDNS, a NetworkPolicy engine; ~10 min cold, binaries cached in ~/.cache/managed-agents/cluster), load the images into it, run the cluster tests (internal/clustertest: the chart installed as docs/kubernetes.md says, sandbox pods, NetworkPolicies, pod kills), and tear it down (KEEP_CLUSTER=1 keeps it).
 	@mkdir -p dist
-	hack/cluster/up.sh $(IMG) $(PREV_IMG) $(SANDBOX_IMG) $(EGRESS_IMG) $(POSTGRES_IMG) $(TEMPORAL_IMG) > dist/cluster.env
-	@status=0; . ./dist/cluster.env && \
+	@# A failed or interrupted start is torn down too, not left half running.
+	hack/cluster/up.sh $(IMG) $(PREV_IMG) $(SANDBOX_IMG) $(EGRESS_IMG) $(POSTGRES_IMG) $(TEMPORAL_IMG) > dist/cluster.env || \
+		{ hack/cluster/down.sh; exit 1; }
+	@status=0; trap 'hack/cluster/down.sh; exit 130' INT TERM; . ./dist/cluster.env && \
 		KUBECTL=$(CLUSTER_DIR)/bin/kubectl HELM=$(abspath $(HELM)) IMG=$(IMG) SANDBOX_IMG=$(SANDBOX_IMG) \
 		EGRESS_IMG=$(EGRESS_IMG) POSTGRES_IMG=$(POSTGRES_IMG) TEMPORAL_IMG=$(TEMPORAL_IMG) \
 		PREV_CHART=$(CURDIR)/dist/previous/charts/managed-agents PREV_IMG=$(PREV_IMG) \

@@ -91,7 +91,8 @@ log "building kube-router $KUBE_ROUTER_VERSION"
 mv "$work/gobin/kube-router" "$out/kube-router"
 
 # --- pause ----------------------------------------------------------------------------------------
-(cd "$repo" && go build -ldflags "-s -w" -o "$out/pause" ./hack/cluster/pause)
+# -mod=readonly: inside the repository, a build must never rewrite its go.mod or go.sum.
+(cd "$repo" && GOFLAGS="-mod=readonly -trimpath -buildvcs=false" go build -ldflags "-s -w" -o "$out/pause" ./hack/cluster/pause)
 
 works "$out" || die "the built binaries do not report the pinned versions; see $out"
 rm -rf "$ASSETS_DIR.old"

@@ -31,25 +31,31 @@ log() { printf 'cluster-up: %s\n' "$*" >&2; }
 die() { log "$*"; log "logs: $D/logs"; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "the cluster needs root (containerd, the kubelet and kube-proxy)"
-for tool in containerd runc ctr iptables ipset conntrack openssl docker; do
+[[ $D == /?* ]] || die "CLUSTER_DIR=$D: want an absolute path"
+for tool in containerd runc ctr iptables ipset conntrack openssl docker ip pgrep sysctl flock; do
   command -v "$tool" >/dev/null || die "$tool is missing (apt-get install containerd runc iptables ipset conntrack openssl)"
 done
 [ -x /usr/lib/cni/ptp ] || die "/usr/lib/cni/ptp is missing (apt-get install containernetworking-plugins)"
 
 # Whatever an earlier run left (a killed test, a session that ended) goes first.
 "$repo/hack/cluster/down.sh" >&2
+for other in kubelet kube-proxy k3s kube-router; do
+  ! pgrep -x "$other" >/dev/null || die "a $other already runs on this machine: the test cluster would fight it over iptables and pods"
+done
 
 envtest=$(cd "$repo" && make --no-print-directory envtest-assets | tail -n1)
 assets=$("$repo/hack/cluster/assets.sh" | tail -n1)
 bin=$D/bin
 mkdir -p "$D"/{bin,pki,logs,run,etcd,kubelet,containerd,cni/net.d,cni/ipam,pv}
+# down.sh removes CLUSTER_DIR only when this marker says up.sh made it.
+touch "$D/.managed-agents-cluster"
 for b in kube-apiserver etcd kubectl; do ln -sf "$envtest/$b" "$bin/$b"; done
 for b in kubelet kube-controller-manager kube-scheduler kube-proxy kube-router; do ln -sf "$assets/$b" "$bin/$b"; done
 export PATH=$bin:$PATH
 
 # The node's address: the source address of its default route (pods reach the API server
 # there through the kubernetes Service).
-NODE_IP=${CLUSTER_NODE_IP:-$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')}
+NODE_IP=${CLUSTER_NODE_IP:-$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' || true)}
 [ -n "$NODE_IP" ] || NODE_IP=$(hostname -I | awk '{print $1}')
 [ -n "$NODE_IP" ] || die "cannot tell the node's IP address; set CLUSTER_NODE_IP"
 log "node $NODE at $NODE_IP, state in $D"
@@ -161,6 +167,7 @@ state = "$D/containerd/state"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = "$D/containerd/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$D/cni/net.d"
@@ -195,8 +202,10 @@ wait_for containerd 30 "${CTR[@]}" version
 # Pod traffic is forwarded by the host; Docker's FORWARD policy is DROP. The NetworkPolicy
 # engine inserts its chain at the top of FORWARD (and INPUT, OUTPUT), before these rules, and
 # drops there what a policy forbids.
-iptables -I FORWARD 1 -s "$POD_CIDR" -m comment --comment managed-agents-cluster -j ACCEPT
-iptables -I FORWARD 1 -d "$POD_CIDR" -m comment --comment managed-agents-cluster -j ACCEPT
+# Only pod to pod: a pod's packets to anywhere else are refused rather than forwarded off the
+# machine with a pod address (the pods have no masquerade and nothing else to reach).
+iptables -I FORWARD 1 -s "$POD_CIDR" -m comment --comment managed-agents-cluster -j REJECT
+iptables -I FORWARD 1 -s "$POD_CIDR" -d "$POD_CIDR" -m comment --comment managed-agents-cluster -j ACCEPT
 sysctl -qw net.ipv4.ip_forward=1
 # ptp gives each pod a host route of its own. An address of a pod that is gone would
 # otherwise follow the default route out of this machine, and a client still holding a
@@ -248,6 +257,8 @@ evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.availa
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
+# The pods' logs with the rest of the cluster's state, not in the host's /var/log/pods.
+podLogsDir: "$D/logs/pods"
 YAML
 start kubelet kubelet --config "$D/kubelet/config.yaml" --kubeconfig "$D/kubelet.kubeconfig" \
   --hostname-override "$NODE" --node-ip "$NODE_IP" --root-dir "$D/kubelet/root" \
@@ -259,8 +270,9 @@ mode: iptables
 clusterCIDR: "$POD_CIDR"
 hostnameOverride: "$NODE"
 clientConnection: {kubeconfig: "$D/proxy.kubeconfig"}
-# Leave the host's conntrack table size alone.
-conntrack: {maxPerCore: 0}
+# Leave the host's conntrack settings and route_localnet alone.
+conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+iptables: {localhostNodePorts: false}
 metricsBindAddress: 127.0.0.1:10249
 healthzBindAddress: 127.0.0.1:10256
 YAML
