@@ -241,7 +241,9 @@ func (c SandboxPods) sandboxPod(b *v1alpha1.SandboxBinding) *corev1.Pod {
 				VolumeMounts:    []corev1.VolumeMount{{Name: "sandboxd", MountPath: sandboxdDir}},
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+					// A CPU limit too: a namespace whose ResourceQuota counts limits.cpu admits
+					// only pods whose every container has one.
+					Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 				},
 			}},
 			Containers: []corev1.Container{{

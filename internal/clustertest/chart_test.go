@@ -141,31 +141,36 @@ func TestChartFirstTry(t *testing.T) {
 				SecurityContext struct {
 					RunAsNonRoot *bool `json:"runAsNonRoot"`
 				} `json:"securityContext"`
-				Containers []struct {
-					Name      string `json:"name"`
-					Resources struct {
-						Requests map[string]string `json:"requests"`
-						Limits   map[string]string `json:"limits"`
-					} `json:"resources"`
-				} `json:"containers"`
+				InitContainers []podContainer `json:"initContainers"`
+				Containers     []podContainer `json:"containers"`
 			} `json:"spec"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(kubectl(t, "-n", r.ns, "get", "pod", pod, "-o", "json")), &spec))
 		require.NotNil(t, spec.Spec.SecurityContext.RunAsNonRoot)
 		require.True(t, *spec.Spec.SecurityContext.RunAsNonRoot)
-		for _, c := range spec.Spec.Containers {
+		require.Len(t, spec.Spec.Containers, 1)
+		sandbox := spec.Spec.Containers[0]
+		// The environment names no resources: the deployment's defaults, as the chart set them.
+		require.Equal(t, map[string]string{"cpu": "200m", "memory": "256Mi"}, pick(sandbox.Resources.Limits, "cpu", "memory"))
+		require.Equal(t, pick(sandbox.Resources.Limits, "cpu", "memory"), pick(sandbox.Resources.Requests, "cpu", "memory"), "requests = limits")
+		for _, c := range spec.Spec.InitContainers {
 			for _, res := range []string{"cpu", "memory"} {
-				require.NotEmpty(t, c.Resources.Limits[res], "container %s has a %s limit (environment names none)", c.Name, res)
-				require.Equal(t, c.Resources.Limits[res], c.Resources.Requests[res], "container %s: %s request = limit", c.Name, res)
+				require.NotEmpty(t, c.Resources.Limits[res], "init container %s has a %s limit", c.Name, res)
 			}
 		}
 	})
 }
 
-// probeScript prints "reached ADDR" or "blocked ADDR" for each host:port, trying a TCP
-// connection for at most 5 seconds.
+// probeScript prints, for each host:port, "reached ADDR" when a TCP connection opens within
+// 5 seconds, "blocked ADDR" when it times out or is refused or unreachable (what a
+// NetworkPolicy's drop or reject looks like), and "error ADDR" for anything else, so that a
+// broken probe never passes for a policy.
 func probeScript(addrs ...string) string {
-	return `for a in ` + strings.Join(addrs, " ") + `; do if timeout 5 bash -c "exec 3<>/dev/tcp/${a%:*}/${a#*:}" 2>/dev/null; then echo "reached $a"; else echo "blocked $a"; fi; done`
+	return `for a in ` + strings.Join(addrs, " ") + `; do ` +
+		`err=$(timeout 5 bash -c "exec 3<>/dev/tcp/${a%:*}/${a#*:}" 2>&1); rc=$?; ` +
+		`if [ $rc = 0 ]; then echo "reached $a"; ` +
+		`elif [ $rc = 124 ] || echo "$err" | grep -qiE 'refused|unreachable'; then echo "blocked $a"; ` +
+		`else echo "error $a rc=$rc $err"; fi; done`
 }
 
 // testNetworkPolicy checks that a sandbox whose effective egress is none (the default
@@ -178,8 +183,8 @@ func testNetworkPolicy(t *testing.T, r *release) {
 	podIP := strings.TrimSpace(kubectl(t, "-n", r.ns, "get", "pod", pg+"-0", "-o", "jsonpath={.status.podIP}"))
 	targets := []string{svcIP + ":5432", podIP + ":5432", "10.96.0.10:53", "10.96.0.1:443"}
 
-	// The control: no policy selects this pod.
-	script := probeScript(targets[:2]...)
+	// The control: no policy selects this pod, and it reaches every target.
+	script := probeScript(targets...)
 	kubectl(t, "-n", r.ns, "run", "netprobe", "--image="+os.Getenv("SANDBOX_IMG"), "--image-pull-policy=Never",
 		"--restart=Never", "--command", "--", "bash", "-c", script)
 	t.Cleanup(func() { _, _ = tryRun(tools.kubectl, "-n", r.ns, "delete", "pod", "netprobe", "--wait=false") })
@@ -188,8 +193,9 @@ func testNetworkPolicy(t *testing.T, r *release) {
 		return err == nil && (out == "Succeeded" || out == "Failed"), out
 	})
 	control := kubectl(t, "-n", r.ns, "logs", "netprobe")
-	require.Contains(t, control, "reached "+targets[0], "a pod without the sandbox policy reaches PostgreSQL's Service")
-	require.Contains(t, control, "reached "+targets[1], "and its pod")
+	for _, a := range targets {
+		require.Contains(t, control, "reached "+a, "a pod without the sandbox's policy reaches it:\n%s", control)
+	}
 
 	s := r.newSession(t, anthropic.BetaEnvironmentNewParamsConfigUnion{})
 	answer := s.say(`/tool bash ` + mustJSON(t, map[string]string{"command": probeScript(targets...)}))
@@ -203,6 +209,22 @@ func mustJSON(t testing.TB, v any) string {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return string(b)
+}
+
+type podContainer struct {
+	Name      string `json:"name"`
+	Resources struct {
+		Requests map[string]string `json:"requests"`
+		Limits   map[string]string `json:"limits"`
+	} `json:"resources"`
+}
+
+func pick(m map[string]string, keys ...string) map[string]string {
+	out := map[string]string{}
+	for _, k := range keys {
+		out[k] = m[k]
+	}
+	return out
 }
 
 // sandboxPod names the sandbox pod of a session (its SandboxBinding's pod).

@@ -44,7 +44,8 @@ func TestPodKillsDuringTurns(t *testing.T) {
 	env, err := client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "faults"})
 	require.NoError(t, err)
 
-	const sessions, turnsEach, calls = 3, 10, 4
+	// Each session runs turns until every role has been killed and at least minTurns ran.
+	const sessions, minTurns, calls = 3, 3, 4
 	var ids []string
 	for range sessions {
 		s, err := client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{
@@ -57,11 +58,20 @@ func TestPodKillsDuringTurns(t *testing.T) {
 
 	var wg sync.WaitGroup
 	errs := make(chan error, sessions)
+	killed := make(chan struct{})
+	turnsRun := make([]int, sessions)
 	for si, id := range ids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for turn := range turnsEach {
+			for turn := 0; ; turn++ {
+				select {
+				case <-killed:
+					if turn >= minTurns {
+						return
+					}
+				default:
+				}
 				var lines []string
 				for call := range calls {
 					lines = append(lines, fmt.Sprintf(`/tool bash {"command":"sleep 1; echo s%d-t%d-c%d >> effects.txt"}`, si, turn, call))
@@ -70,6 +80,7 @@ func TestPodKillsDuringTurns(t *testing.T) {
 					errs <- fmt.Errorf("session %s turn %d: %w", id, turn, err)
 					return
 				}
+				turnsRun[si] = turn + 1
 			}
 		}()
 	}
@@ -99,6 +110,7 @@ func TestPodKillsDuringTurns(t *testing.T) {
 		})
 		t.Logf("figure: %s pod deleted during running turns: a replacement Ready after %s", role, time.Since(begin).Round(time.Second))
 	}
+	close(killed)
 	select {
 	case <-done:
 	case <-time.After(15 * time.Minute):
@@ -123,13 +135,13 @@ func TestPodKillsDuringTurns(t *testing.T) {
 				idle++
 			}
 		}
-		require.Equal(t, turnsEach, idle, "session %s: one idle per turn", id)
+		require.Equal(t, turnsRun[si], idle, "session %s: one idle per turn", id)
 
 		// The file the tool calls appended to, summed by one more tool call (the fake model's
 		// answer shortens long tool output, so the sandbox sends a digest, not the lines).
 		text := sayAndRead(t, client, id, `/tool bash {"command":"echo lines=$(wc -l < effects.txt) sum=$(LC_ALL=C sort effects.txt | md5sum | cut -c1-32)"}`)
 		var want []string
-		for turn := range turnsEach {
+		for turn := range turnsRun[si] {
 			for call := range calls {
 				want = append(want, fmt.Sprintf("s%d-t%d-c%d", si, turn, call))
 			}
@@ -145,9 +157,12 @@ func TestPodKillsDuringTurns(t *testing.T) {
 func sendAndAwaitTurn(c anthropic.Client, id, text string, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
+	// An Idempotency-Key, so that the SDK's retry of a send whose answer a killed API pod never
+	// gave does not add the message twice (the API keeps the first answer for the key).
+	key := option.WithHeader("Idempotency-Key", fmt.Sprintf("%s-%d", id, time.Now().UnixNano()))
 	sent, err := c.Beta.Sessions.Events.Send(ctx, id, anthropic.BetaSessionEventSendParams{
 		Events: []anthropic.BetaManagedAgentsEventParamsUnion{{OfUserMessage: &anthropic.BetaManagedAgentsUserMessageEventParams{
-			Content: []anthropic.BetaManagedAgentsUserMessageEventParamsContentUnion{{OfText: &anthropic.BetaManagedAgentsTextBlockParam{Text: text}}}}}}})
+			Content: []anthropic.BetaManagedAgentsUserMessageEventParamsContentUnion{{OfText: &anthropic.BetaManagedAgentsTextBlockParam{Text: text}}}}}}}, key)
 	if err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
@@ -220,7 +235,9 @@ func followLogs(t testing.TB, ns, selector string) func() string {
 	t.Cleanup(cancel)
 	go func() {
 		for ctx.Err() == nil {
-			out, _ := tryRun(tools.kubectl, "-n", ns, "get", "pods", "-l", selector, "-o", "jsonpath={.items[*].metadata.name}")
+			// Running ones only: `logs -f` of a pod whose container has not started ends at once.
+			out, _ := tryRun(tools.kubectl, "-n", ns, "get", "pods", "-l", selector, "--field-selector=status.phase=Running",
+				"-o", "jsonpath={.items[*].metadata.name}")
 			for _, pod := range strings.Fields(out) {
 				if seen[pod] {
 					continue

@@ -159,8 +159,11 @@ func (r *release) newSession(t testing.TB, envCfg anthropic.BetaEnvironmentNewPa
 		_, _ = r.client.Beta.Sessions.Delete(context.Background(), sess.ID, anthropic.BetaSessionDeleteParams{})
 	})
 	s := &session{t: t, r: r, id: sess.ID}
-	s.stream = r.client.Beta.Sessions.Events.StreamEvents(ctx, sess.ID, anthropic.BetaSessionEventStreamParams{})
-	t.Cleanup(func() { _ = s.stream.Close() })
+	// A bound on the whole stream, so a turn that never ends fails the test instead of
+	// hanging it until go test's timeout.
+	streamCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	s.stream = r.client.Beta.Sessions.Events.StreamEvents(streamCtx, sess.ID, anthropic.BetaSessionEventStreamParams{})
+	t.Cleanup(func() { _ = s.stream.Close(); cancel() })
 	return s
 }
 

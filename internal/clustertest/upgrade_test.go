@@ -4,6 +4,7 @@ package clustertest
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,6 +115,11 @@ func TestUpgradeAndRollback(t *testing.T) {
 	// docs/upgrades.md's restore: the writers stopped, the dump restored, the writers back.
 	deploys := []string{"deploy/" + r.fullname() + "-api", "deploy/" + r.fullname() + "-worker", "deploy/" + r.fullname() + "-controller"}
 	kubectl(t, append([]string{"-n", r.ns, "scale", "--replicas=0"}, deploys...)...)
+	eventually(t, 3*time.Minute, "the writers' pods are gone", func() (bool, string) {
+		out, err := tryRun(tools.kubectl, "-n", r.ns, "get", "pods", "-o", "name",
+			"-l", "app.kubernetes.io/instance="+r.name+",app.kubernetes.io/component in (api,worker,controller)")
+		return err == nil && strings.TrimSpace(out) == "", out
+	})
 	in, err := os.Open(dump)
 	require.NoError(t, err)
 	restore := exec.Command(tools.kubectl, "-n", r.ns, "exec", "-i", pg, "--",
@@ -136,7 +142,9 @@ func TestUpgradeAndRollback(t *testing.T) {
 		require.NoError(t, sendAndAwaitTurn(c, id, "after the restore", 3*time.Minute))
 	}
 	_, err = c.Beta.Sessions.Get(ctx, ids[len(ids)-1], anthropic.BetaSessionGetParams{})
-	require.Error(t, err, "the session made after the backup is gone after the restore")
+	var apiErr *anthropic.Error
+	require.ErrorAs(t, err, &apiErr, "the session made after the backup is gone after the restore")
+	require.Equal(t, http.StatusNotFound, apiErr.StatusCode)
 }
 
 // clusterIPClient reaches the release's API by its Service's ClusterIP (the test runs on the

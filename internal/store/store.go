@@ -97,8 +97,11 @@ func (q *Queries) recordAppended(types []string) {
 const DefaultConnectTimeout = 10 * time.Second
 
 // poolConfig parses url and bounds what a lost server costs: connects time out
-// (DefaultConnectTimeout unless the URL says otherwise), and TCP keepalives find a silently
-// dead connection within about half a minute instead of the kernel's default two hours.
+// (DefaultConnectTimeout unless the URL names a connect_timeout; connect_timeout=0 counts as
+// unnamed), and TCP keepalives find an idle connection to a vanished server within about 30
+// seconds instead of Go's default of about two and a half minutes. A query in flight to a
+// vanished server still waits for the kernel's retransmissions; the steps' own deadlines
+// bound that.
 func poolConfig(url string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
