@@ -52,8 +52,18 @@ stop containerd
 # Network: the pods' namespaces (their veths go with them), then the rules.
 # (Not while another kubelet runs here: its pods' namespaces are named the same way.)
 if ! pgrep -x kubelet >/dev/null; then
-  for ns in $(ip netns list 2>/dev/null | awk '/^cni-/ {print $1}'); do ip netns delete "$ns" 2>/dev/null || true; done
+  for ns in $(ip netns list 2>/dev/null | awk '/^cni-/ {print $1}'); do
+    ip netns delete "$ns" 2>/dev/null || true
+    # A name whose namespace is already gone is a plain file that `ip netns delete` keeps.
+    if [ -f "/run/netns/$ns" ] && ! mountpoint -q "/run/netns/$ns"; then rm -f "/run/netns/$ns"; fi
+  done
 fi
+# A pod's host-side veth goes with its namespace, unless something still held the namespace:
+# then the veth and its /32 route stay, and the next cluster's pod with the same address is
+# unreachable behind them. Remove every veth that routes a pod address.
+for dev in $(ip -4 route show 2>/dev/null | awk '$1 ~ /^10\.88\./ && $2 == "dev" && $3 ~ /^veth/ {print $3}'); do
+  ip link delete "$dev" 2>/dev/null || true
+done
 ip route del unreachable 10.88.0.0/16 2>/dev/null || true
 if [ -x "$D/bin/kube-proxy" ] && ! pgrep -x kube-proxy >/dev/null; then "$D/bin/kube-proxy" --cleanup >/dev/null 2>&1 || true; fi
 # kube-router's own --cleanup-config leaves its policy chains (and then panics on IPVS), and

@@ -160,7 +160,8 @@ func TestChartOnAPIServer(t *testing.T) {
 		checkService(t, ctx, c, ns, "ma-managed-agents-postgresql", "postgresql", workloads)
 		checkSecretRefs(t, ctx, c, ns, workloads)
 
-		checkControllerAccess(t, ctx, c, ns, "ma-managed-agents")
+		// The default sandbox provider is kubernetes: the worker reads its sandboxes' token Secrets.
+		checkControllerAccess(t, ctx, c, ns, "ma-managed-agents", true)
 		checkServerConfig(t, ctx, c, ns, workloads)
 
 		api := workloadNamed(t, workloads, "ma-managed-agents-api")
@@ -212,7 +213,7 @@ stringData:
 		checkPodsAdmitted(t, ctx, c, ns, workloads)
 		checkService(t, ctx, c, ns, "agents-managed-agents", "api", workloads)
 		checkSecretRefs(t, ctx, c, ns, workloads)
-		checkControllerAccess(t, ctx, c, ns, "agents-managed-agents")
+		checkControllerAccess(t, ctx, c, ns, "agents-managed-agents", false)
 		checkServerConfig(t, ctx, c, ns, workloads)
 
 		_, err := c.kube.CoreV1().Secrets(ns).Get(ctx, "agents-managed-agents", metav1.GetOptions{})
@@ -432,8 +433,9 @@ func checkServerConfig(t *testing.T, ctx context.Context, c *cluster, ns string,
 // the controller reconciles the resources in every namespace, makes sandbox pods, their
 // Secrets and NetworkPolicies in the sandbox namespace only, and holds its Lease in its own,
 // and nothing more; the API's
-// account may do nothing with them, nor the worker's unless its provider is kubernetes.
-func checkControllerAccess(t *testing.T, ctx context.Context, c *cluster, ns, fullname string) {
+// account may do nothing with them, nor the worker's unless its provider is kubernetes
+// (workerSandboxes): then it reads Secrets in the sandbox namespace, and still nothing else.
+func checkControllerAccess(t *testing.T, ctx context.Context, c *cluster, ns, fullname string, workerSandboxes bool) {
 	t.Helper()
 	for _, tc := range []struct {
 		account, verb, group, resource, sub, namespace string
@@ -461,7 +463,9 @@ func checkControllerAccess(t *testing.T, ctx context.Context, c *cluster, ns, fu
 		{"controller", "get", "", "secrets", "", "team-a", false},
 		{"controller", "list", "", "pods", "", "", false},
 		{"api", "list", "agents.managed-agents.io", "sessions", "", ns, false},
-		{"worker", "get", "", "secrets", "", ns, false},
+		{"worker", "get", "", "secrets", "", ns, workerSandboxes},
+		{"worker", "get", "", "secrets", "", "team-a", false},
+		{"worker", "create", "", "pods", "", ns, false},
 	} {
 		user := fmt.Sprintf("system:serviceaccount:%s:%s-%s", ns, fullname, tc.account)
 		review, err := c.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{

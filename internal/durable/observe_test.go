@@ -1,7 +1,9 @@
 package durable
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 
@@ -57,10 +59,8 @@ func (r *attemptRecorder) ActivityAttempt(activity string, n int32, failed bool)
 // The worker interceptor sees every attempt of an activity with its outcome.
 func TestActivityObserverRecordsAttempts(t *testing.T) {
 	t.Parallel()
-	bindings := sandboxtest.NewBindings()
-	_, err := bindings.InsertBinding(t.Context(), sandbox.Binding{SessionID: testSession, Name: "n", State: sandbox.BindingReady,
-		Ref: sandbox.Ref{Provider: "docker", ExternalID: "c0ffee"}})
-	require.NoError(t, err)
+	// A binding store that cannot be read fails the teardown.
+	bindings := unreadableBindings{BindingStore: sandboxtest.NewBindings(), failFor: testSession}
 	obs := &attemptRecorder{}
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(quietLogger())
@@ -68,11 +68,24 @@ func TestActivityObserverRecordsAttempts(t *testing.T) {
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&activityObserver{obs: obs}}})
 	acts := sandboxActivities(t, bindings)
 	env.RegisterActivity(acts)
-	_, err = env.ExecuteActivity(acts.Teardown, testSession)
-	require.Error(t, err, "a provider this deployment does not run")
+	_, err := env.ExecuteActivity(acts.Teardown, testSession)
+	require.ErrorContains(t, err, "binding store unavailable")
 	_, err = env.ExecuteActivity(acts.Teardown, "sesn_none")
 	require.NoError(t, err)
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	require.Equal(t, []attempt{{"Teardown", 1, true}, {"Teardown", 1, false}}, obs.got)
+}
+
+// unreadableBindings fails every read of one session's binding.
+type unreadableBindings struct {
+	sandbox.BindingStore
+	failFor string
+}
+
+func (u unreadableBindings) Binding(ctx context.Context, sessionID string) (sandbox.Binding, error) {
+	if sessionID == u.failFor {
+		return sandbox.Binding{}, errors.New("binding store unavailable")
+	}
+	return u.BindingStore.Binding(ctx, sessionID)
 }
