@@ -16,8 +16,9 @@ import (
 
 // choosePod decides, once per binding, which pod is b's: one made or claimed for it before
 // its status was written (a lost status write must not lead to a second pod), else a ready
-// warm pool pod of the same template, else a pod of its own (b's name) to create. It
-// records the choice in b.Status (PodName, TokenSecret, WarmPool).
+// warm pool pod of the same template (on the agent-sandbox substrate: a SandboxClaim on a
+// pool with a ready sandbox), else a pod of its own (b's name) to create. It records the
+// choice in b.Status (PodName, TokenSecret, WarmPool, Substrate).
 func (r *SandboxBindingReconciler) choosePod(ctx context.Context, b *v1alpha1.SandboxBinding) error {
 	// The cache may hold b from before a status write that chose its pod: were its pool pod
 	// then deleted, a choice made again from that copy would find no claim and make a pod of
@@ -27,7 +28,7 @@ func (r *SandboxBindingReconciler) choosePod(ctx context.Context, b *v1alpha1.Sa
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), &fresh); err != nil {
 		return fmt.Errorf("read sandbox binding %s: %w", b.Name, err)
 	}
-	if fresh.Status.PodName != "" {
+	if podChosen(&fresh) {
 		*b = fresh
 		return nil
 	}
@@ -39,15 +40,25 @@ func (r *SandboxBindingReconciler) choosePod(ctx context.Context, b *v1alpha1.Sa
 	if len(claimed) > 0 {
 		pod = claimed[0]
 	}
-	if pod == nil && b.Status.ExternalID == "" && b.Status.Phase != v1alpha1.SandboxFailed {
+	unstarted := b.Status.ExternalID == "" && b.Status.Phase != v1alpha1.SandboxFailed
+	if pod == nil && unstarted && r.Pods.agentSandbox() {
+		// agent-sandbox keeps the pools' pods: claim through it (its pools have no pods of
+		// ours to claim).
+		ok, err := r.claimAgentSandbox(ctx, b)
+		if ok || err != nil {
+			return err
+		}
+	} else if pod == nil && unstarted {
 		if pod, err = r.claimWarmPod(ctx, b); err != nil {
 			return err
 		}
 	}
 	if pod == nil {
 		b.Status.PodName, b.Status.TokenSecret = b.Name, tokenSecretName(b)
+		b.Status.Substrate = r.Pods.substrate()
 		return nil
 	}
+	b.Status.Substrate = SubstratePods
 	b.Status.PodName, b.Status.TokenSecret = pod.Name, podTokenSecret(pod)
 	b.Status.WarmPool = pod.Annotations[v1alpha1.AnnotationClaimedFrom]
 	return nil
@@ -164,4 +175,10 @@ func withoutController(refs []metav1.OwnerReference) []metav1.OwnerReference {
 		out = append(out, ref)
 	}
 	return out
+}
+
+// podChosen says whether choosePod decided b's pod: named, or (an agent-sandbox claim) to be
+// named by the claim.
+func podChosen(b *v1alpha1.SandboxBinding) bool {
+	return b.Status.PodName != "" || agentSandboxClaim(b)
 }

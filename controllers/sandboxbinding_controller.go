@@ -18,11 +18,15 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+	agentsandbox "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	agentsandboxext "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/managed-agents/managed-agents/api/v1alpha1"
 )
@@ -57,21 +61,41 @@ type SandboxBindingReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxclaims;sandboxtemplates;sandboxwarmpools,verbs=get;list;watch;create;update;patch;delete
 
 // SandboxCacheOptions restricts the manager's cache of pods and NetworkPolicies to those made
 // for sandboxes (bindings' and warm pools' alike), so a controller in a big cluster does not
 // hold every pod in memory; with namespace (MANAGED_AGENT_SANDBOX_NAMESPACE) also to that
-// namespace, so the controller needs rights on pods there only (the chart's Role).
-func SandboxCacheOptions(namespace string) map[client.Object]cache.ByObject {
+// namespace, so the controller needs rights on pods there only (the chart's Role). On the
+// agent-sandbox substrate (SandboxPods.Substrate) also agent-sandbox's Sandboxes.
+func SandboxCacheOptions(namespace, substrate string) map[client.Object]cache.ByObject {
 	sel := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "managed-agents", "app.kubernetes.io/component": "sandbox"})
 	var namespaces map[string]cache.Config
 	if namespace != "" {
 		namespaces = map[string]cache.Config{namespace: {}}
 	}
-	return map[client.Object]cache.ByObject{
+	opts := map[client.Object]cache.ByObject{
 		&corev1.Pod{}:                 {Label: sel, Namespaces: namespaces},
 		&networkingv1.NetworkPolicy{}: {Label: sel, Namespaces: namespaces},
 	}
+	if substrate == SubstrateAgentSandbox {
+		// Only there: the cache asks the apiserver about every kind it names, and a cluster
+		// without agent-sandbox's CRDs would fail the manager's start.
+		for _, obj := range []client.Object{&agentsandbox.Sandbox{}, &agentsandboxext.SandboxClaim{}, &agentsandboxext.SandboxTemplate{}, &agentsandboxext.SandboxWarmPool{}} {
+			opts[obj] = cache.ByObject{Label: sel, Namespaces: namespaces}
+		}
+	}
+	return opts
+}
+
+// bindingOfLabel maps an object labelled with a binding's name to that binding.
+func bindingOfLabel(_ context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[v1alpha1.LabelSandboxBinding]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}
 }
 
 // SetupWithManager registers the reconciler and the orphan sweep; pod and NetworkPolicy
@@ -88,9 +112,15 @@ func (r *SandboxBindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	// Several at once: a create at a remote provider may take minutes of its slow start, and
 	// must not hold up the pod bindings meanwhile.
-	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.SandboxBinding{}).
-		Owns(&corev1.Pod{}).Owns(&networkingv1.NetworkPolicy{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 16}).
+	b := ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.SandboxBinding{}).
+		Owns(&corev1.Pod{}).Owns(&networkingv1.NetworkPolicy{})
+	if r.Pods.agentSandbox() {
+		// A Sandbox's pod is the Sandbox's, not the binding's: it reaches its binding by the
+		// binding label the pod template carries.
+		b = b.Owns(&agentsandbox.Sandbox{}).Owns(&agentsandboxext.SandboxClaim{}).
+			Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(bindingOfLabel))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: 16}).
 		Named("sandboxbinding").Complete(r)
 }
 
@@ -129,7 +159,9 @@ func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	var errs []error
 	// The policy first: a claimed warm pod is fenced by it from the moment it is relabelled,
 	// and a pod of b's own must not start unconfined for a moment.
-	if err := r.ensureNetworkPolicy(ctx, &b); err != nil {
+	if agentSandboxClaim(&b) {
+		// Its policy selects the claimed pod by its claim: ensureClaimedSandbox.
+	} else if err := r.ensureNetworkPolicy(ctx, &b); err != nil {
 		errs = append(errs, err)
 	}
 	claimGone := false
@@ -139,7 +171,7 @@ func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			errs = append(errs, err)
 		}
 	}
-	if len(errs) == 0 && b.Status.PodName == "" {
+	if len(errs) == 0 && !podChosen(&b) {
 		if err := r.choosePod(ctx, &b); err != nil {
 			errs = append(errs, err)
 		}
@@ -154,9 +186,18 @@ func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		// No pod before its Secret, policy and claim exist: it would start without a token,
 		// unconfined for a moment, or not at all.
 		var err error
-		if b.Spec.Suspended && b.Spec.Workspace.Persistent {
+		suspend := b.Spec.Suspended && b.Spec.Workspace.Persistent
+		switch {
+		case suspend && r.ownSandbox(&b):
+			pod, err = r.suspendSandbox(ctx, &b)
+		case suspend:
 			pod, err = r.suspendPod(ctx, &b)
-		} else if !claimGone {
+		case claimGone:
+		case agentSandboxClaim(&b):
+			pod, err = r.ensureClaimedSandbox(ctx, &b)
+		case r.ownSandbox(&b):
+			pod, err = r.ensureSandbox(ctx, &b)
+		default:
 			pod, err = r.ensurePod(ctx, &b)
 		}
 		if err != nil {
@@ -200,7 +241,7 @@ func (r *SandboxBindingReconciler) ensureSecret(ctx context.Context, b *v1alpha1
 	var s corev1.Secret
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Status.TokenSecret}, &s)
 	if err == nil {
-		if metav1.IsControlledBy(&s, b) || claimedSecret(b, &s) {
+		if metav1.IsControlledBy(&s, b) || claimedSecret(b, &s) || poolSecret(b, &s) {
 			return nil
 		}
 		return fmt.Errorf("secret %s exists and does not belong to sandbox binding %s", s.Name, b.Name)
@@ -238,7 +279,16 @@ func (r *SandboxBindingReconciler) ensureSecret(ctx context.Context, b *v1alpha1
 
 // ensureNetworkPolicy creates the binding's policy or brings its spec back to what it must be.
 func (r *SandboxBindingReconciler) ensureNetworkPolicy(ctx context.Context, b *v1alpha1.SandboxBinding) error {
+	return r.ensureNetworkPolicyFor(ctx, b, nil)
+}
+
+// ensureNetworkPolicyFor is ensureNetworkPolicy for a policy that selects the pods labelled
+// pods rather than those of the binding's label (nil).
+func (r *SandboxBindingReconciler) ensureNetworkPolicyFor(ctx context.Context, b *v1alpha1.SandboxBinding, pods map[string]string) error {
 	want := r.Pods.sandboxNetworkPolicy(b)
+	if pods != nil {
+		want.Spec.PodSelector = metav1.LabelSelector{MatchLabels: pods}
+	}
 	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace}}
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, np, func() error {
 		if !np.CreationTimestamp.IsZero() && !metav1.IsControlledBy(np, b) {
@@ -362,14 +412,20 @@ func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.San
 	if b.Spec.IsRemote() {
 		errs = append(errs, r.finalizeRemote(ctx, b))
 	}
-	for _, obj := range []client.Object{
+	owned := []client.Object{
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tokenSecretName(b), Namespace: b.Namespace}},
 		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
 		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: workspaceClaimName(b), Namespace: b.Namespace}},
-	} {
+	}
+	if b.Status.Substrate == SubstrateAgentSandbox {
+		// Its pod goes with it (agent-sandbox's controller, or the garbage collector).
+		owned = append(owned, agentSandboxObjects(b)...)
+	}
+	for _, obj := range owned {
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			if !apierrors.IsNotFound(err) {
+			// No such kind: agent-sandbox was uninstalled, and its objects with its CRDs.
+			if !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
 				errs = append(errs, err)
 			}
 			continue

@@ -99,6 +99,9 @@ type SandboxPods struct {
 	// none (MANAGED_AGENT_KUBERNETES_DEFAULT_CPU, _MEMORY); unset entries are DefaultSandboxCPU
 	// and DefaultSandboxMemory.
 	DefaultResources corev1.ResourceList
+	// Substrate is what new bindings' pods are made through: SubstratePods ("" too) or
+	// SubstrateAgentSandbox (MANAGED_AGENT_SANDBOX_SUBSTRATE).
+	Substrate string
 	// Namespace, when set, is the only namespace whose bindings get pods
 	// (MANAGED_AGENT_SANDBOX_NAMESPACE; the chart sets it to its sandbox namespace): a
 	// binding is a pod of the author's choosing made with the controller's rights, so only

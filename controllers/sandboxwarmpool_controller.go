@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+	agentsandboxext "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -43,13 +44,17 @@ type SandboxWarmPoolReconciler struct {
 // +kubebuilder:rbac:groups=agents.managed-agents.io,resources=sandboxwarmpools/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxtemplates;sandboxwarmpools,verbs=get;list;watch;create;update;patch;delete
 
 // SetupWithManager registers the reconciler; its pods' changes, claims included, reach the
 // pool through the owner reference (on a claim the old object's owner is the pool).
 func (r *SandboxWarmPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.SandboxWarmPool{}).
-		Owns(&corev1.Pod{}).Owns(&networkingv1.NetworkPolicy{}).
-		Named("sandboxwarmpool").Complete(r)
+	b := ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.SandboxWarmPool{}).
+		Owns(&corev1.Pod{}).Owns(&networkingv1.NetworkPolicy{})
+	if r.Pods.agentSandbox() {
+		b = b.Owns(&agentsandboxext.SandboxWarmPool{})
+	}
+	return b.Named("sandboxwarmpool").Complete(r)
 }
 
 // Reconcile brings pool's pods to its spec and writes its status.
@@ -74,6 +79,19 @@ func (r *SandboxWarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	hash := r.Pods.poolHash(&pool)
 	pool.Status.TemplateHash = hash
+	if r.Pods.agentSandbox() {
+		// Pods of ours from before the substrate changed go; agent-sandbox keeps the pool now.
+		err := r.deleteUnclaimed(ctx, &pool)
+		if err == nil {
+			err = r.reconcileAgentSandboxPool(ctx, &pool, hash)
+		}
+		status, reason, msg := warmPoolCondition(pool.Spec.Replicas, warmPoolPlan{Replicas: pool.Status.Replicas, Ready: pool.Status.ReadyReplicas}, err)
+		if err != nil {
+			r.Recorder.Eventf(&pool, nil, corev1.EventTypeWarning, v1alpha1.ReasonReconcileFailed, "Reconcile", "%s", err.Error())
+		}
+		setPoolCondition(&pool, status, reason, msg)
+		return ctrl.Result{}, errors.Join(err, r.writeStatus(ctx, &pool, before))
+	}
 	var errs []error
 	if err := r.ensureNetworkPolicy(ctx, &pool); err != nil {
 		errs = append(errs, err)
@@ -289,15 +307,7 @@ func (r *SandboxWarmPoolReconciler) finalize(ctx context.Context, pool *v1alpha1
 	if !controllerutil.ContainsFinalizer(pool, v1alpha1.Finalizer) {
 		return nil
 	}
-	pods, err := r.unclaimedPods(ctx, pool)
-	errs := []error{err}
-	for _, p := range pods {
-		if p.DeletionTimestamp == nil {
-			errs = append(errs, r.deletePod(ctx, p))
-		} else {
-			errs = append(errs, deleteSecretOf(ctx, r.Client, r.APIReader, p))
-		}
-	}
+	errs := []error{r.deleteUnclaimed(ctx, pool), r.finalizeAgentSandboxPool(ctx, pool)}
 	np := &networkingv1.NetworkPolicy{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: warmPoolNetworkPolicyName(pool)}, np); err == nil {
 		if metav1.IsControlledBy(np, pool) {
@@ -317,4 +327,18 @@ func (r *SandboxWarmPoolReconciler) finalize(ctx context.Context, pool *v1alpha1
 		return fmt.Errorf("remove the finalizer: %w", err)
 	}
 	return nil
+}
+
+// deleteUnclaimed deletes pool's unclaimed pods and their Secrets.
+func (r *SandboxWarmPoolReconciler) deleteUnclaimed(ctx context.Context, pool *v1alpha1.SandboxWarmPool) error {
+	pods, err := r.unclaimedPods(ctx, pool)
+	errs := []error{err}
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil {
+			errs = append(errs, r.deletePod(ctx, p))
+		} else {
+			errs = append(errs, deleteSecretOf(ctx, r.Client, r.APIReader, p))
+		}
+	}
+	return errors.Join(errs...)
 }

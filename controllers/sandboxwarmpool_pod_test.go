@@ -119,7 +119,7 @@ func TestWarmPoolPod(t *testing.T) {
 // nothing else.
 func TestSandboxCacheSelectsPoolPods(t *testing.T) {
 	var sel labels.Selector
-	for obj, by := range SandboxCacheOptions("") {
+	for obj, by := range SandboxCacheOptions("", SubstratePods) {
 		if _, ok := obj.(*corev1.Pod); ok {
 			sel = by.Label
 		}

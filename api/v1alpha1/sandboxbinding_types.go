@@ -213,6 +213,15 @@ type SandboxBindingStatus struct {
 	// the pod for the binding.
 	// +optional
 	WarmPool string `json:"warmPool,omitempty"`
+	// Substrate is what the pod is made through, fixed when the binding's pod is chosen (the
+	// controller's MANAGED_AGENT_SANDBOX_SUBSTRATE then): pods, the controller creates it
+	// (empty means the same: bindings older than this field); agent-sandbox, a
+	// kubernetes-sigs/agent-sandbox Sandbox named as the binding makes it, or, with WarmPool,
+	// a SandboxClaim of that name on the pool's agent-sandbox SandboxWarmPool. A deployment
+	// that changes substrate keeps serving and deleting its bindings each the way it began.
+	// +kubebuilder:validation:Enum=pods;agent-sandbox
+	// +optional
+	Substrate string `json:"substrate,omitempty"`
 	// Conditions of the sandbox (Ready once the daemon answers).
 	// +listType=map
 	// +listMapKey=type

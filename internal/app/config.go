@@ -143,6 +143,10 @@ type Config struct {
 	// SandboxNamespace is the only namespace whose SandboxBindings the controller serves
 	// (MANAGED_AGENT_SANDBOX_NAMESPACE; empty: every namespace).
 	SandboxNamespace string
+	// SandboxSubstrate is what the controller makes sandbox pods through: pods (the default)
+	// or agent-sandbox, kubernetes-sigs/agent-sandbox's Sandbox, SandboxClaim and
+	// SandboxWarmPool (MANAGED_AGENT_SANDBOX_SUBSTRATE).
+	SandboxSubstrate string
 	// DockerRunner is the managed-agents binary docker sandboxes run to serve commands and
 	// files (MANAGED_AGENT_DOCKER_RUNNER; default this executable): a static Linux build.
 	DockerRunner string
@@ -602,6 +606,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.KubernetesDefaultCPU, "MANAGED_AGENT_KUBERNETES_DEFAULT_CPU")
 	set(&c.KubernetesDefaultMemory, "MANAGED_AGENT_KUBERNETES_DEFAULT_MEMORY")
 	set(&c.SandboxNamespace, "MANAGED_AGENT_SANDBOX_NAMESPACE")
+	set(&c.SandboxSubstrate, "MANAGED_AGENT_SANDBOX_SUBSTRATE")
 	set(&c.SandboxWorkerSelector, "MANAGED_AGENT_SANDBOX_WORKER_SELECTOR")
 	set(&c.SandboxWorkerNamespace, "MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE")
 	set(&c.SandboxEgressProxySelector, "MANAGED_AGENT_SANDBOX_EGRESS_PROXY_SELECTOR")

@@ -87,10 +87,16 @@ func RunControllerManager(ctx context.Context, cfg Config, d ControllerDeps, log
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	if err := controllers.AddAgentSandboxToScheme(scheme); err != nil {
+		return err
+	}
 	log := logr.FromSlogHandler(logger.Handler())
 	ctrl.SetLogger(log)
 	sandboxPods, err := cfg.sandboxPodsConfig()
 	if err != nil {
+		return err
+	}
+	if err := controllers.CheckSubstrate(restCfg, sandboxPods.Substrate); err != nil {
 		return err
 	}
 	skip := true
@@ -104,7 +110,7 @@ func RunControllerManager(ctx context.Context, cfg Config, d ControllerDeps, log
 		LeaderElectionNamespace:       cfg.ControllerLeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		// Only sandbox pods and their NetworkPolicies, not every pod of the cluster.
-		Cache: cache.Options{ByObject: controllers.SandboxCacheOptions(sandboxPods.Namespace)},
+		Cache: cache.Options{ByObject: controllers.SandboxCacheOptions(sandboxPods.Namespace, sandboxPods.Substrate)},
 		// Controller names are checked for uniqueness per process; tests run managers one
 		// after another in one process.
 		Controller: ctrlconfig.Controller{SkipNameValidation: &skip},

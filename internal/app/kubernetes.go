@@ -131,8 +131,14 @@ func newKubernetesProvider(c Config) (sandbox.Provider, error) {
 // sandboxPodsConfig parses the controller's sandbox pod settings; every problem names its
 // variable.
 func (c Config) sandboxPodsConfig() (controllers.SandboxPods, error) {
-	pods := controllers.SandboxPods{SandboxdImage: c.SandboxdImage, Namespace: c.SandboxNamespace}
+	pods := controllers.SandboxPods{SandboxdImage: c.SandboxdImage, Namespace: c.SandboxNamespace, Substrate: c.SandboxSubstrate}
 	var errs []error
+	switch c.SandboxSubstrate {
+	case "", controllers.SubstratePods, controllers.SubstrateAgentSandbox:
+	default:
+		errs = append(errs, fmt.Errorf("MANAGED_AGENT_SANDBOX_SUBSTRATE=%q: must be %s (the controller makes sandbox pods) or %s (through kubernetes-sigs/agent-sandbox's Sandbox, SandboxClaim and SandboxWarmPool)",
+			c.SandboxSubstrate, controllers.SubstratePods, controllers.SubstrateAgentSandbox))
+	}
 	sel, err := selectorMap("MANAGED_AGENT_SANDBOX_WORKER_SELECTOR", orDefault(c.SandboxWorkerSelector, DefaultSandboxWorkerSelector))
 	errs = append(errs, err)
 	pods.Workers = controllers.PodPeer{Namespace: c.SandboxWorkerNamespace, Selector: sel}

@@ -86,7 +86,7 @@ func (c *Cluster) RunSandboxController(t testing.TB, pods controllers.SandboxPod
 		Logger:                 logr.Discard(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{ByObject: controllers.SandboxCacheOptions(pods.Namespace)},
+		Cache:                  cache.Options{ByObject: controllers.SandboxCacheOptions(pods.Namespace, pods.Substrate)},
 		Controller:             ctrlconfig.Controller{SkipNameValidation: &skip},
 	})
 	require.NoError(t, err)
