@@ -81,6 +81,7 @@ func (r *SandboxWarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	pool.Status.TemplateHash = hash
 	if r.Pods.agentSandbox() {
 		// Pods of ours from before the substrate changed go; agent-sandbox keeps the pool now.
+		pool.Status.Substrate = SubstrateAgentSandbox
 		err := r.deleteUnclaimed(ctx, &pool)
 		if err == nil {
 			err = r.reconcileAgentSandboxPool(ctx, &pool, hash)
@@ -93,6 +94,14 @@ func (r *SandboxWarmPoolReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, errors.Join(err, r.writeStatus(ctx, &pool, before))
 	}
 	var errs []error
+	if pool.Status.Substrate == SubstrateAgentSandbox {
+		// Kept by agent-sandbox until the deployment changed substrate: its pool goes.
+		if err := r.finalizeAgentSandboxPool(ctx, &pool); err != nil {
+			errs = append(errs, err)
+		} else {
+			pool.Status.Substrate = SubstratePods
+		}
+	}
 	if err := r.ensureNetworkPolicy(ctx, &pool); err != nil {
 		errs = append(errs, err)
 	}

@@ -116,6 +116,11 @@ type SandboxWarmPoolStatus struct {
 	// rendered pod hashes alike claims from this pool. Pool pods carry it as a label.
 	// +optional
 	TemplateHash string `json:"templateHash,omitempty"`
+	// Substrate is what keeps the pool's pods: pods (the controller; empty means the same) or
+	// agent-sandbox (an agent-sandbox SandboxTemplate and SandboxWarmPool of the pool's name).
+	// +kubebuilder:validation:Enum=pods;agent-sandbox
+	// +optional
+	Substrate string `json:"substrate,omitempty"`
 	// Selector selects the pool's unclaimed pods (for the scale subresource and kubectl).
 	// +optional
 	Selector string `json:"selector,omitempty"`

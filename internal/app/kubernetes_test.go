@@ -37,6 +37,7 @@ func TestKubernetesSettingsAreValidatedNamingTheVariable(t *testing.T) {
 		{"a bad worker namespace", Config{SandboxWorkerNamespace: "A"}, []string{`MANAGED_AGENT_SANDBOX_WORKER_NAMESPACE="A"`}},
 		{"a bad default CPU", Config{KubernetesDefaultCPU: "two"}, []string{`MANAGED_AGENT_KUBERNETES_DEFAULT_CPU="two": must be a positive quantity such as 1 or 500m`}},
 		{"a zero default memory", Config{KubernetesDefaultMemory: "0"}, []string{`MANAGED_AGENT_KUBERNETES_DEFAULT_MEMORY="0": must be a positive quantity`}},
+		{"an unknown substrate", Config{SandboxSubstrate: "kata"}, []string{`MANAGED_AGENT_SANDBOX_SUBSTRATE="kata": must be pods`, "agent-sandbox"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,6 +73,7 @@ func TestKubernetesSettingsParse(t *testing.T) {
 			"MANAGED_AGENT_EGRESS_PROXY_KEY":                   "0123456789abcdef0123456789abcdef",
 			"MANAGED_AGENT_KUBERNETES_DEFAULT_CPU":             "2",
 			"MANAGED_AGENT_KUBERNETES_DEFAULT_MEMORY":          "4Gi",
+			"MANAGED_AGENT_SANDBOX_SUBSTRATE":                  "agent-sandbox",
 		}[name]
 		return v, ok
 	})
@@ -96,6 +98,7 @@ func TestKubernetesSettingsParse(t *testing.T) {
 		EgressProxyHost:  "ma-egress.agents.svc.cluster.local",
 		EgressProxyKey:   []byte("0123456789abcdef0123456789abcdef"),
 		DefaultResources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")},
+		Substrate:        controllers.SubstrateAgentSandbox,
 	}, pods)
 }
 
