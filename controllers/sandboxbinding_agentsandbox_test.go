@@ -84,7 +84,7 @@ func TestSubstrateDecisions(t *testing.T) {
 		{name: "a Sandbox of its own", b: binding(func(b *v1alpha1.SandboxBinding) { b.Status.PodName, b.Status.Substrate = b.Name, SubstrateAgentSandbox }),
 			chosen: true, own: true},
 		{name: "claimed, pod not known yet", b: binding(claimedAS), chosen: true, claim: true,
-			poolSecretOwner: &metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "SandboxWarmPool", Name: "default", Controller: ptr.To(true)},
+			poolSecretOwner:   &metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "SandboxWarmPool", Name: "default", Controller: ptr.To(true)},
 			acceptsPoolSecret: true},
 		{name: "claimed: another pool's Secret is not its", b: binding(claimedAS),
 			chosen: true, claim: true,
