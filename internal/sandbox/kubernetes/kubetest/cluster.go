@@ -27,11 +27,12 @@ import (
 	"github.com/managed-agents/managed-agents/controllers"
 )
 
-// Scheme holds core/v1, networking and v1alpha1.
+// Scheme holds core/v1, networking, v1alpha1 and agent-sandbox's kinds, as the controller's.
 func Scheme(t testing.TB) *kruntime.Scheme {
 	s := kruntime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(s))
 	require.NoError(t, v1alpha1.AddToScheme(s))
+	require.NoError(t, controllers.AddAgentSandboxToScheme(s))
 	return s
 }
 
