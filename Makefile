@@ -15,6 +15,9 @@ ENVTEST_ETCD_VERSION ?= v3.6.16
 # matters little for a test cluster's policy engine that runs only its firewall controller.
 CLUSTER_COREDNS_VERSION     ?= v1.14.7
 CLUSTER_KUBE_ROUTER_VERSION ?= v2.1.0
+# agent-sandbox's controller (Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool) and CRDs:
+# v1.0.1 is the release the proxy serves (agents.x-k8s.io and extensions.agents.x-k8s.io v1beta1).
+CLUSTER_AGENT_SANDBOX_VERSION ?= v1.0.1
 # controller-gen writes the CRDs, the RBAC role and the deepcopy functions of api/ (DESIGN.md §8).
 CONTROLLER_GEN_VERSION ?= v0.23.0
 
@@ -172,7 +175,7 @@ verify-generated: manifests generate ## Regenerate and fail when a generated fil
 	@git diff --exit-code --stat -- $(GENERATED) || { echo "generated files are stale: run 'make manifests generate' and commit the result" >&2; exit 1; }
 
 .PHONY: test-cluster
-test-cluster: $(HELM) docker-build sandbox-image egress-image postgres-image temporal-image previous-release ## Bring up a real single-node cluster (hack/cluster/up.sh: kubelet, containerd, CoreDNS, a NetworkPolicy engine; ~10 min cold, binaries cached in ~/.cache/managed-agents/cluster), load the images into it, run the cluster tests (internal/clustertest: the chart installed as docs/kubernetes.md says, sandbox pods, NetworkPolicies, pod kills), and tear it down (KEEP_CLUSTER=1 keeps it).
+test-cluster: $(HELM) docker-build sandbox-image egress-image postgres-image temporal-image previous-release ## Bring up a real single-node cluster (hack/cluster/up.sh: kubelet, containerd, CoreDNS, a NetworkPolicy engine, agent-sandbox's controller; ~10 min cold, binaries cached in ~/.cache/managed-agents/cluster), load the images into it, run the cluster tests (internal/clustertest: the chart installed as docs/kubernetes.md says, sandbox pods, NetworkPolicies, pod kills), and tear it down (KEEP_CLUSTER=1 keeps it).
 	@mkdir -p dist
 	@# A failed or interrupted start is torn down too, not left half running.
 	hack/cluster/up.sh $(IMG) $(PREV_IMG) $(SANDBOX_IMG) $(EGRESS_IMG) $(POSTGRES_IMG) $(TEMPORAL_IMG) > dist/cluster.env || \

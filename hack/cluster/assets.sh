@@ -11,14 +11,19 @@
 #     NetworkPolicy engine (iptables and ipset; only that controller runs). Not
 #     sigs.k8s.io/kube-network-policies: it needs nftables' queue expression, which this
 #     kernel lacks and no module can be loaded here;
+#   - agent-sandbox-controller, kubernetes-sigs/agent-sandbox's controller (with its extensions:
+#     Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool), which the SandboxBinding
+#     controller provisions sandboxes through, and that module's CRDs (k8s/crds/*.yaml, copied
+#     into agent-sandbox-crds/);
 #   - pause, hack/cluster/pause, the pod sandbox process.
 # Containerd, runc and the CNI plugins are Debian's packages (hack/cluster/up.sh).
 #
 # Cached in ${XDG_CACHE_HOME:-$HOME/.cache}/managed-agents/cluster/<versions>/; a cold build
-# takes about 8 minutes on 2 cores when the envtest build has filled Go's build cache.
+# takes about 10 minutes on 2 cores when the envtest build has filled Go's build cache (agent-
+# sandbox's controller is about 2 of them).
 #
-# Environment: CLUSTER_K8S_VERSION, CLUSTER_COREDNS_VERSION, CLUSTER_KUBE_ROUTER_VERSION override
-# the Makefile's pins; CLUSTER_ASSETS_FORCE=1 rebuilds.
+# Environment: CLUSTER_K8S_VERSION, CLUSTER_COREDNS_VERSION, CLUSTER_KUBE_ROUTER_VERSION,
+# CLUSTER_AGENT_SANDBOX_VERSION override the Makefile's pins; CLUSTER_ASSETS_FORCE=1 rebuilds.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
@@ -27,10 +32,11 @@ pinned() { sed -n "s/^$1[[:space:]]*?=[[:space:]]*\([^[:space:]]*\).*/\1/p" "$ma
 K8S_VERSION=${CLUSTER_K8S_VERSION:-$(pinned ENVTEST_K8S_VERSION)}
 COREDNS_VERSION=${CLUSTER_COREDNS_VERSION:-$(pinned CLUSTER_COREDNS_VERSION)}
 KUBE_ROUTER_VERSION=${CLUSTER_KUBE_ROUTER_VERSION:-$(pinned CLUSTER_KUBE_ROUTER_VERSION)}
+AGENT_SANDBOX_VERSION=${CLUSTER_AGENT_SANDBOX_VERSION:-$(pinned CLUSTER_AGENT_SANDBOX_VERSION)}
 CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/managed-agents/cluster
 # The pause source is part of the key, so an edit to it rebuilds.
 pause_hash=$(sha256sum "$repo/hack/cluster/pause/main.go" | cut -c1-12)
-ASSETS_DIR=$CACHE_ROOT/k8s-$K8S_VERSION-coredns-$COREDNS_VERSION-kube-router-$KUBE_ROUTER_VERSION-pause-$pause_hash
+ASSETS_DIR=$CACHE_ROOT/k8s-$K8S_VERSION-coredns-$COREDNS_VERSION-kube-router-$KUBE_ROUTER_VERSION-agent-sandbox-$AGENT_SANDBOX_VERSION-pause-$pause_hash
 
 log() { printf 'cluster-assets: %s\n' "$*" >&2; }
 # shellcheck source=hack/lib/kubernetes-module.sh
@@ -38,11 +44,17 @@ log() { printf 'cluster-assets: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 [[ $K8S_VERSION =~ ^v1\.[0-9]+\.[0-9]+$ ]] || die "Kubernetes version $K8S_VERSION: want a release such as v1.37.2"
-if [ -z "$COREDNS_VERSION" ] || [ -z "$KUBE_ROUTER_VERSION" ]; then die "CLUSTER_COREDNS_VERSION and CLUSTER_KUBE_ROUTER_VERSION must be pinned in the Makefile"; fi
+if [ -z "$COREDNS_VERSION" ] || [ -z "$KUBE_ROUTER_VERSION" ] || [ -z "$AGENT_SANDBOX_VERSION" ]; then
+  die "CLUSTER_COREDNS_VERSION, CLUSTER_KUBE_ROUTER_VERSION and CLUSTER_AGENT_SANDBOX_VERSION must be pinned in the Makefile"
+fi
 
-BINARIES=(kubelet kube-controller-manager kube-scheduler kube-proxy coredns kube-router pause)
+BINARIES=(kubelet kube-controller-manager kube-scheduler kube-proxy coredns kube-router agent-sandbox-controller pause)
+AGENT_SANDBOX_MODULE=sigs.k8s.io/agent-sandbox
+# The version the agent-sandbox build stamps (its own Makefile and Dockerfile set the same variable).
+AGENT_SANDBOX_LDFLAGS="-s -w -X $AGENT_SANDBOX_MODULE/internal/version.gitVersion=$AGENT_SANDBOX_VERSION"
 
-# works DIR: every binary is there and the Kubernetes ones report the pinned release.
+# works DIR: every binary is there, the Kubernetes ones, CoreDNS and agent-sandbox's report the
+# pinned releases, and agent-sandbox's CRDs are there.
 works() {
   local dir=$1 bin out
   for bin in "${BINARIES[@]}"; do [ -x "$dir/$bin" ] || return 1; done
@@ -52,6 +64,10 @@ works() {
   done
   out=$(timeout 30 "$dir/coredns" -version 2>&1) || return 1
   grep -q "CoreDNS-${COREDNS_VERSION#v}" <<<"$out" || return 1
+  out=$(timeout 30 "$dir/agent-sandbox-controller" --version 2>&1) || return 1
+  grep -q "^agent-sandbox-controller, version $AGENT_SANDBOX_VERSION " <<<"$out" || return 1
+  [ -f "$dir/agent-sandbox-crds/agents.x-k8s.io_sandboxes.yaml" ] || return 1
+  [ -f "$dir/agent-sandbox-crds/extensions.agents.x-k8s.io_sandboxclaims.yaml" ] || return 1
 }
 
 found() { log "using $1 ($2)"; printf '%s\n' "$1"; exit 0; }
@@ -89,6 +105,19 @@ mv "$work/gobin/coredns" "$out/coredns"
 log "building kube-router $KUBE_ROUTER_VERSION"
 (cd "$work" && GOBIN="$work/gobin" go install -ldflags "-s -w" "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION")
 mv "$work/gobin/kube-router" "$out/kube-router"
+
+# --- agent-sandbox: its controller and CRDs ---------------------------------------------------------
+log "building agent-sandbox-controller $AGENT_SANDBOX_VERSION"
+(cd "$work" && GOBIN="$work/gobin" go install -ldflags "$AGENT_SANDBOX_LDFLAGS" \
+  "$AGENT_SANDBOX_MODULE/cmd/agent-sandbox-controller@$AGENT_SANDBOX_VERSION")
+mv "$work/gobin/agent-sandbox-controller" "$out/agent-sandbox-controller"
+as_dir=$(cd "$work" && go mod download -json "$AGENT_SANDBOX_MODULE@$AGENT_SANDBOX_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+if [ -z "$as_dir" ] || ! compgen -G "$as_dir/k8s/crds/*.yaml" >/dev/null; then
+  die "$AGENT_SANDBOX_MODULE@$AGENT_SANDBOX_VERSION: no k8s/crds/*.yaml in the module"
+fi
+mkdir -p "$out/agent-sandbox-crds"
+# The module cache's files are read-only; the copies need not be.
+install -m 0644 "$as_dir"/k8s/crds/*.yaml "$out/agent-sandbox-crds/"
 
 # --- pause ----------------------------------------------------------------------------------------
 # -mod=readonly: inside the repository, a build must never rewrite its go.mod or go.sum.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Stops the test cluster of hack/cluster/up.sh and removes what it made: its processes, the
-# pods' containers and shims, mounts under CLUSTER_DIR, the pods' network namespaces, and the
-# iptables rules and ipsets of kube-proxy, kube-router and up.sh. Safe to run
-# when nothing is up, and after a crash or a reboot left only parts.
+# Stops the test cluster of hack/cluster/up.sh and removes what it made: its processes (the
+# control plane, kube-router and agent-sandbox's controller among them), the pods' containers
+# and shims, mounts under CLUSTER_DIR, the pods' network namespaces, and the iptables rules and
+# ipsets of kube-proxy, kube-router and up.sh. Safe to run when nothing is up, and after a crash
+# or a reboot left only parts.
 set -uo pipefail
 D=${CLUSTER_DIR:-/var/lib/managed-agents-cluster}
 log() { printf 'cluster-down: %s\n' "$*" >&2; }
@@ -32,7 +33,7 @@ stop() {
 }
 
 # The kubelet first, so it does not restart what goes next; then the rest.
-for name in kubelet kube-router kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd; do
+for name in kubelet agent-sandbox-controller kube-router kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd; do
   stop "$name"
 done
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Brings up a real single-node Kubernetes cluster on this machine, from host processes, the
 # way upstream's hack/local-up-cluster.sh does: etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, a kubelet on a containerd of its own, kube-proxy, and kube-router's network
-# policy controller (the NetworkPolicy engine), plus CoreDNS as a pod. No registry is needed:
-# every image the cluster runs is loaded into its containerd from the local Docker engine
-# (`docker save`).
+# kube-scheduler, a kubelet on a containerd of its own, kube-proxy, kube-router's network
+# policy controller (the NetworkPolicy engine) and kubernetes-sigs/agent-sandbox's controller
+# with its CRDs (Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool: what the
+# SandboxBinding controller provisions sandboxes through), plus CoreDNS as a pod. No registry
+# is needed: every image the cluster runs is loaded into its containerd from the local Docker
+# engine (`docker save`).
 #
 # Prints `export KUBECONFIG=...` as its last line. hack/cluster/down.sh stops it and removes
 # everything it made (processes, mounts, network namespaces, iptables and nftables rules).
@@ -50,7 +52,7 @@ mkdir -p "$D"/{bin,pki,logs,run,etcd,kubelet,containerd,cni/net.d,cni/ipam,pv}
 # down.sh removes CLUSTER_DIR only when this marker says up.sh made it.
 touch "$D/.managed-agents-cluster"
 for b in kube-apiserver etcd kubectl; do ln -sf "$envtest/$b" "$bin/$b"; done
-for b in kubelet kube-controller-manager kube-scheduler kube-proxy kube-router; do ln -sf "$assets/$b" "$bin/$b"; done
+for b in kubelet kube-controller-manager kube-scheduler kube-proxy kube-router agent-sandbox-controller; do ln -sf "$assets/$b" "$bin/$b"; done
 export PATH=$bin:$PATH
 
 # The node's address: the source address of its default route (pods reach the API server
@@ -315,6 +317,17 @@ YAML
   done
 } | kubectl apply -f - >/dev/null
 
+# --- agent-sandbox: its CRDs and controller ----------------------------------------------------------
+# kubernetes-sigs/agent-sandbox's controller with its extensions (SandboxClaim, SandboxTemplate,
+# SandboxWarmPool besides Sandbox), a host process with the admin credentials like kube-router.
+# One replica: no leader election; no metrics or health endpoints (0 disables them), so no ports.
+# Server-side apply: the CRDs are too large for kubectl's last-applied annotation.
+as_crds=$assets/agent-sandbox-crds
+kubectl apply --server-side -f "$as_crds" >/dev/null
+wait_for "agent-sandbox's CRDs" 60 kubectl wait --for condition=established -f "$as_crds" --timeout=1s
+start agent-sandbox-controller agent-sandbox-controller --kubeconfig "$D/admin.kubeconfig" --extensions \
+  --leader-elect=false --metrics-bind-address=0 --health-probe-bind-address=0
+
 # --- the NetworkPolicy engine and cluster DNS --------------------------------------------------------
 # kube-router's network policy controller alone (no routing, no service proxy, no CNI): it
 # keeps iptables chains and ipsets per pod that a policy selects, for ingress and egress,
@@ -330,5 +343,13 @@ if ! kubectl -n kube-system rollout status deploy/coredns --timeout=120s >&2; th
   kubectl -n kube-system get pods -o wide >&2 || true
   die "the cluster's add-ons did not start"
 fi
+# Each of agent-sandbox's controllers (one per CRD) logs "Starting workers" once it watches.
+as_want=$(find "$as_crds" -name '*.yaml' | wc -l)
+for ((i = 0; ; i++)); do
+  kill -0 "$(cat "$D/run/agent-sandbox-controller.pid")" 2>/dev/null || die "agent-sandbox-controller exited"
+  [ "$(grep -c '"msg":"Starting workers"' "$D/logs/agent-sandbox-controller.log")" -lt "$as_want" ] || break
+  [ "$i" -lt 60 ] || die "agent-sandbox's $as_want controllers had not started after 60s"
+  sleep 1
+done
 log "cluster ready"
 echo "export KUBECONFIG=$D/admin.kubeconfig"
