@@ -55,7 +55,10 @@ func TestSandboxTemplateIsThePoolsPod(t *testing.T) {
 	tmpl := testPods.sandboxTemplate(pool, hash)
 	require.Equal(t, "default", tmpl.Name)
 	require.Equal(t, poolTokenSecretName("default"), podTokenSecret(&corev1.Pod{Spec: tmpl.Spec.PodTemplate.Spec}))
-	require.Equal(t, testPods.warmPoolPod(pool, pool.Name, hash).Spec, tmpl.Spec.PodTemplate.Spec)
+	want := testPods.warmPoolPod(pool, pool.Name, hash).Spec
+	want.Containers[0].Env = append(want.Containers[0].Env, corev1.EnvVar{Name: "MANAGED_AGENT_SANDBOXD_TOKEN_SUBJECT",
+		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}})
+	require.Equal(t, want, tmpl.Spec.PodTemplate.Spec, "the pool's pod, whose sandboxd derives its token for its own UID")
 	require.True(t, labels.SelectorFromSet(warmPoolNetworkPolicy(pool).Spec.PodSelector.MatchLabels).Matches(labels.Set(tmpl.Spec.PodTemplate.ObjectMeta.Labels)),
 		"the pool's policy fences its sandboxes")
 	require.Equal(t, hash, tmpl.Spec.PodTemplate.ObjectMeta.Labels[v1alpha1.LabelTemplateHash])
@@ -67,45 +70,30 @@ func TestSandboxTemplateIsThePoolsPod(t *testing.T) {
 
 // TestSubstrateDecisions: what a binding's status says about where its pod comes from.
 func TestSubstrateDecisions(t *testing.T) {
-	claimedAS := func(b *v1alpha1.SandboxBinding) {
-		b.Status.Substrate, b.Status.WarmPool, b.Status.TokenSecret = SubstrateAgentSandbox, "default", "default-token"
-	}
 	for _, tc := range []struct {
-		name                     string
-		b                        *v1alpha1.SandboxBinding
-		chosen, own, claim       bool
-		poolSecretOwner          *metav1.OwnerReference
-		acceptsPoolSecret        bool
-		acceptsClaimedPodsSecret bool
+		name               string
+		b                  *v1alpha1.SandboxBinding
+		chosen, own, claim bool
 	}{
 		{name: "new", b: binding()},
 		{name: "a pod of its own (pods)", b: binding(func(b *v1alpha1.SandboxBinding) { b.Status.PodName, b.Status.Substrate = b.Name, SubstratePods }), chosen: true},
 		{name: "older than the substrate field", b: binding(func(b *v1alpha1.SandboxBinding) { b.Status.PodName = b.Name }), chosen: true},
 		{name: "a Sandbox of its own", b: binding(func(b *v1alpha1.SandboxBinding) { b.Status.PodName, b.Status.Substrate = b.Name, SubstrateAgentSandbox }),
 			chosen: true, own: true},
-		{name: "claimed, pod not known yet", b: binding(claimedAS), chosen: true, claim: true,
-			poolSecretOwner:   &metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "SandboxWarmPool", Name: "default", Controller: ptr.To(true)},
-			acceptsPoolSecret: true},
-		{name: "claimed: another pool's Secret is not its", b: binding(claimedAS),
-			chosen: true, claim: true,
-			poolSecretOwner: &metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "SandboxWarmPool", Name: "other", Controller: ptr.To(true)}},
-		{name: "claimed: agent-sandbox's own pool's Secret is not its", b: binding(claimedAS),
-			chosen: true, claim: true,
-			poolSecretOwner: &metav1.OwnerReference{APIVersion: agentsandboxext.GroupVersion.String(), Kind: "SandboxWarmPool", Name: "default", Controller: ptr.To(true)}},
+		{name: "claimed, pod not known yet", b: binding(func(b *v1alpha1.SandboxBinding) {
+			(&SandboxBindingReconciler{}).recordClaim(b, "default")
+		}), chosen: true, claim: true},
 		{name: "a claimed pod of a pool of ours (pods)", b: binding(func(b *v1alpha1.SandboxBinding) {
 			b.Status.PodName, b.Status.Substrate, b.Status.WarmPool, b.Status.TokenSecret = "default-abc", SubstratePods, "default", "default-abc-token"
-		}), chosen: true,
-			poolSecretOwner: &metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "SandboxWarmPool", Name: "default", Controller: ptr.To(true)}},
+		}), chosen: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &SandboxBindingReconciler{}
 			require.Equal(t, tc.chosen, podChosen(tc.b))
 			require.Equal(t, tc.own, r.ownSandbox(tc.b))
 			require.Equal(t, tc.claim, agentSandboxClaim(tc.b))
-			if tc.poolSecretOwner != nil {
-				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "default-token", OwnerReferences: []metav1.OwnerReference{*tc.poolSecretOwner}}}
-				require.Equal(t, tc.acceptsPoolSecret, poolSecret(tc.b, s))
-				require.False(t, claimedSecret(tc.b, s), "a pool's Secret is never deleted with one binding")
+			if tc.claim {
+				require.Equal(t, tokenSecretName(tc.b), tc.b.Status.TokenSecret, "a claim's token is the binding's own Secret")
 			}
 		})
 	}

@@ -89,13 +89,29 @@ func SandboxCacheOptions(namespace, substrate string) map[client.Object]cache.By
 	return opts
 }
 
-// bindingOfLabel maps an object labelled with a binding's name to that binding.
-func bindingOfLabel(_ context.Context, obj client.Object) []reconcile.Request {
-	name := obj.GetLabels()[v1alpha1.LabelSandboxBinding]
-	if name == "" {
+// bindingOfPod maps a sandbox pod to its binding on the agent-sandbox substrate: by the
+// binding label its Sandbox's template gave it, or, for a pool pod a SandboxClaim took, by
+// agent-sandbox's claim label, which names the claim by UID (claims are named as their
+// bindings). The claim label lands on the pod after the claim's status says it is bound, so
+// without this the binding would wait for its next resync to see its pod.
+func (r *SandboxBindingReconciler) bindingOfPod(ctx context.Context, obj client.Object) []reconcile.Request {
+	if name := obj.GetLabels()[v1alpha1.LabelSandboxBinding]; name != "" {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}
+	}
+	uid := obj.GetLabels()[agentsandboxext.SandboxIDLabel]
+	if uid == "" || !r.Pods.agentSandbox() { // no cache of claims elsewhere
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}
+	var claims agentsandboxext.SandboxClaimList
+	if err := r.Client.List(ctx, &claims, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil // the claim's own events reconcile the binding too
+	}
+	for _, c := range claims.Items {
+		if string(c.UID) == uid {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: c.Namespace, Name: c.Name}}}
+		}
+	}
+	return nil
 }
 
 // SetupWithManager registers the reconciler and the orphan sweep; pod and NetworkPolicy
@@ -105,20 +121,21 @@ func (r *SandboxBindingReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// namespace's Secrets, and could take another deployment's objects for orphans.
 	if r.Pods.Namespace != "" {
 		sweep := &sandboxOrphans{c: r.Client, api: r.APIReader, namespace: r.Pods.Namespace,
-			interval: cmp.Or(r.OrphanSweepInterval, DefaultOrphanSweepInterval)}
+			interval: cmp.Or(r.OrphanSweepInterval, DefaultOrphanSweepInterval), agentSandbox: r.Pods.agentSandbox()}
 		if err := mgr.Add(sweep); err != nil {
 			return fmt.Errorf("add the sandbox orphan sweep: %w", err)
 		}
 	}
 	// Several at once: a create at a remote provider may take minutes of its slow start, and
 	// must not hold up the pod bindings meanwhile.
+	// A Sandbox's pod is the Sandbox's, not the binding's: it reaches its binding by the
+	// binding label the pod template carries, or (a claimed pool pod) by its claim. Also on
+	// the pods substrate, for bindings begun on agent-sandbox before the deployment changed.
 	b := ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.SandboxBinding{}).
-		Owns(&corev1.Pod{}).Owns(&networkingv1.NetworkPolicy{})
+		Owns(&corev1.Pod{}).Owns(&networkingv1.NetworkPolicy{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.bindingOfPod))
 	if r.Pods.agentSandbox() {
-		// A Sandbox's pod is the Sandbox's, not the binding's: it reaches its binding by the
-		// binding label the pod template carries.
-		b = b.Owns(&agentsandbox.Sandbox{}).Owns(&agentsandboxext.SandboxClaim{}).
-			Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(bindingOfLabel))
+		b = b.Owns(&agentsandbox.Sandbox{}).Owns(&agentsandboxext.SandboxClaim{})
 	}
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: 16}).
 		Named("sandboxbinding").Complete(r)
@@ -131,7 +148,7 @@ func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !b.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, &b)
+		return r.finalize(ctx, &b)
 	}
 	if r.Pods.Namespace != "" && b.Namespace != r.Pods.Namespace {
 		before := b.Status.DeepCopy()
@@ -176,7 +193,9 @@ func (r *SandboxBindingReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			errs = append(errs, err)
 		}
 	}
-	if len(errs) == 0 {
+	if len(errs) == 0 && !agentSandboxClaim(&b) {
+		// A claimed agent-sandbox pod's token is derived for it once it is known:
+		// ensureClaimedSandbox.
 		if err := r.ensureSecret(ctx, &b); err != nil {
 			errs = append(errs, err)
 		}
@@ -241,7 +260,7 @@ func (r *SandboxBindingReconciler) ensureSecret(ctx context.Context, b *v1alpha1
 	var s corev1.Secret
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Status.TokenSecret}, &s)
 	if err == nil {
-		if metav1.IsControlledBy(&s, b) || claimedSecret(b, &s) || poolSecret(b, &s) {
+		if metav1.IsControlledBy(&s, b) || claimedSecret(b, &s) {
 			return nil
 		}
 		return fmt.Errorf("secret %s exists and does not belong to sandbox binding %s", s.Name, b.Name)
@@ -403,41 +422,23 @@ func (r *SandboxBindingReconciler) ensureClaim(ctx context.Context, b *v1alpha1.
 }
 
 // finalize deletes what the binding made (owner references would too, but only where a
-// garbage collector runs, and later) and then lets the binding go.
-func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.SandboxBinding) error {
+// garbage collector runs, and later) and then lets the binding go. What runs goes first (the
+// pod, or its Sandbox or claim); its NetworkPolicy, token and workspace only once no pod of
+// the binding is left: a terminating pod runs for its grace period, and must stay fenced.
+func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.SandboxBinding) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(b, v1alpha1.Finalizer) {
-		return nil
+		return ctrl.Result{}, nil
 	}
 	var errs []error
 	if b.Spec.IsRemote() {
 		errs = append(errs, r.finalizeRemote(ctx, b))
 	}
-	owned := []client.Object{
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tokenSecretName(b), Namespace: b.Namespace}},
-		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
-		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: workspaceClaimName(b), Namespace: b.Namespace}},
-	}
+	running := []client.Object{&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}}}
 	if b.Status.Substrate == SubstrateAgentSandbox {
 		// Its pod goes with it (agent-sandbox's controller, or the garbage collector).
-		owned = append(owned, agentSandboxObjects(b)...)
+		running = append(running, agentSandboxObjects(b)...)
 	}
-	for _, obj := range owned {
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			// No such kind: agent-sandbox was uninstalled, and its objects with its CRDs.
-			if !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		if !metav1.IsControlledBy(obj, b) {
-			continue
-		}
-		uid := obj.GetUID()
-		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete %T %s: %w", obj, obj.GetName(), err))
-		}
-	}
+	errs = append(errs, r.deleteControlled(ctx, b, running))
 	// A claimed warm pod (found by its label, so also one claimed just before a status write
 	// that was lost) and the token Secret it owns.
 	claimed, err := r.claimedPods(ctx, b)
@@ -467,11 +468,79 @@ func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.San
 	}
 	if err := errors.Join(errs...); err != nil {
 		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, v1alpha1.ReasonReconcileFailed, "Delete", "%s", err.Error())
-		return err
+		return ctrl.Result{}, err
+	}
+	left, err := r.podsLeft(ctx, b)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if left > 0 {
+		// The pod's deletion wakes this reconcile (it is watched); the requeue is the fallback.
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	if err := r.deleteControlled(ctx, b, []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tokenSecretName(b), Namespace: b.Namespace}},
+		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: b.Namespace}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: workspaceClaimName(b), Namespace: b.Namespace}},
+	}); err != nil {
+		r.Recorder.Eventf(b, nil, corev1.EventTypeWarning, v1alpha1.ReasonReconcileFailed, "Delete", "%s", err.Error())
+		return ctrl.Result{}, err
 	}
 	controllerutil.RemoveFinalizer(b, v1alpha1.Finalizer)
 	if err := r.Client.Update(ctx, b); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("remove the finalizer: %w", err)
+		return ctrl.Result{}, fmt.Errorf("remove the finalizer: %w", err)
 	}
-	return nil
+	return ctrl.Result{}, nil
+}
+
+// deleteControlled deletes those of objs (named; read here) that b controls.
+func (r *SandboxBindingReconciler) deleteControlled(ctx context.Context, b *v1alpha1.SandboxBinding, objs []client.Object) error {
+	var errs []error
+	for _, obj := range objs {
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			// No such kind: agent-sandbox was uninstalled, and its objects with its CRDs.
+			if !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if !metav1.IsControlledBy(obj, b) {
+			continue
+		}
+		uid := obj.GetUID()
+		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete %T %s: %w", obj, obj.GetName(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stuckTerminating is how long past its grace period a terminating pod holds back its
+// binding's deletion.
+const stuckTerminating = 2 * time.Minute
+
+// podsLeft counts the pods of b that still exist, terminating ones included: its own, a
+// claimed pool pod of ours (both controlled by b), and its Sandbox's (controlled by the
+// Sandbox of b's name). Each carries b's label, so b's policy selects it until it is gone. A
+// pod claimed through agent-sandbox keeps its pool's label and deny-all policy instead.
+func (r *SandboxBindingReconciler) podsLeft(ctx context.Context, b *v1alpha1.SandboxBinding) (int, error) {
+	var pods corev1.PodList
+	if err := r.APIReader.List(ctx, &pods, client.InNamespace(b.Namespace), client.MatchingLabels{v1alpha1.LabelSandboxBinding: b.Name}); err != nil {
+		return 0, fmt.Errorf("list the pods of sandbox binding %s: %w", b.Name, err)
+	}
+	n := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil && time.Since(p.DeletionTimestamp.Time) > stuckTerminating {
+			continue // its node is gone, most likely: the binding does not wait for it forever
+		}
+		owner := metav1.GetControllerOf(p)
+		switch {
+		case metav1.IsControlledBy(p, b):
+			n++
+		case owner != nil && owner.Kind == agentsandbox.SandboxKind && owner.APIVersion == agentsandbox.GroupVersion.String() && owner.Name == b.Name:
+			n++
+		}
+	}
+	return n, nil
 }

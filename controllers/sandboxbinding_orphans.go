@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	agentsandbox "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	agentsandboxext "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,6 +41,9 @@ type sandboxOrphans struct {
 	api       client.Reader
 	namespace string
 	interval  time.Duration
+	// agentSandbox also sweeps agent-sandbox's Sandboxes and SandboxClaims (the agent-sandbox
+	// substrate; the kinds may not exist elsewhere).
+	agentSandbox bool
 }
 
 // Start sweeps every interval until ctx ends.
@@ -84,6 +89,22 @@ func (o *sandboxOrphans) sweep(ctx context.Context) (int, error) {
 		errs = append(errs, fmt.Errorf("list sandbox network policies: %w", err))
 	}
 	var objs []client.Object
+	if o.agentSandbox {
+		var sandboxes agentsandbox.SandboxList
+		var claims agentsandboxext.SandboxClaimList
+		if err := o.api.List(ctx, &sandboxes, opts...); err != nil {
+			errs = append(errs, fmt.Errorf("list sandboxes: %w", err))
+		}
+		if err := o.api.List(ctx, &claims, opts...); err != nil {
+			errs = append(errs, fmt.Errorf("list sandbox claims: %w", err))
+		}
+		for i := range sandboxes.Items {
+			objs = append(objs, &sandboxes.Items[i])
+		}
+		for i := range claims.Items {
+			objs = append(objs, &claims.Items[i])
+		}
+	}
 	for i := range pods.Items {
 		objs = append(objs, &pods.Items[i])
 	}
@@ -136,9 +157,14 @@ func (o *sandboxOrphans) sweep(ctx context.Context) (int, error) {
 // left over: its binding is gone, or it is controlled by another object than b (an earlier
 // binding of the same name).
 func orphaned(obj client.Object, b *v1alpha1.SandboxBinding) bool {
+	owner := metav1.GetControllerOf(obj)
+	if owner != nil && owner.Kind == agentsandbox.SandboxKind && owner.APIVersion == agentsandbox.GroupVersion.String() {
+		// A Sandbox's pod: the Sandbox is the orphan, and a pod deleted under it would only be
+		// made again.
+		return false
+	}
 	if b == nil {
 		return true
 	}
-	owner := metav1.GetControllerOf(obj)
 	return owner != nil && owner.Kind == "SandboxBinding" && owner.UID != b.UID
 }

@@ -175,6 +175,10 @@ func TestOrphaned(t *testing.T) {
 		}
 		return p
 	}
+	sandboxPodOf := func() *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: b.Name, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "agents.x-k8s.io/v1beta1", Kind: "Sandbox", Name: b.Name, UID: "uid-sandbox", Controller: ptr.To(true)}}}}
+	}
 	tests := []struct {
 		name    string
 		obj     *corev1.Pod
@@ -186,6 +190,8 @@ func TestOrphaned(t *testing.T) {
 		{"owned by its binding", owned("uid-now"), b, false},
 		{"owned by an earlier binding of the name", owned("uid-before"), b, true},
 		{"no owner, binding there: its reconcile reports it", owned(""), b, false},
+		{"an agent-sandbox Sandbox's pod, binding gone: the Sandbox is swept, not its pod", sandboxPodOf(), nil, false},
+		{"an agent-sandbox Sandbox's pod, binding there", sandboxPodOf(), b, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/managed-agents/managed-agents/api/v1alpha1"
+	"github.com/managed-agents/managed-agents/internal/sandboxtoken"
 )
 
 // On the agent-sandbox substrate a SandboxWarmPool is kept by agent-sandbox: the pool
@@ -27,12 +30,14 @@ import (
 // template's pods carry the pool label), the binding's own policy (which selects its claimed
 // pod by agent-sandbox's claim label), and the token.
 //
-// The token is the pool's, one Secret for all of its pods: agent-sandbox renders every pod
-// of a pool from one template, and a claim cannot change a started pod's volumes. A sandbox
-// cannot use it against another (the policies let only the workers reach sandboxd), but one
-// token per pool is weaker than the pods substrate's one per pod: docs/kubernetes.md says so.
+// The token: agent-sandbox renders every pod of a pool from one template, and a claim cannot
+// change a started pod's volumes, so the pool's pods share one Secret. It holds a key, not a
+// token: each pod's sandboxd derives its token from the key and its own pod UID (package
+// sandboxtoken), and a binding that claims a pod gets a Secret of its own with that pod's
+// token. A token the worker holds for one pod is thus refused by every other pod of the pool
+// (one that took a stale endpoint's address, say), as on the pods substrate.
 
-// poolTokenSecretName is the Secret of an agent-sandbox pool's token.
+// poolTokenSecretName is the Secret of an agent-sandbox pool's token key.
 func poolTokenSecretName(pool string) string { return pool + "-token" }
 
 // sandboxTemplate renders pool's SandboxTemplate: the pod a binding of the template would
@@ -41,6 +46,13 @@ func poolTokenSecretName(pool string) string { return pool + "-token" }
 // of agent-sandbox's own.
 func (c SandboxPods) sandboxTemplate(pool *v1alpha1.SandboxWarmPool, hash string) *agentsandboxext.SandboxTemplate {
 	pod := c.warmPoolPod(pool, pool.Name, hash)
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == sandboxContainer {
+			// The Secret holds the pool's key: sandboxd derives its token for its pod's UID.
+			pod.Spec.Containers[i].Env = append(pod.Spec.Containers[i].Env, corev1.EnvVar{Name: "MANAGED_AGENT_SANDBOXD_TOKEN_SUBJECT",
+				ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}})
+		}
+	}
 	return &agentsandboxext.SandboxTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: pool.Name, Namespace: pool.Namespace, Labels: warmPoolLabels(pool)},
 		Spec: agentsandboxext.SandboxTemplateSpec{
@@ -72,7 +84,13 @@ func (r *SandboxWarmPoolReconciler) reconcileAgentSandboxPool(ctx context.Contex
 		if !tmpl.CreationTimestamp.IsZero() && !metav1.IsControlledBy(tmpl, pool) {
 			return fmt.Errorf("sandbox template %s exists and does not belong to sandbox warm pool %s", tmpl.Name, pool.Name)
 		}
-		tmpl.Labels, tmpl.Spec = want.Labels, want.Spec
+		// Merged: agent-sandbox labels templates too, and taking its labels away would make
+		// each of us undo the other's update forever.
+		if tmpl.Labels == nil {
+			tmpl.Labels = map[string]string{}
+		}
+		maps.Copy(tmpl.Labels, want.Labels)
+		tmpl.Spec = want.Spec
 		return controllerutil.SetControllerReference(pool, tmpl, r.Client.Scheme())
 	}); err != nil {
 		return fmt.Errorf("sandbox template: %w", err)
@@ -82,7 +100,10 @@ func (r *SandboxWarmPoolReconciler) reconcileAgentSandboxPool(ctx context.Contex
 		if !asp.CreationTimestamp.IsZero() && !metav1.IsControlledBy(asp, pool) {
 			return fmt.Errorf("agent-sandbox warm pool %s exists and does not belong to sandbox warm pool %s", asp.Name, pool.Name)
 		}
-		asp.Labels = warmPoolLabels(pool)
+		if asp.Labels == nil {
+			asp.Labels = map[string]string{}
+		}
+		maps.Copy(asp.Labels, warmPoolLabels(pool))
 		asp.Spec.Replicas = ptr.To(pool.Spec.Replicas)
 		asp.Spec.TemplateRef = agentsandboxext.SandboxTemplateRef{Name: tmpl.Name}
 		// A changed template (or controller) replaces the started pods at once, as ours do:
@@ -170,6 +191,13 @@ func (r *SandboxBindingReconciler) claimAgentSandbox(ctx context.Context, b *v1a
 	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("read the sandbox claim: %w", err)
 	}
+	// A Sandbox of b's own made before a status write that was lost: b's, not a claim.
+	if sbx, err := r.getSandbox(ctx, b); err != nil || sbx != nil {
+		if sbx != nil {
+			b.Status.PodName, b.Status.TokenSecret, b.Status.Substrate = b.Name, tokenSecretName(b), SubstrateAgentSandbox
+		}
+		return sbx != nil, err
+	}
 	var pools v1alpha1.SandboxWarmPoolList
 	if err := r.Client.List(ctx, &pools, client.InNamespace(b.Namespace)); err != nil {
 		return false, fmt.Errorf("list the sandbox warm pools: %w", err)
@@ -208,7 +236,7 @@ func (r *SandboxBindingReconciler) claimAgentSandbox(ctx context.Context, b *v1a
 }
 
 func (r *SandboxBindingReconciler) recordClaim(b *v1alpha1.SandboxBinding, pool string) {
-	b.Status.Substrate, b.Status.WarmPool, b.Status.TokenSecret = SubstrateAgentSandbox, pool, poolTokenSecretName(pool)
+	b.Status.Substrate, b.Status.WarmPool, b.Status.TokenSecret = SubstrateAgentSandbox, pool, tokenSecretName(b)
 }
 
 // agentSandboxClaim says whether b's pod comes from a SandboxClaim of b's on a warm pool.
@@ -259,13 +287,47 @@ func (r *SandboxBindingReconciler) ensureClaimedSandbox(ctx context.Context, b *
 	if pod.Labels[agentsandboxext.SandboxIDLabel] != string(claim.UID) {
 		return nil, nil // its claim label not written yet: b's policy does not select it
 	}
+	// Its token before the status names the pod: the worker reads the Secret once Ready.
+	if err := r.ensureClaimedToken(ctx, b, pod); err != nil {
+		return nil, err
+	}
 	b.Status.PodName = pod.Name
 	return pod, nil
 }
 
-// poolSecret says whether s is the token Secret of the agent-sandbox pool b claimed from.
-func poolSecret(b *v1alpha1.SandboxBinding, s *corev1.Secret) bool {
-	owner := metav1.GetControllerOf(s)
-	return agentSandboxClaim(b) && owner != nil && owner.Kind == "SandboxWarmPool" &&
-		owner.APIVersion == v1alpha1.GroupVersion.String() && owner.Name == b.Status.WarmPool
+// ensureClaimedToken makes b's token Secret for its claimed pod once: the token that pod's
+// sandboxd derives from the pool's key and its UID. An existing one is kept (the spec of a
+// Secret is immutable, and a pod replaced since fails the binding anyway).
+func (r *SandboxBindingReconciler) ensureClaimedToken(ctx context.Context, b *v1alpha1.SandboxBinding, pod *corev1.Pod) error {
+	var s corev1.Secret
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: tokenSecretName(b)}, &s)
+	switch {
+	case err == nil && !metav1.IsControlledBy(&s, b):
+		return fmt.Errorf("secret %s exists and does not belong to sandbox binding %s", s.Name, b.Name)
+	case err == nil:
+		return nil
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("read the token secret: %w", err)
+	}
+	var key corev1.Secret
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: poolTokenSecretName(b.Status.WarmPool)}, &key); err != nil {
+		return fmt.Errorf("read the token key of warm pool %s: %w", b.Status.WarmPool, err)
+	}
+	if owner := metav1.GetControllerOf(&key); owner == nil || owner.Kind != "SandboxWarmPool" || owner.APIVersion != v1alpha1.GroupVersion.String() || owner.Name != b.Status.WarmPool {
+		return fmt.Errorf("secret %s does not belong to sandbox warm pool %s", key.Name, b.Status.WarmPool)
+	}
+	s = corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: tokenSecretName(b), Labels: sandboxLabels(b)},
+		Type:       corev1.SecretTypeOpaque,
+		Immutable:  ptr.To(true),
+		Data: map[string][]byte{v1alpha1.TokenSecretKey: []byte(sandboxtoken.Derive(
+			strings.TrimRight(string(key.Data[v1alpha1.TokenSecretKey]), "\r\n"), string(pod.UID)))},
+	}
+	if err := r.owned(b, &s); err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, &s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the token secret: %w", err)
+	}
+	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/sandbox/docker"
 	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes"
 	"github.com/managed-agents/managed-agents/internal/sandboxd"
+	"github.com/managed-agents/managed-agents/internal/sandboxtoken"
 	"github.com/managed-agents/managed-agents/internal/secretbox"
 )
 
@@ -237,6 +238,11 @@ type Config struct {
 	// (MANAGED_AGENT_SANDBOXD_WORKSPACE, default /workspace) and its per-sandbox token
 	// (MANAGED_AGENT_SANDBOXD_TOKEN, or a file holding it: MANAGED_AGENT_SANDBOXD_TOKEN_FILE).
 	SandboxdAddr, SandboxdWorkspace, SandboxdToken, SandboxdTokenFile string
+	// SandboxdTokenSubject (MANAGED_AGENT_SANDBOXD_TOKEN_SUBJECT), when set, makes the token
+	// variable or file a key, and sandboxd's token the one derived from it for this subject
+	// (package sandboxtoken): an agent-sandbox warm pool's pods share the key and each
+	// derives its own token from its pod's UID.
+	SandboxdTokenSubject string
 	// SandboxdPackagesDir (MANAGED_AGENT_SANDBOXD_PACKAGES_DIR, optional, absolute) is where
 	// an environment's packages are installed as the sandbox's user (a sandbox pod's
 	// emptyDir): commands get the variables that send installers there and find what they
@@ -418,6 +424,9 @@ func (c Config) sandboxdToken() (string, error) {
 	token, err := secretOrFile("MANAGED_AGENT_SANDBOXD_TOKEN", c.SandboxdToken, c.SandboxdTokenFile, "token", sandboxd.MinTokenBytes)
 	if err == nil && token == "" {
 		err = errors.New("MANAGED_AGENT_SANDBOXD_TOKEN or MANAGED_AGENT_SANDBOXD_TOKEN_FILE is required: the sandbox's token every call must carry (e.g. openssl rand -hex 32)")
+	}
+	if err == nil && c.SandboxdTokenSubject != "" {
+		token = sandboxtoken.Derive(token, c.SandboxdTokenSubject)
 	}
 	return token, err
 }
@@ -631,6 +640,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.SandboxdWorkspace, "MANAGED_AGENT_SANDBOXD_WORKSPACE")
 	set(&c.SandboxdToken, "MANAGED_AGENT_SANDBOXD_TOKEN")
 	set(&c.SandboxdTokenFile, "MANAGED_AGENT_SANDBOXD_TOKEN_FILE")
+	set(&c.SandboxdTokenSubject, "MANAGED_AGENT_SANDBOXD_TOKEN_SUBJECT")
 	set(&c.SandboxdPackagesDir, "MANAGED_AGENT_SANDBOXD_PACKAGES_DIR")
 	set(&c.Kubeconfig, "KUBECONFIG")
 	set(&c.ControllerMetricsAddr, "MANAGED_AGENT_CONTROLLER_METRICS_ADDR")

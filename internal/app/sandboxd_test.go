@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/sandboxtoken"
 )
 
 func TestSandboxdSettings(t *testing.T) {
@@ -30,6 +32,9 @@ func TestSandboxdSettings(t *testing.T) {
 		{"short", map[string]string{"MANAGED_AGENT_SANDBOXD_TOKEN": "abc"}, "", "at least 16 bytes"},
 		{"short file", map[string]string{"MANAGED_AGENT_SANDBOXD_TOKEN_FILE": short}, "", "at least 16 bytes"},
 		{"missing file", map[string]string{"MANAGED_AGENT_SANDBOXD_TOKEN_FILE": filepath.Join(dir, "nope")}, "", "MANAGED_AGENT_SANDBOXD_TOKEN_FILE="},
+		{"a key file and a subject: the token derived for the subject", map[string]string{"MANAGED_AGENT_SANDBOXD_TOKEN_FILE": good, "MANAGED_AGENT_SANDBOXD_TOKEN_SUBJECT": "pod-uid-1"},
+			sandboxtoken.Derive("0123456789abcdef0123", "pod-uid-1"), ""},
+		{"a subject without a key", map[string]string{"MANAGED_AGENT_SANDBOXD_TOKEN_SUBJECT": "pod-uid-1"}, "", "MANAGED_AGENT_SANDBOXD_TOKEN or MANAGED_AGENT_SANDBOXD_TOKEN_FILE is required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
