@@ -495,20 +495,27 @@ func (r *SandboxBindingReconciler) finalize(ctx context.Context, b *v1alpha1.San
 
 // deleteControlled deletes those of objs (named; read here) that b controls.
 func (r *SandboxBindingReconciler) deleteControlled(ctx context.Context, b *v1alpha1.SandboxBinding, objs []client.Object) error {
+	return deleteControlledBy(ctx, r.Client, r.APIReader, b, objs)
+}
+
+// deleteControlledBy deletes those of objs (named; read from the apiserver) that owner
+// controls, in the background (their dependents follow through the garbage collector). A
+// kind the cluster does not serve has nothing to delete: agent-sandbox was uninstalled, and
+// its objects with its CRDs.
+func deleteControlledBy(ctx context.Context, c client.Client, reader client.Reader, owner metav1.Object, objs []client.Object) error {
 	var errs []error
 	for _, obj := range objs {
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			// No such kind: agent-sandbox was uninstalled, and its objects with its CRDs.
+		if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			if !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
 				errs = append(errs, err)
 			}
 			continue
 		}
-		if !metav1.IsControlledBy(obj, b) {
+		if !metav1.IsControlledBy(obj, owner) {
 			continue
 		}
 		uid := obj.GetUID()
-		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+		if err := c.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete %T %s: %w", obj, obj.GetName(), err))
 		}
 	}

@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	agentsandbox "sigs.k8s.io/agent-sandbox/api/v1beta1"
@@ -151,26 +150,10 @@ func (r *SandboxWarmPoolReconciler) ensurePoolSecret(ctx context.Context, pool *
 // belong to their claims, and so to their bindings, and stay. The token Secret stays until
 // the garbage collector takes it with the pool: a claimed pod keeps reading it.
 func (r *SandboxWarmPoolReconciler) finalizeAgentSandboxPool(ctx context.Context, pool *v1alpha1.SandboxWarmPool) error {
-	var errs []error
-	for _, obj := range []client.Object{
+	return deleteControlledBy(ctx, r.Client, r.APIReader, pool, []client.Object{
 		&agentsandboxext.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: pool.Name, Namespace: pool.Namespace}},
 		&agentsandboxext.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: pool.Name, Namespace: pool.Namespace}},
-	} {
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			if !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		if !metav1.IsControlledBy(obj, pool) {
-			continue
-		}
-		uid := obj.GetUID()
-		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete %T %s: %w", obj, obj.GetName(), err))
-		}
-	}
-	return errors.Join(errs...)
+	})
 }
 
 // claimAgentSandbox claims a started sandbox of a warm pool whose template renders b's pod,
