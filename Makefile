@@ -175,6 +175,8 @@ verify-generated: manifests generate ## Regenerate and fail when a generated fil
 	@git diff --exit-code --stat -- $(GENERATED) || { echo "generated files are stale: run 'make manifests generate' and commit the result" >&2; exit 1; }
 
 .PHONY: test-cluster
+# CLUSTER_RUN narrows make test-cluster to the tests it matches (go test -run); empty runs all.
+CLUSTER_RUN ?=
 test-cluster: $(HELM) docker-build sandbox-image egress-image postgres-image temporal-image previous-release ## Bring up a real single-node cluster (hack/cluster/up.sh: kubelet, containerd, CoreDNS, a NetworkPolicy engine, agent-sandbox's controller; ~10 min cold, binaries cached in ~/.cache/managed-agents/cluster), load the images into it, run the cluster tests (internal/clustertest: the chart installed as docs/kubernetes.md says, sandbox pods, NetworkPolicies, pod kills), and tear it down (KEEP_CLUSTER=1 keeps it).
 	@mkdir -p dist
 	@# A failed or interrupted start is torn down too, not left half running.
@@ -184,7 +186,7 @@ test-cluster: $(HELM) docker-build sandbox-image egress-image postgres-image tem
 		KUBECTL=$(CLUSTER_DIR)/bin/kubectl HELM=$(abspath $(HELM)) IMG=$(IMG) SANDBOX_IMG=$(SANDBOX_IMG) \
 		EGRESS_IMG=$(EGRESS_IMG) POSTGRES_IMG=$(POSTGRES_IMG) TEMPORAL_IMG=$(TEMPORAL_IMG) \
 		PREV_CHART=$(CURDIR)/dist/previous/charts/managed-agents PREV_IMG=$(PREV_IMG) \
-		go test -tags cluster -count=1 -timeout 45m -v ./internal/clustertest/ || status=$$?; \
+		go test -tags cluster -count=1 -timeout 45m -v -run '$(CLUSTER_RUN)' ./internal/clustertest/ || status=$$?; \
 		if [ -z "$(KEEP_CLUSTER)" ]; then hack/cluster/down.sh; fi; exit $$status
 
 # The release the upgrade test starts from (internal/clustertest TestUpgradeAndRollback): the
