@@ -10,6 +10,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/stretchr/testify/require"
+
+	"github.com/managed-agents/managed-agents/internal/sandboxtoken"
 )
 
 // agentSandboxBinding is the part of a SandboxBinding this test reads beyond binding's.
@@ -69,13 +71,21 @@ func TestAgentSandboxSubstrate(t *testing.T) {
 		ab := readAgentSandboxBinding(t, r, b.Metadata.Name)
 		require.Equal(t, "agent-sandbox", ab.Status.Substrate)
 		require.Equal(t, pool, b.Status.WarmPool, "claimed from the chart's pool")
-		require.Equal(t, pool+"-token", ab.Status.TokenSecret, "the pool's token")
+		require.Equal(t, b.Metadata.Name+"-token", ab.Status.TokenSecret, "a Secret of the binding's own")
 		claimed := kubectl(t, "-n", r.ns, "get", "sandboxclaims.extensions.agents.x-k8s.io", b.Metadata.Name, "-o",
 			"jsonpath={.spec.warmPoolRef.name}|{.status.sandbox.name}|{.metadata.ownerReferences[0].kind}")
 		require.Equal(t, pool+"|"+b.Status.PodName+"|SandboxBinding", claimed, "the binding's SandboxClaim names the pool and the pod's sandbox")
 		require.Equal(t, "Sandbox/"+b.Status.PodName, podController(t, r, b.Status.PodName), "agent-sandbox made the pod")
 		uid := strings.TrimSpace(kubectl(t, "-n", r.ns, "get", "pod", b.Status.PodName, "-o", "jsonpath={.metadata.uid}"))
 		require.Equal(t, uid, ab.Status.ExternalID)
+		// The pool's pods share one key; the claimed pod's token is derived for its UID, and
+		// the answer above shows its sandboxd accepted it.
+		key, err := decodeBase64(kubectl(t, "-n", r.ns, "get", "secret", pool+"-token", "-o", "jsonpath={.data.token}"))
+		require.NoError(t, err)
+		token, err := decodeBase64(kubectl(t, "-n", r.ns, "get", "secret", ab.Status.TokenSecret, "-o", "jsonpath={.data.token}"))
+		require.NoError(t, err)
+		require.Equal(t, sandboxtoken.Derive(key, uid), token)
+		require.NotEqual(t, key, token)
 
 		eventually(t, 3*time.Minute, "the pool starts a replacement", func() (bool, string) {
 			out, err := tryRun(tools.kubectl, "-n", r.ns, "get", "sandboxwarmpools.extensions.agents.x-k8s.io", pool, "-o", "jsonpath={.status.readyReplicas}")
@@ -127,7 +137,14 @@ func TestAgentSandboxSubstrate(t *testing.T) {
 		require.NoError(t, err)
 		eventually(t, 2*time.Minute, "the Sandbox goes with its binding", func() (bool, string) {
 			out, err := tryRun(tools.kubectl, "-n", r.ns, "get", "sandboxes.agents.x-k8s.io", b.Metadata.Name)
-			return err != nil && strings.Contains(out, "NotFound"), out
+			if err != nil {
+				return strings.Contains(err.Error(), "NotFound"), err.Error()
+			}
+			return false, out
+		})
+		eventually(t, time.Minute, "the binding, its pod and its policy go", func() (bool, string) {
+			out, err := tryRun(tools.kubectl, "-n", r.ns, "get", "sandboxbindings,pods,networkpolicies", "-l", "agents.managed-agents.io/sandbox-binding="+b.Metadata.Name, "-o", "name")
+			return err == nil && strings.TrimSpace(out) == "", out
 		})
 	})
 }
