@@ -18,6 +18,9 @@ CLUSTER_KUBE_ROUTER_VERSION ?= v2.1.0
 # agent-sandbox's controller (Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool) and CRDs:
 # v1.0.1 is the release the proxy serves (agents.x-k8s.io and extensions.agents.x-k8s.io v1beta1).
 CLUSTER_AGENT_SANDBOX_VERSION ?= v1.0.1
+# gVisor's runsc and containerd shim for the test cluster's RuntimeClass gvisor
+# (hack/cluster/gvisor-assets.sh): a pseudo-version of gVisor's "go" branch, which builds with go build.
+CLUSTER_GVISOR_VERSION      ?= v0.0.0-20260905035102-160fafc42237
 # controller-gen writes the CRDs, the RBAC role and the deepcopy functions of api/ (DESIGN.md §8).
 CONTROLLER_GEN_VERSION ?= v0.23.0
 

@@ -18,6 +18,7 @@
 # Usage: hack/cluster/up.sh [IMAGE...]   (images of the local Docker engine to load; the
 #        cluster's own images are always loaded)
 # Environment: CLUSTER_DIR (default /var/lib/managed-agents-cluster) holds all of its state.
+# CLUSTER_GVISOR=0 leaves out gVisor (the RuntimeClass gvisor).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 D=${CLUSTER_DIR:-/var/lib/managed-agents-cluster}
@@ -54,6 +55,23 @@ touch "$D/.managed-agents-cluster"
 for b in kube-apiserver etcd kubectl; do ln -sf "$envtest/$b" "$bin/$b"; done
 for b in kubelet kube-controller-manager kube-scheduler kube-proxy kube-router agent-sandbox-controller; do ln -sf "$assets/$b" "$bin/$b"; done
 export PATH=$bin:$PATH
+
+# --- gVisor: RuntimeClass gvisor (handler runsc), when runsc builds and runs here ------------------
+# runsc and its containerd shim from hack/cluster/gvisor-assets.sh (the shim patched for
+# containerd 1.6). The cluster works without them: a failure only leaves the RuntimeClass out,
+# and so does CLUSTER_GVISOR=0.
+gvisor=
+if [ "${CLUSTER_GVISOR:-1}" != 0 ]; then
+  if ! gvisor_assets=$("$repo/hack/cluster/gvisor-assets.sh" | tail -n1); then
+    log "gVisor did not build (see above): no RuntimeClass gvisor"
+  elif ! gvisor_check=$(timeout 60 "$gvisor_assets/runsc" --root "$D/run/runsc-check" --platform systrap \
+    --network none do /bin/true 2>&1); then
+    log "runsc does not run here, no RuntimeClass gvisor: $gvisor_check"
+  else
+    gvisor=$gvisor_assets
+    for b in runsc containerd-shim-runsc-v1; do ln -sf "$gvisor/$b" "$bin/$b"; done
+  fi
+fi
 
 # The node's address: the source address of its default route (pods reach the API server
 # there through the kubernetes Service).
@@ -174,6 +192,30 @@ state = "$D/containerd/state"
     bin_dir = "/usr/lib/cni"
     conf_dir = "$D/cni/net.d"
 TOML
+# gVisor: a runtime runsc beside runc (containerd finds containerd-shim-runsc-v1 on its PATH,
+# $bin), and the RuntimeClass that selects it. The shim reads runsc.toml: which runsc, its state
+# directory, and runsc's own flags: systrap (runsc's default platform) needs no KVM; oci-seccomp
+# applies a pod's seccomp profile (RuntimeDefault) inside the sandbox too, which runsc otherwise
+# ignores (its own filter guards the host either way).
+if [ -n "$gvisor" ]; then
+  cat >>"$D/containerd/config.toml" <<TOML
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]
+    runtime_type = "io.containerd.runsc.v1"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc.options]
+      TypeUrl = "io.containerd.runsc.v1.options"
+      ConfigPath = "$D/containerd/runsc.toml"
+TOML
+  cat >"$D/containerd/runsc.toml" <<TOML
+binary_name = "$bin/runsc"
+root = "$D/containerd/runsc"
+[runsc_config]
+  platform = "systrap"
+  oci-seccomp = "true"
+TOML
+  printf 'apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: gvisor}\nhandler: runsc\n' |
+    kubectl apply -f - >/dev/null
+  log "RuntimeClass gvisor: runsc $("$bin/runsc" --version | head -n1 | cut -d' ' -f3)"
+fi
 # ptp, not bridge: every pod's traffic is routed through the host, so the NetworkPolicy
 # engine's iptables rules see pod-to-pod packets too (on a bridge they would be switched past
 # netfilter unless br_netfilter is on, which would also put Docker's FORWARD DROP in their way).
