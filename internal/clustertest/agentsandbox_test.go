@@ -4,6 +4,7 @@ package clustertest
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -45,9 +46,11 @@ func podController(t testing.TB, r *release, pod string) string {
 // Sandbox's operating mode.
 func TestAgentSandboxSubstrate(t *testing.T) {
 	r := &release{ns: "substrate", name: "as"}
+	begin := time.Now()
 	helm(t, append([]string{"install", r.name, chart, "--namespace", r.ns, "--create-namespace",
 		"--wait", "--timeout", "6m", "--set", "sandbox.kubernetes.substrate=agent-sandbox",
 		"--set", "sandbox.kubernetes.warmPool.replicas=1"}, imageValues(t)...)...)
+	t.Logf("figure: helm install on the agent-sandbox substrate to every pod Ready: %s", time.Since(begin).Round(time.Second))
 	t.Cleanup(func() { uninstall(t, r) })
 	r.connect(t)
 
@@ -146,5 +149,32 @@ func TestAgentSandboxSubstrate(t *testing.T) {
 			out, err := tryRun(tools.kubectl, "-n", r.ns, "get", "sandboxbindings,pods,networkpolicies", "-l", "agents.managed-agents.io/sandbox-binding="+b.Metadata.Name, "-o", "name")
 			return err == nil && strings.TrimSpace(out) == "", out
 		})
+	})
+
+	// sandbox.kubernetes.runtimeClassName reaches the pod through the Sandbox's template: the
+	// test cluster's RuntimeClass gvisor runs it under runsc (hack/cluster/gvisor-assets.sh).
+	t.Run("gVisor", func(t *testing.T) {
+		if _, err := tryRun(tools.kubectl, "get", "runtimeclass", "gvisor"); err != nil {
+			if os.Getenv("CI") == "true" {
+				require.NoError(t, err, "the test cluster has no RuntimeClass gvisor: up.sh says why gVisor did not build or run")
+			}
+			t.Skipf("the cluster has no RuntimeClass gvisor: %v", err)
+		}
+		helm(t, append([]string{"upgrade", r.name, chart, "--namespace", r.ns, "--wait", "--timeout", "6m",
+			"--set", "sandbox.kubernetes.substrate=agent-sandbox", "--set", "sandbox.kubernetes.runtimeClassName=gvisor"}, imageValues(t)...)...)
+		r.connect(t)
+		s := r.newSession(t, anthropic.BetaEnvironmentNewParamsConfigUnion{})
+		begin := time.Now()
+		answer := s.say(`/tool bash {"command":"cat /proc/version; id -u; grep -E '^(CapEff|NoNewPrivs):' /proc/self/status; touch /probe 2>&1; echo done"}`)
+		t.Logf("figure: first tool call of a new session on a cold agent-sandbox Sandbox under gVisor: %s", time.Since(begin).Round(100*time.Millisecond))
+		require.Contains(t, answer, "gvisor", "the sandbox's kernel is gVisor's:\n%s", answer)
+		require.Contains(t, answer, "65532")
+		require.Regexp(t, `CapEff:\s+0000000000000000`, answer)
+		require.Regexp(t, `NoNewPrivs:\s+1`, answer)
+		// gVisor checks permissions before the read-only mount, Linux the other way round:
+		// either way the root is not writable.
+		require.Regexp(t, `Read-only file system|Permission denied`, answer)
+		b := sessionBinding(t, r, s.id)
+		require.Equal(t, "gvisor", strings.TrimSpace(kubectl(t, "-n", r.ns, "get", "pod", b.Status.PodName, "-o", "jsonpath={.spec.runtimeClassName}")))
 	})
 }

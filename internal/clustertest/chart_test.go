@@ -251,9 +251,15 @@ func uninstall(t testing.TB, r *release) {
 	}
 	// docs/kubernetes.md's uninstall: sandboxes go first, while the controller that removes
 	// their finalizers still runs; then the release.
-	_, _ = tryRun(tools.kubectl, "-n", r.ns, "delete", "sandboxbindings", "--all", "--wait=true", "--timeout=2m")
-	_, _ = tryRun(tools.helm, "uninstall", r.name, "--namespace", r.ns, "--wait", "--timeout", "3m")
-	_, _ = tryRun(tools.kubectl, "delete", "namespace", r.ns, "--wait=true", "--timeout=3m")
+	for _, step := range [][]string{
+		{tools.kubectl, "-n", r.ns, "delete", "sandboxbindings", "--all", "--wait=true", "--timeout=2m"},
+		{tools.helm, "uninstall", r.name, "--namespace", r.ns, "--wait", "--timeout", "3m"},
+		{tools.kubectl, "delete", "namespace", r.ns, "--wait=true", "--timeout=3m"},
+	} {
+		begin := time.Now()
+		_, err := tryRun(step[0], step[1:]...)
+		t.Logf("uninstall: %s %s: %s (%v)", filepath.Base(step[0]), strings.Join(step[1:3], " "), time.Since(begin).Round(time.Second), err)
+	}
 }
 
 // buildQuickstart compiles the README's Go SDK quickstart as written.
