@@ -64,6 +64,7 @@ func adminCmd() *cobra.Command {
 			req.WorkspaceID, _ = f.GetString("workspace")
 			req.Label, _ = f.GetString("label")
 			req.Admin, _ = f.GetBool("admin")
+			req.EnvironmentID, _ = f.GetString("environment")
 			expiresIn, _ := f.GetDuration("expires-in")
 			expiresAt, _ := f.GetString("expires-at")
 			switch {
@@ -91,6 +92,7 @@ func adminCmd() *cobra.Command {
 	create.Flags().Duration("expires-in", 0, "the key stops working after this long (e.g. 720h)")
 	create.Flags().String("expires-at", "", "the key stops working at this time (RFC 3339)")
 	create.Flags().Bool("admin", false, "an admin key: authorises the admin HTTP API, no workspace")
+	create.Flags().String("environment", "", "an environment key for this self-hosted environment (env_…) of --workspace: authorises its work queue and the sessions it hands out, nothing else")
 
 	list := &cobra.Command{
 		Use:   "list",
@@ -186,21 +188,23 @@ func printOut(cmd *cobra.Command, v any, text func(io.Writer)) error {
 }
 
 type keyJSON struct {
-	ID          string     `json:"id"`
-	WorkspaceID string     `json:"workspace_id,omitempty"`
-	Label       string     `json:"label"`
-	Hint        string     `json:"hint"`
-	Admin       bool       `json:"admin"`
-	CreatedBy   string     `json:"created_by"`
-	EndedBy     string     `json:"ended_by,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	ExpiresAt   *time.Time `json:"expires_at"`
-	RevokedAt   *time.Time `json:"revoked_at"`
-	Key         string     `json:"key,omitempty"`
+	ID          string `json:"id"`
+	WorkspaceID string `json:"workspace_id,omitempty"`
+	Label       string `json:"label"`
+	Hint        string `json:"hint"`
+	Admin       bool   `json:"admin"`
+	// EnvironmentID is set on an environment key.
+	EnvironmentID string     `json:"environment_id,omitempty"`
+	CreatedBy     string     `json:"created_by"`
+	EndedBy       string     `json:"ended_by,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	ExpiresAt     *time.Time `json:"expires_at"`
+	RevokedAt     *time.Time `json:"revoked_at"`
+	Key           string     `json:"key,omitempty"`
 }
 
 func keyOut(k sessions.APIKey, secret string) keyJSON {
-	return keyJSON{ID: k.ID, WorkspaceID: k.WorkspaceID, Label: k.Label, Hint: k.Hint, Admin: k.Admin, CreatedBy: k.CreatedBy, EndedBy: k.EndedBy,
+	return keyJSON{ID: k.ID, WorkspaceID: k.WorkspaceID, Label: k.Label, Hint: k.Hint, Admin: k.Admin, EnvironmentID: k.EnvironmentID, CreatedBy: k.CreatedBy, EndedBy: k.EndedBy,
 		CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, Key: secret}
 }
 

@@ -90,6 +90,9 @@ func PrintKey(out io.Writer, k sessions.NewKey) {
 	} else {
 		fmt.Fprintf(out, "admin:     true (authorises the admin API only)\n")
 	}
+	if k.EnvironmentID != "" {
+		fmt.Fprintf(out, "environment: %s (an environment key: its work queue and the sessions it hands out only)\n", k.EnvironmentID)
+	}
 	if k.Label != "" {
 		fmt.Fprintf(out, "label:     %s\n", k.Label)
 	}

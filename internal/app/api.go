@@ -19,6 +19,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/startstop"
 	"github.com/managed-agents/managed-agents/internal/store"
 	"github.com/managed-agents/managed-agents/internal/stream"
+	"github.com/managed-agents/managed-agents/internal/workqueue"
 )
 
 // API is the API server role, running: the store (migrated), the process's LISTEN component
@@ -86,6 +87,13 @@ func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logg
 		st.Close()
 		return nil, err
 	}
+	arrivals := workqueue.NewArrivals()
+	if err := listener.Listen(store.TopicWork, arrivals); err != nil {
+		unregisterPool()
+		st.Close()
+		return nil, err
+	}
+	work := workqueue.New(st, arrivals, workqueue.Config{LeaseTTL: cfg.WorkLeaseTTL}, logger)
 	svc.Wakes().Start()
 	a := &API{
 		Store: st, Service: svc, Previews: previews,
@@ -93,7 +101,7 @@ func NewAPI(ctx context.Context, cfg Config, tc client.Client, logger *slog.Logg
 		services: startstop.Group{listener, previews},
 	}
 	a.Handler = httpapi.New(httpapi.Config{Service: svc, Auth: svc, Logger: logger, Ready: a.ready, Previews: previews, AdminKey: cfg.AdminKey,
-		Tracer: cfg.Tracing.Provider, Observer: cfg.httpObserver()})
+		Tracer: cfg.Tracing.Provider, Observer: cfg.httpObserver(), Work: work})
 	if err := a.services.Start(ctx); err != nil {
 		unregisterPool()
 		st.Close()

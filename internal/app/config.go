@@ -165,6 +165,14 @@ type Config struct {
 	// long, after which the session's next tool call fails (MANAGED_AGENT_SANDBOX_RETENTION;
 	// zero, the default, keeps it forever; the hosted service keeps sandbox state 30 days).
 	SandboxIdleStop, SandboxRetention time.Duration
+	// WorkLeaseTTL is a self-hosted work item's lease when its worker asks for none: a worker
+	// that stops heartbeating loses its item this long after its last heartbeat
+	// (MANAGED_AGENT_WORK_LEASE_TTL, default 60s; docs/self-hosted-environments.md).
+	WorkLeaseTTL time.Duration
+	// SelfHostedToolTimeout bounds how long a built-in call of a self-hosted session waits for
+	// a worker's result before the turn ends with session.error
+	// (MANAGED_AGENT_SELF_HOSTED_TOOL_TIMEOUT, default 10m).
+	SelfHostedToolTimeout time.Duration
 	// Network is the sandbox networking: the ceiling, the docker topology, the egress proxy
 	// (network.go).
 	Network NetworkConfig
@@ -290,6 +298,15 @@ func (c Config) Validate() error {
 		check(fmt.Errorf("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY=%s: must not be negative", c.FakeWordDelay))
 	}
 	check(c.validateIdle())
+	for _, v := range []struct {
+		name string
+		d    time.Duration
+	}{{"MANAGED_AGENT_WORK_LEASE_TTL", c.WorkLeaseTTL}, {"MANAGED_AGENT_SELF_HOSTED_TOOL_TIMEOUT", c.SelfHostedToolTimeout}} {
+		check(c.parsed(v.name))
+		if v.d < time.Second {
+			check(fmt.Errorf("%s=%s: must be at least 1s", v.name, v.d))
+		}
+	}
 	check(c.validateMCP())
 	_, err = c.modelCatalog()
 	check(err)
@@ -655,6 +672,8 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	c.envDuration(&c.FakeWordDelay, "MANAGED_AGENT_FAKE_MODEL_WORD_DELAY", get("MANAGED_AGENT_FAKE_MODEL_WORD_DELAY"), "20ms")
 	c.envDuration(&c.SandboxIdleStop, "MANAGED_AGENT_SANDBOX_IDLE_STOP", get("MANAGED_AGENT_SANDBOX_IDLE_STOP"), "30m")
 	c.envDuration(&c.SandboxRetention, "MANAGED_AGENT_SANDBOX_RETENTION", get("MANAGED_AGENT_SANDBOX_RETENTION"), "720h")
+	c.envDuration(&c.WorkLeaseTTL, "MANAGED_AGENT_WORK_LEASE_TTL", get("MANAGED_AGENT_WORK_LEASE_TTL"), "60s")
+	c.envDuration(&c.SelfHostedToolTimeout, "MANAGED_AGENT_SELF_HOSTED_TOOL_TIMEOUT", get("MANAGED_AGENT_SELF_HOSTED_TOOL_TIMEOUT"), "10m")
 	c.envDuration(&c.WorkerStopTimeout, "MANAGED_AGENT_WORKER_STOP_TIMEOUT", get("MANAGED_AGENT_WORKER_STOP_TIMEOUT"), "25s")
 	c.envDuration(&c.StartupTimeout, "MANAGED_AGENT_STARTUP_TIMEOUT", get("MANAGED_AGENT_STARTUP_TIMEOUT"), "5m")
 	c.envBool(&c.TemporalTLS, "MANAGED_AGENT_TEMPORAL_TLS", get("MANAGED_AGENT_TEMPORAL_TLS"))

@@ -31,6 +31,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/stream"
 	"github.com/managed-agents/managed-agents/internal/tracing"
 	"github.com/managed-agents/managed-agents/internal/turns"
+	"github.com/managed-agents/managed-agents/internal/workqueue"
 )
 
 // NewModel builds the model client the configuration names (fake by default).
@@ -278,6 +279,9 @@ func NewWorker(c Config, tc client.Client, st *store.Store, previews stream.Hub,
 		Tracer:     c.Tracing.Provider,
 		Observer:   c.durableObserver(),
 		Interrupts: interrupts,
+		// The worker only offers work; polls are the API's.
+		Work:          workqueue.New(st, nil, workqueue.Config{LeaseTTL: c.WorkLeaseTTL}, logger),
+		WorkerTimeout: c.SelfHostedToolTimeout,
 	}
 	runner := &durable.Runner{Client: tc, TaskQueue: c.TaskQueue, Retry: c.modelRetry(), Logger: logger, Tracer: c.Tracing.Provider}
 	return &Worker{Credentials: vaults, services: startstop.Group{

@@ -57,6 +57,20 @@ type Plan struct {
 	// NeedsSandbox: a call needs a sandbox and the session has none bound yet, so
 	// AcquireSandbox runs first. A bound sandbox is attached by ToolCall itself.
 	NeedsSandbox bool
+	// Delegated are the calls of a self-hosted session that its environment's worker runs
+	// (docs/self-hosted-environments.md): the workflow offers the session's work and waits for
+	// their results, until WorkerDeadline, after the calls ToolUseIDs names have run.
+	Delegated      []string  `json:",omitempty"`
+	WorkerDeadline time.Time `json:",omitzero"`
+}
+
+// SelfHostedWork hands the built-in sandbox calls of sessions on self-hosted environments to
+// their environments' workers (workqueue.Service).
+type SelfHostedWork interface {
+	// SelfHosted reports whether the session's environment is self-hosted.
+	SelfHosted(ctx context.Context, sessionID string) (bool, error)
+	// OfferSession makes sure the session has a live work item for a worker to claim.
+	OfferSession(ctx context.Context, sessionID string) (bool, error)
 }
 
 // InterruptWatch tells a step that its session was interrupted (turns.Interrupts): a step
@@ -122,6 +136,11 @@ type Activities struct {
 	// Interrupts stops a step running as a local activity when its session is interrupted;
 	// nil leaves that to the workflow (at its next task, within seconds).
 	Interrupts InterruptWatch
+	// Work hands self-hosted sessions' calls to their workers; nil runs every call here.
+	Work SelfHostedWork
+	// WorkerTimeout bounds how long a delegated call waits for its worker's result
+	// (DefaultWorkerTimeout when zero).
+	WorkerTimeout time.Duration
 
 	// facts keeps the sessions' sandbox facts for the model's preamble (harness.go).
 	facts factsCache
@@ -152,10 +171,25 @@ func (a *Activities) planOf(ctx context.Context, sessionID string, turn turns.Tu
 
 func (a *Activities) executePlan(ctx context.Context, sessionID string, calls []agent.ToolCall) (Plan, error) {
 	p := Plan{Kind: agent.StepExecute}
+	delegate, err := a.delegates(ctx, sessionID, calls)
+	if err != nil {
+		return Plan{}, activityError(err)
+	}
 	needs := false
+	var oldest time.Time
 	for _, c := range calls {
+		if delegate && c.NeedsSandbox() {
+			p.Delegated = append(p.Delegated, c.Event.ID)
+			if at := callTime(c.Event); oldest.IsZero() || at.Before(oldest) {
+				oldest = at
+			}
+			continue
+		}
 		p.ToolUseIDs = append(p.ToolUseIDs, c.Event.ID)
 		needs = needs || c.NeedsSandbox()
+	}
+	if len(p.Delegated) > 0 {
+		p.WorkerDeadline = oldest.Add(a.workerTimeout())
 	}
 	if needs {
 		bound, err := a.hasSandbox(ctx, sessionID)
@@ -165,6 +199,46 @@ func (a *Activities) executePlan(ctx context.Context, sessionID string, calls []
 		p.NeedsSandbox = !bound
 	}
 	return p, nil
+}
+
+// DefaultWorkerTimeout is Activities.WorkerTimeout's default.
+const DefaultWorkerTimeout = 10 * time.Minute
+
+func (a *Activities) workerTimeout() time.Duration {
+	if a.WorkerTimeout > 0 {
+		return a.WorkerTimeout
+	}
+	return DefaultWorkerTimeout
+}
+
+// delegates reports whether the session's sandbox calls among calls go to its environment's
+// worker: there are some, and the environment is self-hosted.
+func (a *Activities) delegates(ctx context.Context, sessionID string, calls []agent.ToolCall) (bool, error) {
+	if a.Work == nil || !slices.ContainsFunc(calls, agent.ToolCall.NeedsSandbox) {
+		return false, nil
+	}
+	return a.Work.SelfHosted(ctx, sessionID)
+}
+
+// callTime is when a call entered the log: its wait for a worker counts from there.
+func callTime(ev wire.Event) time.Time {
+	if ev.ProcessedAt != nil {
+		return *ev.ProcessedAt
+	}
+	return ev.CreatedAt
+}
+
+// OfferWork makes sure a self-hosted session has a live work item (idempotent), then returns
+// the plan after an Advance: a step like any other, so a result that came in before it ran is
+// seen, and the workflow waits only while the calls are still unanswered.
+func (a *Activities) OfferWork(ctx context.Context, sessionID string) (Plan, error) {
+	if a.Work == nil {
+		return Plan{}, temporal.NewNonRetryableApplicationError("no work queue configured for delegated calls", errTypePermanent, nil)
+	}
+	if _, err := a.Work.OfferSession(ctx, sessionID); err != nil {
+		return Plan{}, activityError(err)
+	}
+	return a.next(ctx, sessionID)
 }
 
 // hasSandbox reports whether the session has a ready sandbox binding (a pending one still

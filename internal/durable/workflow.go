@@ -2,6 +2,7 @@ package durable
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/managed-agents/managed-agents/internal/agent"
@@ -407,6 +408,9 @@ func (s *sessionRun) sleepUnlessInterrupted(ctx workflow.Context, d time.Duratio
 // session's first sandbox is created by AcquireSandbox before the call.
 func (s *sessionRun) executeTools(ctx workflow.Context, plan Plan) (*Plan, error) {
 	if len(plan.ToolUseIDs) == 0 {
+		if len(plan.Delegated) > 0 {
+			return s.awaitWorker(ctx, plan)
+		}
 		return nil, nil
 	}
 	if plan.NeedsSandbox {
@@ -415,6 +419,54 @@ func (s *sessionRun) executeTools(ctx workflow.Context, plan Plan) (*Plan, error
 		}
 	}
 	return s.cancellable(ctx, acts.ToolCall, ToolCallInput{SessionID: s.p.SessionID, ToolUseID: plan.ToolUseIDs[0]})
+}
+
+// awaitsWorker reports whether the plan only waits for a self-hosted worker's results.
+func (p *Plan) awaitsWorker() bool {
+	return p.Kind == agent.StepExecute && len(p.ToolUseIDs) == 0 && len(p.Delegated) > 0
+}
+
+// workerRecheck is how often a wait for a self-hosted worker offers the session's work again:
+// an item its worker stopped without answering (it crashed after its lease ran out, it was
+// interrupted) is replaced within this long.
+const workerRecheck = 30 * time.Second
+
+// awaitWorker waits for the results of calls a self-hosted environment's worker runs
+// (plan.Delegated). The session stays running, as on the hosted service. It offers the
+// session's work (an idempotent activity), then waits for a signal (the worker's result, an
+// interrupt, a message) or workerRecheck, after which Advance decides again; past the plan's
+// deadline the turn ends with a session.error naming the call, never a session running
+// forever.
+func (s *sessionRun) awaitWorker(ctx workflow.Context, plan Plan) (*Plan, error) {
+	now := workflow.Now(ctx)
+	if !now.Before(plan.WorkerDeadline) {
+		msg := fmt.Sprintf("no environment worker answered tool call %s in time: check that a worker polls this self-hosted environment "+
+			"(docs/self-hosted-environments.md)", plan.Delegated[0])
+		return s.bookkeeping(ctx, acts.FailTurn, FailTurnInput{SessionID: s.p.SessionID, Message: msg})
+	}
+	next, err := s.bookkeeping(ctx, acts.OfferWork, s.p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if !next.awaitsWorker() {
+		return next, nil
+	}
+	plan = *next
+	now = workflow.Now(ctx)
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	receive := func(c workflow.ReceiveChannel, _ bool) {
+		var sig WakeSignal
+		c.Receive(ctx, &sig)
+		s.trace.adopt(sig)
+	}
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(s.wake, receive)
+	sel.AddReceive(s.woken, receive)
+	sel.AddReceive(s.interrupt, receive)
+	sel.AddFuture(workflow.NewTimer(tctx, min(workerRecheck, plan.WorkerDeadline.Sub(now))), func(workflow.Future) {})
+	sel.Select(ctx)
+	return nil, nil
 }
 
 // TeardownWorkflow is the delete of a session with a sandbox after the API fenced it

@@ -25,16 +25,18 @@ type adminWorkspace struct {
 }
 
 type adminKey struct {
-	Type        string     `json:"type"`
-	ID          string     `json:"id"`
-	WorkspaceID *string    `json:"workspace_id"`
-	Label       string     `json:"label"`
-	Hint        string     `json:"hint"`
-	Admin       bool       `json:"admin"`
-	CreatedBy   string     `json:"created_by"`
-	CreatedAt   wire.Time  `json:"created_at"`
-	ExpiresAt   *wire.Time `json:"expires_at"`
-	RevokedAt   *wire.Time `json:"revoked_at"`
+	Type        string  `json:"type"`
+	ID          string  `json:"id"`
+	WorkspaceID *string `json:"workspace_id"`
+	Label       string  `json:"label"`
+	Hint        string  `json:"hint"`
+	Admin       bool    `json:"admin"`
+	// EnvironmentID is set on an environment key (docs/self-hosted-environments.md).
+	EnvironmentID *string    `json:"environment_id"`
+	CreatedBy     string     `json:"created_by"`
+	CreatedAt     wire.Time  `json:"created_at"`
+	ExpiresAt     *wire.Time `json:"expires_at"`
+	RevokedAt     *wire.Time `json:"revoked_at"`
 	// Key is the secret, present only in the response that created it.
 	Key string `json:"key,omitempty"`
 }
@@ -52,6 +54,9 @@ func keyJSON(k sessions.APIKey) adminKey {
 	out := adminKey{Type: "api_key", ID: k.ID, Label: k.Label, Hint: k.Hint, Admin: k.Admin, CreatedBy: k.CreatedBy, CreatedAt: wire.Time(k.CreatedAt)}
 	if k.WorkspaceID != "" {
 		out.WorkspaceID = &k.WorkspaceID
+	}
+	if k.EnvironmentID != "" {
+		out.EnvironmentID = &k.EnvironmentID
 	}
 	if k.ExpiresAt != nil {
 		t := wire.Time(*k.ExpiresAt)
@@ -142,11 +147,13 @@ func (s *Server) adminCreateKey(w http.ResponseWriter, r *http.Request) error {
 		Label       string     `json:"label"`
 		ExpiresAt   *wire.Time `json:"expires_at"`
 		Admin       bool       `json:"admin"`
+		// EnvironmentID makes an environment key for a self-hosted environment.
+		EnvironmentID string `json:"environment_id"`
 	}
 	if err := decodeBody(r, &p); err != nil {
 		return err
 	}
-	req := sessions.KeyRequest{WorkspaceID: p.WorkspaceID, Label: p.Label, Admin: p.Admin}
+	req := sessions.KeyRequest{WorkspaceID: p.WorkspaceID, Label: p.Label, Admin: p.Admin, EnvironmentID: p.EnvironmentID}
 	if p.ExpiresAt != nil {
 		t := time.Time(*p.ExpiresAt)
 		req.ExpiresAt = &t

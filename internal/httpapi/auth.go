@@ -38,6 +38,10 @@ func (s *Server) authenticated(h apiHandler) http.Handler {
 			writeError(w, r, http.StatusForbidden, "permission_error", "an admin key cannot use the workspace API: use a workspace's key", "")
 			return
 		}
+		if err := s.checkScope(r, p); err != nil {
+			s.respondError(w, r, err)
+			return
+		}
 		if err := s.svc.AdmitRequest(r.Context(), p); err != nil && !s.limiterFailed(r, err) {
 			s.respondError(w, r, err)
 			return

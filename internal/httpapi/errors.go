@@ -65,10 +65,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError writes the error envelope of API.md §9.1. Permanent 409s carry
 // x-should-retry: false, or the SDK would repeat the request twice (§9.3).
 func writeError(w http.ResponseWriter, r *http.Request, status int, errType, msg, code string) {
-	env := wire.ErrorEnvelope{Type: "error", Error: wire.ErrorObject{Type: errType, Message: capMessage(msg)}, RequestID: requestID(r.Context())}
+	var details *wire.ErrorDetails
 	if code != "" {
-		env.Error.Details = &wire.ErrorDetails{ErrorCode: code}
+		details = &wire.ErrorDetails{ErrorCode: code}
 	}
+	writeErrorDetails(w, r, status, errType, msg, details)
+}
+
+// writeErrorDetails is writeError with the whole details object.
+func writeErrorDetails(w http.ResponseWriter, r *http.Request, status int, errType, msg string, details *wire.ErrorDetails) {
+	env := wire.ErrorEnvelope{Type: "error", Error: wire.ErrorObject{Type: errType, Message: capMessage(msg), Details: details}, RequestID: requestID(r.Context())}
 	if status == http.StatusConflict {
 		w.Header().Set("x-should-retry", "false")
 	}
@@ -117,12 +123,20 @@ func (s *Server) respondError(w http.ResponseWriter, r *http.Request, err error)
 		case sessions.KindRateLimited:
 			status, typ = http.StatusTooManyRequests, "rate_limit_error"
 			setRetryAfter(w, se.RetryAfter)
+		case sessions.KindPrecondition:
+			status = http.StatusPreconditionFailed
+		case sessions.KindForbidden:
+			status, typ = http.StatusForbidden, "permission_error"
 		case sessions.KindKeyReused:
 			// 422, as the IETF Idempotency-Key draft answers a key reused with another
 			// payload (its 409 is for a request still in flight, which cannot happen here: the
 			// unique index and the session row lock serialise attempts). The SDKs do not retry
 			// a 422, while they retry a 409 that lacks x-should-retry: false.
 			status = http.StatusUnprocessableEntity
+		}
+		if se.CurrentState != nil {
+			writeErrorDetails(w, r, status, typ, se.Message, &wire.ErrorDetails{ErrorCode: se.Code, CurrentState: se.CurrentState})
+			return
 		}
 		writeError(w, r, status, typ, se.Message, se.Code)
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:

@@ -24,6 +24,9 @@ func (s *Server) sendEvents(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
+	if err := checkWorkerEvents(principalOf(r.Context()), body.Events); err != nil {
+		return err
+	}
 	key, err := idempotencyKey(r)
 	if err != nil {
 		return err

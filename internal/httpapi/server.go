@@ -18,6 +18,7 @@ import (
 	"github.com/managed-agents/managed-agents/internal/stream"
 	"github.com/managed-agents/managed-agents/internal/tracing"
 	"github.com/managed-agents/managed-agents/internal/wire"
+	"github.com/managed-agents/managed-agents/internal/workqueue"
 )
 
 // maxBodyBytes is the request body limit of the hosted API (API.md §4.1: >32 MB → 413).
@@ -55,6 +56,8 @@ type Config struct {
 	Tracer trace.TracerProvider
 	// Observer records requests and open streams (metrics); nil records nothing.
 	Observer Observer
+	// Work serves the work queues of self-hosted environments; nil answers their routes 400.
+	Work *workqueue.Service
 }
 
 // Observer records what the API serves. route is the matched pattern ("" for none), so its
@@ -80,6 +83,7 @@ type Server struct {
 	heartbeat time.Duration
 	previews  stream.Hub
 	obs       Observer
+	work      *workqueue.Service
 	// adminKeyDigest is the SHA-256 of the configured admin key (nil: none), compared in
 	// constant time.
 	adminKeyDigest []byte
@@ -96,7 +100,7 @@ func (s *Server) CloseStreams() { s.drainOnce.Do(func() { close(s.draining) }) }
 // New builds the API handler.
 func New(cfg Config) *Server {
 	s := &Server{svc: cfg.Service, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready, heartbeat: cfg.Heartbeat, previews: cfg.Previews,
-		obs: cfg.Observer, mux: http.NewServeMux(), draining: make(chan struct{})}
+		obs: cfg.Observer, work: cfg.Work, mux: http.NewServeMux(), draining: make(chan struct{})}
 	if s.heartbeat == 0 {
 		s.heartbeat = 15 * time.Second
 	}
@@ -129,6 +133,21 @@ func (s *Server) routes() {
 	api("POST /v1/environments/{id}", s.updateEnvironment)
 	api("DELETE /v1/environments/{id}", s.deleteEnvironment)
 	api("POST /v1/environments/{id}/archive", s.archiveEnvironment)
+
+	work := func(pattern string, h apiHandler) {
+		if s.work == nil {
+			h = workUnavailable
+		}
+		api(pattern, h)
+	}
+	work("GET /v1/environments/{id}/work/poll", s.pollWork)
+	work("GET /v1/environments/{id}/work/stats", s.workStats)
+	work("GET /v1/environments/{id}/work", s.listWork)
+	work("GET /v1/environments/{id}/work/{work_id}", s.getWork)
+	work("POST /v1/environments/{id}/work/{work_id}", s.updateWork)
+	work("POST /v1/environments/{id}/work/{work_id}/ack", s.ackWork)
+	work("POST /v1/environments/{id}/work/{work_id}/heartbeat", s.heartbeatWork)
+	work("POST /v1/environments/{id}/work/{work_id}/stop", s.stopWork)
 
 	api("POST /v1/vaults", s.createVault)
 	api("GET /v1/vaults", s.listVaults)

@@ -20,6 +20,7 @@ const (
 	APIKey      = "apikey_"
 	Vault       = "vlt_"
 	Credential  = "vcrd_"
+	Work        = "work_"
 )
 
 // base58 avoids look-alike characters, like the hosted service's ids.

@@ -31,6 +31,10 @@ type KeyRequest struct {
 	ExpiresAt   *time.Time
 	// Admin makes a key that authorises the admin API and nothing else.
 	Admin bool
+	// EnvironmentID makes an environment key: one that authorises the work queue of this
+	// self-hosted environment of the workspace and the sessions it hands out, and nothing
+	// else (docs/self-hosted-environments.md).
+	EnvironmentID string
 }
 
 // NewKey is a created key: Secret is shown once and never stored.
@@ -82,9 +86,14 @@ func (s *Service) CreateKey(ctx context.Context, actor Actor, req KeyRequest) (N
 			return NewKey{}, notFoundf("workspace %s not found", req.WorkspaceID)
 		}
 	}
+	if req.EnvironmentID != "" {
+		if err := s.checkKeyEnvironment(ctx, req.WorkspaceID, req.EnvironmentID); err != nil {
+			return NewKey{}, err
+		}
+	}
 	secret := NewKeySecret()
 	k, err := s.store.InsertAPIKey(ctx, store.NewAPIKey{WorkspaceID: req.WorkspaceID, Secret: secret, Label: req.Label,
-		Hint: generatedHint(secret), Admin: req.Admin, CreatedBy: string(actor), ExpiresAt: req.ExpiresAt})
+		Hint: generatedHint(secret), Admin: req.Admin, EnvironmentID: req.EnvironmentID, CreatedBy: string(actor), ExpiresAt: req.ExpiresAt})
 	if err != nil {
 		return NewKey{}, err
 	}
@@ -136,7 +145,7 @@ func (s *Service) RotateKey(ctx context.Context, actor Actor, keyID string, grac
 			return invalidf("key %s was revoked or has expired: create a new key instead", keyID)
 		}
 		if created, err = q.InsertAPIKey(ctx, store.NewAPIKey{WorkspaceID: cur.WorkspaceID, Secret: secret, Label: cur.Label,
-			Hint: generatedHint(secret), Admin: cur.Admin, CreatedBy: string(actor), ExpiresAt: cur.ExpiresAt}); err != nil {
+			Hint: generatedHint(secret), Admin: cur.Admin, EnvironmentID: cur.EnvironmentID, CreatedBy: string(actor), ExpiresAt: cur.ExpiresAt}); err != nil {
 			return err
 		}
 		old, err = q.EndAPIKey(ctx, keyID, s.now().Add(grace), grace == 0, string(actor))
@@ -154,10 +163,36 @@ func (s *Service) RotateKey(ctx context.Context, actor Actor, keyID string, grac
 }
 
 func keyAttrs(k APIKey) []slog.Attr {
-	return []slog.Attr{slog.String("key_id", k.ID), slog.String("key", k.Hint), slog.String("workspace_id", k.WorkspaceID), slog.Bool("admin", k.Admin)}
+	return []slog.Attr{slog.String("key_id", k.ID), slog.String("key", k.Hint), slog.String("workspace_id", k.WorkspaceID), slog.String("environment_id", k.EnvironmentID), slog.Bool("admin", k.Admin)}
 }
 
 // audit logs an admin action at info with who did it; it is the audit trail.
 func (s *Service) audit(ctx context.Context, actor Actor, action string, attrs ...slog.Attr) {
 	s.logger.LogAttrs(ctx, slog.LevelInfo, "admin action", append([]slog.Attr{slog.String("action", action), slog.String("actor", string(actor))}, attrs...)...)
+}
+
+// checkKeyEnvironment: an environment key is for a self-hosted environment of the key's own
+// workspace that is not archived. Another workspace's environment is not found, as everywhere.
+func (s *Service) checkKeyEnvironment(ctx context.Context, workspaceID, environmentID string) error {
+	if workspaceID == "" {
+		return invalidf("environment_id: an environment key belongs to a workspace: give workspace_id")
+	}
+	env, err := s.store.GetEnvironment(ctx, workspaceID, environmentID, false)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFoundf("environment %s not found", environmentID)
+	}
+	if err != nil {
+		return err
+	}
+	cfg, err := environmentConfig(env)
+	if err != nil {
+		return err
+	}
+	if cfg.Type != "self_hosted" {
+		return invalidf("environment_id: environment %s is not self_hosted; only a self-hosted environment has a work queue", environmentID)
+	}
+	if env.ArchivedAt != nil {
+		return invalidf("environment_id: environment %s is archived", environmentID)
+	}
+	return nil
 }

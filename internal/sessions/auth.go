@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/managed-agents/managed-agents/internal/store"
@@ -26,13 +27,25 @@ type Principal struct {
 	Admin bool
 	// ExpiresAt is when the key stops working, if it ever does.
 	ExpiresAt *time.Time
+	// EnvironmentID confines an environment key, or a work item's session token, to one
+	// self-hosted environment's work queue and the sessions it hands out.
+	EnvironmentID string
+	// SessionID confines a work item's session token to its one session, and WorkID names
+	// that item.
+	SessionID, WorkID string
 }
+
+// Scoped reports whether the principal is confined to a self-hosted environment.
+func (p Principal) Scoped() bool { return p.EnvironmentID != "" }
 
 // Authenticate returns the principal of an API key, or ErrUnknownKey. Accepted keys are
 // cached; a revocation reaches every API process through the key cache at once, and one whose
 // notice was lost within the cache's TTL (WithKeyCacheTTL). Concurrent reads of one key are
 // one database read (KeyCache.fetch).
 func (s *Service) Authenticate(ctx context.Context, key string) (Principal, error) {
+	if strings.HasPrefix(key, SessionTokenPrefix) {
+		return s.authenticateSessionToken(ctx, key)
+	}
 	if p, ok := s.keys.lookup(key, s.now()); ok {
 		return p, nil
 	}
@@ -54,6 +67,29 @@ func (s *Service) Authenticate(ctx context.Context, key string) (Principal, erro
 	})
 }
 
+// SessionTokenPrefix starts every session token a work item's claim issues.
+const SessionTokenPrefix = "sk-ma-st-"
+
+// NewSessionToken returns a new session token: the prefix and 256 random bits.
+func NewSessionToken() string {
+	return SessionTokenPrefix + strings.TrimPrefix(NewKeySecret(), keyPrefix)
+}
+
+// authenticateSessionToken returns the principal of a work item's session token: confined to
+// its session, for as long as the item is live and not claimed again. It is not cached: an
+// item's stop or reclaim voids it at once, and a worker makes a handful of calls a second.
+func (s *Service) authenticateSessionToken(ctx context.Context, token string) (Principal, error) {
+	w, err := s.store.WorkByToken(ctx, token)
+	if errors.Is(err, store.ErrNotFound) {
+		return Principal{}, ErrUnknownKey
+	}
+	if err != nil {
+		return Principal{}, err
+	}
+	return Principal{KeyID: w.ID, WorkspaceID: w.WorkspaceID, Hint: SessionTokenPrefix + "…" + token[len(token)-4:],
+		EnvironmentID: w.EnvironmentID, SessionID: w.SessionID, WorkID: w.ID}, nil
+}
+
 // WatchKey returns a channel closed when the key may have changed (revoked, rotated, or a
 // notice may have been missed, which includes the key's cached confirmation going stale):
 // the watcher then authenticates again. A stream thus checks its key within the same TTL as
@@ -61,7 +97,7 @@ func (s *Service) Authenticate(ctx context.Context, key string) (Principal, erro
 func (s *Service) WatchKey(keyID string) (<-chan struct{}, func()) { return s.keys.Watch(keyID) }
 
 func principalOf(k store.APIKey) Principal {
-	return Principal{KeyID: k.ID, WorkspaceID: k.WorkspaceID, Hint: k.Hint, Admin: k.Admin, ExpiresAt: k.ExpiresAt}
+	return Principal{KeyID: k.ID, WorkspaceID: k.WorkspaceID, Hint: k.Hint, Admin: k.Admin, ExpiresAt: k.ExpiresAt, EnvironmentID: k.EnvironmentID}
 }
 
 func usable(k store.APIKey, now time.Time) bool {

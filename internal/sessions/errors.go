@@ -38,6 +38,12 @@ const (
 	// KindRateLimited is a request over a key's rate limit or a workspace's quota (429, with
 	// RetryAfter); nothing was written.
 	KindRateLimited
+	// KindPrecondition is a request whose precondition does not hold (412): a work heartbeat
+	// whose expected_last_heartbeat is not the lease's; CurrentState says what is.
+	KindPrecondition
+	// KindForbidden is a key that may not do this (403 permission_error): an environment key
+	// or a session token outside what it authorises.
+	KindForbidden
 )
 
 // Error is a rule violation with a message meant for API clients.
@@ -48,6 +54,8 @@ type Error struct {
 	Code string
 	// RetryAfter is how long a KindRateLimited client should wait before trying again.
 	RetryAfter time.Duration
+	// CurrentState is the details' current_state of a KindPrecondition error.
+	CurrentState any
 }
 
 func (e *Error) Error() string { return e.Message }

@@ -327,6 +327,13 @@ func (s *Service) SendEventsKeyed(ctx context.Context, workspaceID, sessionID, k
 				return err
 			}
 		}
+		if selfHosted && busy(sess.Status) && hasType(events, wire.EventUserInterrupt) {
+			// The worker holding the session's work stops it after its next heartbeat
+			// (docs/self-hosted-environments.md); the next call queues new work.
+			if err := q.StopSessionWork(ctx, sessionID, false, now); err != nil {
+				return err
+			}
+		}
 		return w.FlushAtCommit(ctx)
 	})
 	if err != nil {

@@ -467,6 +467,10 @@ func (s *Service) ArchiveSession(ctx context.Context, workspaceID, id string) (w
 			if err := q.UpdateSession(ctx, rec); err != nil {
 				return err
 			}
+			// A self-hosted worker holding the session's work stops with it.
+			if err := q.StopSessionWork(ctx, id, true, now); err != nil {
+				return err
+			}
 		}
 		out, err = s.sessionFromRecord(rec)
 		return err
@@ -527,6 +531,9 @@ func (s *Service) BeginDelete(ctx context.Context, workspaceID, id string) (fini
 			rec.ArchivedAt, rec.UpdatedAt, rec.Status = &now, now, wire.SessionStatusTerminated
 			if rec.TerminatedAt == nil {
 				rec.TerminatedAt = &now
+			}
+			if err := q.StopSessionWork(ctx, id, true, now); err != nil {
+				return err
 			}
 			return q.UpdateSession(ctx, rec)
 		}
@@ -595,4 +602,14 @@ func equalMaps(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// SessionEnvironmentID returns the environment of a session of the workspace: what confines
+// an environment key's reach to that environment's sessions.
+func (s *Service) SessionEnvironmentID(ctx context.Context, workspaceID, id string) (string, error) {
+	rec, err := s.store.GetSession(ctx, workspaceID, id, false)
+	if err != nil {
+		return "", notFoundAs(err, "session %s not found", id)
+	}
+	return rec.EnvironmentID, nil
 }

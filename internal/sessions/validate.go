@@ -60,6 +60,11 @@ func validateMetadata(field string, m map[string]string) error {
 	return nil
 }
 
+// PatchMetadata is patchMetadata for the services beside this one (the work queue's items).
+func PatchMetadata(field string, base map[string]string, patch wire.MetadataPatch, deleteEmpty bool) (map[string]string, error) {
+	return patchMetadata(field, base, patch, deleteEmpty)
+}
+
 // patchMetadata applies a patch: a value upserts, null deletes; deleteEmpty also treats ""
 // as delete (environments do).
 func patchMetadata(field string, base map[string]string, patch wire.MetadataPatch, deleteEmpty bool) (map[string]string, error) {

@@ -32,6 +32,9 @@ const (
 	// the appending transaction, so the worker running the session's step stops it at once
 	// rather than when the workflow next hears of the interrupt.
 	TopicInterrupts Topic = "managed_agents_interrupts"
+	// TopicWork carries the id of an environment whose work queue gained an item, sent in the
+	// queueing transaction: the long polls of that environment look again at once.
+	TopicWork Topic = "managed_agents_work"
 )
 
 // Handler receives one topic's notifications. Both methods run on the topic's own goroutine,

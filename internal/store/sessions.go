@@ -135,8 +135,11 @@ func updateSessionArgs(r SessionRecord) []any {
 
 // DeleteSession removes a session and, by cascade, its events, and wakes its live streams
 // so they can send session.deleted. A session that still has a sandbox binding is
-// ErrReferenced: the sandbox must be torn down first.
+// ErrReferenced: the sandbox must be torn down first. Its self-hosted work stops with it.
 func (q *Queries) DeleteSession(ctx context.Context, id string) error {
+	if err := q.StopSessionWork(ctx, id, true, time.Now()); err != nil {
+		return err
+	}
 	if _, err := q.db.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id); err != nil {
 		return fmt.Errorf("delete session: %w", classify(err))
 	}

@@ -32,9 +32,11 @@ type APIKey struct {
 	Label       string
 	// Hint identifies the key to a person (its prefix and last characters) without
 	// revealing it.
-	Hint      string
-	Admin     bool
-	CreatedBy string
+	Hint  string
+	Admin bool
+	// EnvironmentID confines the key to one self-hosted environment (an environment key).
+	EnvironmentID string
+	CreatedBy     string
 	// EndedBy names who revoked the key or set its end (rotation), for the audit trail.
 	EndedBy   string
 	CreatedAt time.Time
@@ -49,15 +51,17 @@ type NewAPIKey struct {
 	Label       string
 	Hint        string
 	Admin       bool
-	CreatedBy   string
-	ExpiresAt   *time.Time
+	// EnvironmentID makes an environment key (APIKey.EnvironmentID).
+	EnvironmentID string
+	CreatedBy     string
+	ExpiresAt     *time.Time
 }
 
-const apiKeyColumns = `id, coalesce(workspace_id, ''), label, hint, admin, created_by, ended_by, created_at, expires_at, revoked_at`
+const apiKeyColumns = `id, coalesce(workspace_id, ''), label, hint, admin, coalesce(environment_id, ''), created_by, ended_by, created_at, expires_at, revoked_at`
 
 func scanAPIKey(row pgx.Row) (APIKey, error) {
 	var k APIKey
-	err := row.Scan(&k.ID, &k.WorkspaceID, &k.Label, &k.Hint, &k.Admin, &k.CreatedBy, &k.EndedBy, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt)
+	err := row.Scan(&k.ID, &k.WorkspaceID, &k.Label, &k.Hint, &k.Admin, &k.EnvironmentID, &k.CreatedBy, &k.EndedBy, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt)
 	return k, err
 }
 
@@ -99,9 +103,13 @@ func (q *Queries) InsertAPIKey(ctx context.Context, k NewAPIKey) (APIKey, error)
 	if k.WorkspaceID != "" {
 		ws = &k.WorkspaceID
 	}
-	row := q.db.QueryRow(ctx, `INSERT INTO api_keys (id, workspace_id, key_hash, label, hint, admin, created_by, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+apiKeyColumns,
-		ids.New(ids.APIKey), ws, hashKey(k.Secret), k.Label, k.Hint, k.Admin, k.CreatedBy, k.ExpiresAt)
+	var env *string
+	if k.EnvironmentID != "" {
+		env = &k.EnvironmentID
+	}
+	row := q.db.QueryRow(ctx, `INSERT INTO api_keys (id, workspace_id, key_hash, label, hint, admin, created_by, expires_at, environment_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+apiKeyColumns,
+		ids.New(ids.APIKey), ws, hashKey(k.Secret), k.Label, k.Hint, k.Admin, k.CreatedBy, k.ExpiresAt, env)
 	key, err := scanAPIKey(row)
 	if err != nil {
 		return APIKey{}, fmt.Errorf("insert api key: %w", classify(err))

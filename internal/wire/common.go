@@ -85,4 +85,6 @@ type ErrorObject struct {
 // ErrorDetails carries a stable machine code.
 type ErrorDetails struct {
 	ErrorCode string `json:"error_code"`
+	// CurrentState is what a failed precondition found (heartbeat_precondition_failed).
+	CurrentState any `json:"current_state,omitempty"`
 }
