@@ -298,6 +298,18 @@ func rules() []rule {
 			forbidden: prefixes([]string{"net/http", "os"}),
 		},
 		{
+			name:    "workqueue imports only store, sessions, wire and ids besides the standard library: a sibling of sessions",
+			subject: is("internal/workqueue"),
+			only:    []string{internal("internal/store"), internal("internal/sessions"), internal("internal/wire"), internal("internal/ids")},
+		},
+		{
+			name:    "workqueue never reaches agent, turns, durable, sandbox, httpapi, Temporal or Kubernetes",
+			subject: is("internal/workqueue"),
+			reach:   true,
+			forbidden: prefixes([]string{internal("internal/agent"), internal("internal/turns"), internal("internal/durable"), internal("internal/sandbox"),
+				internal("internal/httpapi")}, temporal, kubernetes),
+		},
+		{
 			name:    "credentials imports only store, secretbox, mcpurl, wire and singleflight besides the standard library",
 			subject: is("internal/credentials"),
 			only: []string{internal("internal/store"), internal("internal/secretbox"), internal("internal/mcpurl"), internal("internal/wire"),
