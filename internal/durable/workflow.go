@@ -326,6 +326,14 @@ func (s *sessionRun) waitForSignal(ctx workflow.Context) {
 // was made before the interrupt was delivered. A local step learns of an interrupt from the
 // worker (InterruptWatch) before the workflow does, and says so with an Interrupted error:
 // nil, nil, so Advance delivers it.
+//
+// When this cancel stops a local step, its future resolves at once: the SDK answers a
+// cancelled local activity with ErrCanceled as soon as the activity's context is done,
+// without waiting for the function to return, and a local activity has no
+// WaitForCancellation. So the step may still be writing when the Advance after it delivers the
+// interrupt. Waiting for it here is not possible; the log takes care of it instead: that
+// Advance closes the model request in flight before it delivers the interrupt, and the step's
+// own late close is dropped (turns.turnTx.closeRequest).
 func (s *sessionRun) cancellable(ctx workflow.Context, activity any, arg any) (*Plan, error) {
 	actx, cancel := workflow.WithCancel(ctx)
 	defer cancel()

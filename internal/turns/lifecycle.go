@@ -25,6 +25,12 @@ const (
 	// interrupts of a running session, or messages that join a running turn before its next
 	// model request.
 	ActionDeliver ActionKind = "deliver"
+	// ActionCloseRequest: close the turn's model request EventIDs[0] (a
+	// span.model_request_start without an end) as failed, before a queued interrupt is
+	// delivered: the interrupt cuts the request off, so its end belongs before the
+	// user.interrupt, and the step that made the request may not be the one to write it (see
+	// turnTx.closeRequest).
+	ActionCloseRequest ActionKind = "close_request"
 	// ActionOpenTurn: open a new turn (session.status_running, thread running; the turn's
 	// window starts here) and deliver EventIDs, the queued client events, in log order. With
 	// no EventIDs it is the cycle of a re-sent custom tool result: the turn opens with
@@ -56,7 +62,9 @@ type Row struct {
 // agent's next step as of that log. It is pure: Advance applies the action and asks again.
 //
 // The rules, in order:
-//   - a running session delivers every queued user.interrupt first (they jump the queue);
+//   - a running session delivers every queued user.interrupt first (they jump the queue),
+//     after closing the turn's model request still in flight (a span.model_request_start
+//     without an end: agent.Step.RequestStartID) as failed;
 //   - no turn open (agent.StepEnd): a turn the log shows running, or a parked turn closed by
 //     an interrupt applied while idle, is finished with the stop reason of the log; then, if a
 //     user.message is queued, a new turn opens with every queued client event; otherwise a
@@ -75,6 +83,9 @@ func Decide(row Row, log []wire.Event) (Action, agent.Step, error) {
 	active := row.Status == wire.SessionStatusRunning || row.Status == wire.SessionStatusRescheduling
 	if active {
 		if ids := queued(log, wire.EventUserInterrupt); len(ids) > 0 {
+			if step.RequestStartID != "" {
+				return Action{Kind: ActionCloseRequest, EventIDs: []string{step.RequestStartID}}, step, nil
+			}
 			return Action{Kind: ActionDeliver, EventIDs: ids}, step, nil
 		}
 	}

@@ -63,6 +63,11 @@ func (l *turnLog) response(calls ...string) *turnLog {
 	return l.add(wire.EventSpanModelRequestEnd, true, wire.SpanModelRequestEndBody{ModelRequestStartID: start})
 }
 
+// request logs a model request in flight: a span.model_request_start without an end.
+func (l *turnLog) request() *turnLog {
+	return l.add(wire.EventSpanModelRequestStart, true, wire.EmptyBody)
+}
+
 func (l *turnLog) customCall(names ...string) *turnLog {
 	l.add(wire.EventSpanModelRequestStart, true, wire.EmptyBody)
 	start := l.evs[len(l.evs)-1].ID
@@ -142,6 +147,16 @@ func TestDecide(t *testing.T) {
 			name: "queued interrupts of a running session jump the queue",
 			row:  runningRow, log: func(l *turnLog) *turnLog { return l.running().message().queuedMessage().queuedInterrupt() },
 			want: Action{Kind: ActionDeliver, EventIDs: []string{"e4"}}, step: agent.StepModel,
+		},
+		{
+			name: "a queued interrupt closes the model request in flight before it is delivered",
+			row:  runningRow, log: func(l *turnLog) *turnLog { return l.running().message().request().queuedMessage().queuedInterrupt() },
+			want: Action{Kind: ActionCloseRequest, EventIDs: []string{"e3"}}, step: agent.StepModel,
+		},
+		{
+			name: "a model request in flight with nothing queued is left to its step",
+			row:  runningRow, log: func(l *turnLog) *turnLog { return l.running().message().request() },
+			want: Action{Kind: ActionNone}, step: agent.StepModel,
 		},
 		{
 			name: "an applied interrupt ends the running turn",
@@ -284,6 +299,8 @@ func (m *memoryTurn) apply(t *testing.T, act Action) {
 	switch act.Kind {
 	case ActionDeliver:
 		m.deliver(act.EventIDs)
+	case ActionCloseRequest:
+		m.log.add(wire.EventSpanModelRequestEnd, true, wire.SpanModelRequestEndBody{ModelRequestStartID: act.EventIDs[0], IsError: true})
 	case ActionOpenTurn, ActionResume:
 		m.log.running()
 		m.row = Row{Status: wire.SessionStatusRunning}
@@ -323,6 +340,12 @@ func TestDecideSettles(t *testing.T) {
 			name: "a message and an interrupt queued together open a turn that closes at once",
 			row:  freshIdleRow, log: func(l *turnLog) *turnLog { return l.queuedMessage().queuedInterrupt() },
 			want: []ActionKind{ActionOpenTurn, ActionFinish}, step: agent.StepEnd,
+			stop: &wire.StopReason{Type: wire.StopEndTurn},
+		},
+		{
+			name: "an interrupt queued while the model is called: close the request, deliver, finish",
+			row:  runningRow, log: func(l *turnLog) *turnLog { return l.running().message().request().queuedInterrupt() },
+			want: []ActionKind{ActionCloseRequest, ActionDeliver, ActionFinish}, step: agent.StepEnd,
 			stop: &wire.StopReason{Type: wire.StopEndTurn},
 		},
 		{

@@ -58,7 +58,9 @@ func (s *Service) Advance(ctx context.Context, sessionID string) (Turn, error) {
 
 // AdvanceAppending is Advance that first appends evs (processed, with their pre-assigned ids)
 // in the same transaction: a step's last events and the bookkeeping they lead to commit
-// together, or not at all. It returns the turn and evs as committed.
+// together, or not at all. It returns the turn and evs as committed: none when they close a
+// model request that was closed already (lateClose), a response that came after an
+// interrupt cut its request off.
 func (s *Service) AdvanceAppending(ctx context.Context, sessionID string, evs []agent.NewEvent) (Turn, []wire.Event, error) {
 	var out Turn
 	var appended []wire.Event
@@ -69,7 +71,11 @@ func (s *Service) AdvanceAppending(ctx context.Context, sessionID string, evs []
 		if err != nil {
 			return err
 		}
-		if len(evs) > 0 {
+		late, err := lateClose(t.log, evs)
+		if err != nil {
+			return err
+		}
+		if len(evs) > 0 && !late {
 			appended = t.w.Append(workerEvents(evs), t.now)
 			t.log = append(t.log, appended...)
 		}
@@ -179,6 +185,8 @@ func (t *turnTx) settle() error {
 			return nil
 		case ActionDeliver:
 			t.deliver(act.EventIDs)
+		case ActionCloseRequest:
+			err = t.closeRequest(act.EventIDs[0])
 		case ActionOpenTurn:
 			err = t.openTurn(act.EventIDs)
 		case ActionResume:
@@ -214,6 +222,74 @@ func (t *turnTx) deliver(eventIDs []string) {
 	t.log = moveDelivered(t.log, eventIDs, last, storedTime(t.now))
 }
 
+// closeRequest closes the turn's model request startID as failed (is_error, no usage) right
+// before a queued interrupt is delivered (ActionCloseRequest). The log then reads span start,
+// span end, user.interrupt, the turn's end: the end closes the request's previews on every
+// stream (API.md §5.4), and nothing of the request follows the turn's end.
+//
+// The step that made the request cannot be trusted to write this end in time. The interrupt
+// cancels it and it writes its own failed end (agent.Core.failRequest) on its way out, but the
+// Advance that delivers the interrupt need not wait for that: when the workflow's own
+// cancellation stops a step running as a local activity, the Temporal Go SDK resolves the
+// activity as cancelled as soon as its context is done, without waiting for the function to
+// return (localActivityTaskHandler.executeLocalActivityTask answers ErrCanceled on ctx.Done;
+// a local activity has no WaitForCancellation), and the workflow goes on to this Advance. So
+// the end is written here, in the transaction that delivers the interrupt, under the session's
+// row lock, and the step's own end, whenever it comes, finds the request closed and is dropped
+// (lateClose). A cut-off call's usage is not known; what a late close would have billed (a
+// summary made before the call) is dropped with it.
+func (t *turnTx) closeRequest(startID string) error {
+	return t.emit(body{wire.EventSpanModelRequestEnd, wire.SpanModelRequestEndBody{ModelRequestStartID: startID, IsError: true}})
+}
+
+// lateClose reports whether evs, a step's events, close a model request that is not open in
+// log, the current turn's log (with the row locked): their span.model_request_end names a
+// start they do not hold themselves, and log has that start with an end already
+// (closeRequest), or has it not at all (its turn is over). They are the request's outcome
+// arriving after the request was closed — a failed end (agent.Core.failRequest), or a
+// response committed just too late — and are dropped whole: a request has one end, and
+// nothing of it may follow the end of its turn.
+func lateClose(log []wire.Event, evs []agent.NewEvent) (bool, error) {
+	startID, err := requestClosedBy(evs)
+	if startID == "" || err != nil {
+		return false, err
+	}
+	open := false
+	for _, ev := range log {
+		switch {
+		case ev.Type == wire.EventSpanModelRequestStart && ev.ID == startID:
+			open = true
+		case ev.Type == wire.EventSpanModelRequestEnd && open:
+			end, err := wire.DecodeBody[wire.SpanModelRequestEndBody](ev)
+			if err != nil {
+				return false, err
+			}
+			if end.ModelRequestStartID == startID {
+				return true, nil
+			}
+		}
+	}
+	return !open, nil
+}
+
+// requestClosedBy is the model request a step's events close: the start id of their
+// span.model_request_end, or "" when they have none or hold its start too (a request opened
+// and closed in one batch).
+func requestClosedBy(evs []agent.NewEvent) (string, error) {
+	i := slices.IndexFunc(evs, func(ev agent.NewEvent) bool { return ev.Type == wire.EventSpanModelRequestEnd })
+	if i < 0 {
+		return "", nil
+	}
+	end, err := wire.DecodeBody[wire.SpanModelRequestEndBody](wire.Event{ID: evs[i].ID, Type: evs[i].Type, Body: evs[i].Body})
+	if err != nil {
+		return "", err
+	}
+	if slices.ContainsFunc(evs, func(ev agent.NewEvent) bool { return ev.ID == end.ModelRequestStartID }) {
+		return "", nil
+	}
+	return end.ModelRequestStartID, nil
+}
+
 // openTurn starts a new turn: its window starts at its session.status_running, with the
 // session's usage so far as the base, and the queued events are delivered into it.
 func (t *turnTx) openTurn(eventIDs []string) error {
@@ -222,8 +298,9 @@ func (t *turnTx) openTurn(eventIDs []string) error {
 	}
 	t.opened++
 	// The base is everything the old window counted, not the usage the last finish recorded:
-	// a step that outlived its turn (a model call cut off by an interrupt) can append a span
-	// after the finish, and the whole-log sum always counted it.
+	// a step that outlived its turn (a model call cut off by an interrupt) could append a span
+	// after the finish before such late ends were dropped (lateClose), logs written then keep
+	// them, and the whole-log sum always counted them.
 	base, cost, err := t.sessionUsage()
 	if err != nil {
 		return err
@@ -404,12 +481,44 @@ func (s *Service) Emitter(sessionID string) *WorkerEmitter {
 }
 
 // Emit appends evs, processed, with their pre-assigned ids, if the session is still live
-// (ErrSessionGone otherwise): one statement checks and appends.
+// (ErrSessionGone otherwise): one statement checks and appends. Events that close a model
+// request opened earlier (a failed request's end, agent.Core.failRequest) are appended only
+// if the request is still open: an interrupt may have closed it while the step ran
+// (turnTx.closeRequest), and then they are dropped (lateClose) and Emit returns nothing.
 func (e *WorkerEmitter) Emit(ctx context.Context, evs []agent.NewEvent) ([]wire.Event, error) {
+	startID, err := requestClosedBy(evs)
+	if err != nil {
+		return nil, err
+	}
+	if startID != "" {
+		return e.closeRequest(ctx, evs)
+	}
 	out, err := e.s.store.AppendToLive(ctx, e.sessionID, workerEvents(evs), e.s.now())
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrSessionEnded) {
 		return nil, ErrSessionGone
 	}
+	return out, err
+}
+
+// closeRequest is Emit of events that close a model request opened earlier: under the
+// session's row lock, which the Advance that closes a request on an interrupt holds too, it
+// reads the turn and appends them unless the request is closed already. The turn is read as
+// each Advance reads it; only a failed request's end takes this way, a response is committed
+// by AdvanceAppending.
+func (e *WorkerEmitter) closeRequest(ctx context.Context, evs []agent.NewEvent) ([]wire.Event, error) {
+	var out []wire.Event
+	err := e.s.store.InTx(ctx, func(q *store.Queries) error {
+		c, err := q.LockTurn(ctx, e.sessionID)
+		if err = goneIfEnded(c, err); err != nil {
+			return err
+		}
+		late, err := lateClose(c.Events, evs)
+		if err != nil || late {
+			return err
+		}
+		out, err = q.AppendEvents(ctx, e.sessionID, workerEvents(evs), e.s.now())
+		return err
+	})
 	return out, err
 }
 
