@@ -42,7 +42,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), devCmd(), adminCmd(), workerCmd(), migrateCmd(), vaultRekeyCmd(), egressProxyCmd(), versionCmd(), controllerCmd(), sandboxdCmd(), installBinaryCmd(), benchCmd())
+	root.AddCommand(serveCmd(), devCmd(), adminCmd(), workerCmd(), environmentWorkerCmd(), migrateCmd(), vaultRekeyCmd(), egressProxyCmd(), versionCmd(), controllerCmd(), sandboxdCmd(), installBinaryCmd(), benchCmd())
 	return root
 }
 
@@ -66,6 +66,16 @@ func workerCmd() *cobra.Command {
 		Short: "Run session workflows and their activities (Temporal worker); needs a migrated database",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return app.RunWorker(cmd.Context(), app.FromLookup(app.Config{LogFormat: "json"}, lookup), buildVersion())
+		},
+	}
+}
+
+func environmentWorkerCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "environment-worker",
+		Short: "Serve a self-hosted environment of a server from here: claim its work, run each session's tools in a sandbox of MANAGED_AGENT_SANDBOX",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return app.RunEnvironmentWorker(cmd.Context(), app.FromLookup(app.Config{LogFormat: "json"}, lookup), buildVersion())
 		},
 	}
 }

@@ -20,8 +20,9 @@ var secretVars = []string{
 	"MANAGED_AGENT_TEMPORAL_API_KEY",
 	"MANAGED_AGENT_EGRESS_PROXY_KEY",
 	"MANAGED_AGENT_WEB_SEARCH_API_KEY",
-	"MANAGED_AGENT_VAULT_KEYS",     // the keys that decrypt every vault secret
-	"MANAGED_AGENT_SANDBOXD_TOKEN", // sandboxd's commands must not read it from /proc/1/environ
+	"MANAGED_AGENT_VAULT_KEYS",      // the keys that decrypt every vault secret
+	"MANAGED_AGENT_SANDBOXD_TOKEN",  // sandboxd's commands must not read it from /proc/1/environ
+	"MANAGED_AGENT_ENVIRONMENT_KEY", // environment-worker's key to a self-hosted environment
 }
 
 // secretsFDVar names the descriptor on which a re-executed process finds its credentials.

@@ -165,6 +165,13 @@ type Config struct {
 	// long, after which the session's next tool call fails (MANAGED_AGENT_SANDBOX_RETENTION;
 	// zero, the default, keeps it forever; the hosted service keeps sandbox state 30 days).
 	SandboxIdleStop, SandboxRetention time.Duration
+	// ServerURL, EnvironmentID and EnvironmentKey are what environment-worker serves: the
+	// base URL of the server, one of its self-hosted environments and that environment's key
+	// (MANAGED_AGENT_SERVER_URL, MANAGED_AGENT_ENVIRONMENT_ID, MANAGED_AGENT_ENVIRONMENT_KEY).
+	ServerURL, EnvironmentID, EnvironmentKey string
+	// EnvironmentWorkerConcurrency is how many sessions environment-worker serves at once
+	// (MANAGED_AGENT_ENVIRONMENT_WORKER_CONCURRENCY, default 4).
+	EnvironmentWorkerConcurrency int
 	// WorkLeaseTTL is a self-hosted work item's lease when its worker asks for none: a worker
 	// that stops heartbeating loses its item this long after its last heartbeat
 	// (MANAGED_AGENT_WORK_LEASE_TTL, default 60s; docs/self-hosted-environments.md).
@@ -589,6 +596,10 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.Addr, "MANAGED_AGENT_ADDR")
 	set(&c.APIKey, "MANAGED_AGENT_API_KEY")
 	set(&c.AdminKey, "MANAGED_AGENT_ADMIN_KEY")
+	set(&c.ServerURL, "MANAGED_AGENT_SERVER_URL")
+	set(&c.EnvironmentID, "MANAGED_AGENT_ENVIRONMENT_ID")
+	set(&c.EnvironmentKey, "MANAGED_AGENT_ENVIRONMENT_KEY")
+	c.envInt(&c.EnvironmentWorkerConcurrency, "MANAGED_AGENT_ENVIRONMENT_WORKER_CONCURRENCY", get("MANAGED_AGENT_ENVIRONMENT_WORKER_CONCURRENCY"))
 	set(&c.VaultKeys, "MANAGED_AGENT_VAULT_KEYS")
 	set(&c.LogLevel, "MANAGED_AGENT_LOG_LEVEL")
 	set(&c.LogFormat, "MANAGED_AGENT_LOG_FORMAT")

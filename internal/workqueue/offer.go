@@ -49,4 +49,3 @@ func (s *Service) OfferSession(ctx context.Context, sessionID string) (bool, err
 	}
 	return created, nil
 }
-

@@ -55,7 +55,6 @@ type Service struct {
 	selfHosted selfHostedCache
 }
 
-
 // New makes the service. arrived wakes long polls when an item is queued (the handler of
 // store.TopicWork); nil polls only once per block.
 func New(st *store.Store, arrived *Arrivals, cfg Config, logger *slog.Logger) *Service {
