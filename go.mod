@@ -5,7 +5,7 @@ go 1.26.8
 require (
 	connectrpc.com/connect v1.21.1
 	github.com/JohannesKaufmann/html-to-markdown/v2 v2.5.2
-	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
+	github.com/anthropics/anthropic-sdk-go/v2 v2.17.0
 	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/containerd/errdefs v1.0.0
 	github.com/docker/go-units v0.5.0
@@ -40,14 +40,12 @@ require (
 	k8s.io/client-go v0.37.2
 	k8s.io/mount-utils v0.37.2
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
+	sigs.k8s.io/agent-sandbox v1.0.1
 	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require (
-	github.com/moby/sys/mountinfo v0.7.2 // indirect
-	sigs.k8s.io/agent-sandbox v1.0.1 // indirect
-)
+require github.com/moby/sys/mountinfo v0.7.2 // indirect
 
 require (
 	cloud.google.com/go/compute/metadata v0.9.0 // indirect

@@ -56,7 +56,7 @@ func (f *sessionFixture) newAgent(t *testing.T, name string) *anthropic.BetaMana
 		Description: param.NewOpt("agent for session tests"),
 		System:      param.NewOpt("Answer briefly."),
 		Model: anthropic.BetaManagedAgentsModelConfigParams{ID: "claude-opus-5",
-			Effort: anthropic.BetaManagedAgentsModelConfigParamsEffortUnion{OfBetaManagedAgentsModelConfigsEffortBetaManagedAgentsEffortLevel: param.NewOpt("high")}},
+			Effort: anthropic.BetaManagedAgentsModelConfigParamsEffortUnion{OfBetaManagedAgentsModelConfigEffortBetaManagedAgentsEffortLevel: param.NewOpt("high")}},
 		Tools: []anthropic.BetaAgentNewParamsToolUnion{
 			{OfAgentToolset20260401: &anthropic.BetaManagedAgentsAgentToolset20260401Params{}},
 			{OfMCPToolset: &anthropic.BetaManagedAgentsMCPToolsetParams{MCPServerName: "docs"}},
@@ -74,7 +74,7 @@ func (f *sessionFixture) newAgent(t *testing.T, name string) *anthropic.BetaMana
 // newSession creates a session on the fixture's agent (latest version) and environment.
 func (f *sessionFixture) newSession(t *testing.T, p anthropic.BetaSessionNewParams) *anthropic.BetaManagedAgentsSession {
 	t.Helper()
-	if param.IsOmitted(p.Agent.OfString) && p.Agent.OfBetaManagedAgentsAgents == nil && p.Agent.OfBetaManagedAgentsAgentWithOverridess == nil {
+	if param.IsOmitted(p.Agent.OfString) && p.Agent.OfBetaManagedAgentsAgent == nil && p.Agent.OfBetaManagedAgentsAgentWithOverrides == nil {
 		p.Agent = anthropic.BetaSessionNewParamsAgentUnion{OfString: param.NewOpt(f.agent.ID)}
 	}
 	if p.EnvironmentID == "" {
@@ -213,7 +213,7 @@ func TestSessionCreatePinnedVersion(t *testing.T) {
 	require.Equal(t, int64(2), v2.Version)
 
 	pinned := f.newSession(t, anthropic.BetaSessionNewParams{Agent: anthropic.BetaSessionNewParamsAgentUnion{
-		OfBetaManagedAgentsAgents: &anthropic.BetaManagedAgentsAgentParams{ID: f.agent.ID, Version: param.NewOpt(int64(1))}}})
+		OfBetaManagedAgentsAgent: &anthropic.BetaManagedAgentsAgentParams{ID: f.agent.ID, Version: param.NewOpt(int64(1))}}})
 	require.Equal(t, int64(1), pinned.Agent.Version)
 	require.Equal(t, "Answer briefly.", pinned.Agent.System)
 
@@ -222,11 +222,11 @@ func TestSessionCreatePinnedVersion(t *testing.T) {
 	require.Equal(t, "Answer at length.", latest.Agent.System)
 
 	pinnedLatest := f.newSession(t, anthropic.BetaSessionNewParams{Agent: anthropic.BetaSessionNewParamsAgentUnion{
-		OfBetaManagedAgentsAgents: &anthropic.BetaManagedAgentsAgentParams{ID: f.agent.ID}}})
+		OfBetaManagedAgentsAgent: &anthropic.BetaManagedAgentsAgentParams{ID: f.agent.ID}}})
 	require.Equal(t, int64(2), pinnedLatest.Agent.Version)
 
 	_, err = f.client.Beta.Sessions.New(ctx, anthropic.BetaSessionNewParams{EnvironmentID: f.envID, Agent: anthropic.BetaSessionNewParamsAgentUnion{
-		OfBetaManagedAgentsAgents: &anthropic.BetaManagedAgentsAgentParams{ID: f.agent.ID, Version: param.NewOpt(int64(3))}}})
+		OfBetaManagedAgentsAgent: &anthropic.BetaManagedAgentsAgentParams{ID: f.agent.ID, Version: param.NewOpt(int64(3))}}})
 	requireAPIErr(t, err, http.StatusNotFound, "not_found_error", "agent.version: 3 not found")
 	require.Equal(t, 3, f.sessionCount())
 }
@@ -236,9 +236,9 @@ func TestSessionCreateWithOverrides(t *testing.T) {
 	f := newSessionFixture(t)
 	ctx := context.Background()
 	sess := f.newSession(t, anthropic.BetaSessionNewParams{Agent: anthropic.BetaSessionNewParamsAgentUnion{
-		OfBetaManagedAgentsAgentWithOverridess: &anthropic.BetaManagedAgentsAgentWithOverridesParams{
+		OfBetaManagedAgentsAgentWithOverrides: &anthropic.BetaManagedAgentsAgentWithOverridesParams{
 			ID:     f.agent.ID,
-			Model:  anthropic.BetaManagedAgentsModelConfigParams{ID: "claude-sonnet-5", Effort: anthropic.BetaManagedAgentsModelConfigParamsEffortUnion{OfBetaManagedAgentsModelConfigsEffortBetaManagedAgentsEffortLevel: param.NewOpt("max")}, InferenceGeo: param.NewOpt("us")},
+			Model:  anthropic.BetaManagedAgentsModelConfigParams{ID: "claude-sonnet-5", Effort: anthropic.BetaManagedAgentsModelConfigParamsEffortUnion{OfBetaManagedAgentsModelConfigEffortBetaManagedAgentsEffortLevel: param.NewOpt("max")}, InferenceGeo: param.NewOpt("us")},
 			System: param.NewOpt("Be a pirate."),
 			Tools: []anthropic.BetaManagedAgentsAgentWithOverridesParamsToolUnion{
 				{OfCustom: &anthropic.BetaManagedAgentsCustomToolParams{Name: "weather", Description: "Gets the weather.",
@@ -273,7 +273,7 @@ func TestSessionCreateWithOverrides(t *testing.T) {
 
 	// Omitted override fields inherit.
 	onlySystem := f.newSession(t, anthropic.BetaSessionNewParams{Agent: anthropic.BetaSessionNewParamsAgentUnion{
-		OfBetaManagedAgentsAgentWithOverridess: &anthropic.BetaManagedAgentsAgentWithOverridesParams{ID: f.agent.ID, System: param.NewOpt("Short.")}}})
+		OfBetaManagedAgentsAgentWithOverrides: &anthropic.BetaManagedAgentsAgentWithOverridesParams{ID: f.agent.ID, System: param.NewOpt("Short.")}}})
 	inherit := objectOf(t, onlySystem.RawJSON())["agent"].(map[string]any)
 	agentObj := objectOf(t, f.agent.RawJSON())
 	for _, k := range []string{"model", "tools", "mcp_servers", "skills", "description"} {
