@@ -163,6 +163,9 @@ func (a *Activities) next(ctx context.Context, sessionID string) (Plan, error) {
 
 // planOf is the plan of the step an Advance returned.
 func (a *Activities) planOf(ctx context.Context, sessionID string, turn turns.Turn) (Plan, error) {
+	if turn.Step.Kind == agent.StepModel && !slices.ContainsFunc(turn.History, isRequestStart) {
+		a.offerAtTurnStart(ctx, sessionID)
+	}
 	if turn.Step.Kind == agent.StepExecute {
 		return a.executePlan(ctx, sessionID, turn.Step.Calls)
 	}
@@ -199,6 +202,25 @@ func (a *Activities) executePlan(ctx context.Context, sessionID string, calls []
 		p.NeedsSandbox = !bound
 	}
 	return p, nil
+}
+
+func isRequestStart(ev wire.Event) bool { return ev.Type == wire.EventSpanModelRequestStart }
+
+// offerAtTurnStart queues a self-hosted session's work when its turn starts (before its first
+// model call), as the hosted service does for each run of a session: the worker claims it
+// and is ready by the time the model asks for a tool, and it serves the custom tools it
+// offers too. A failure is only logged: the wait for a delegated call offers again.
+func (a *Activities) offerAtTurnStart(ctx context.Context, sessionID string) {
+	if a.Work == nil {
+		return
+	}
+	hosted, err := a.Work.SelfHosted(ctx, sessionID)
+	if err == nil && hosted {
+		_, err = a.Work.OfferSession(ctx, sessionID)
+	}
+	if err != nil && a.Logger != nil {
+		a.Logger.WarnContext(ctx, "cannot offer the session's work at its turn's start", "session_id", sessionID, "error", err)
+	}
 }
 
 // DefaultWorkerTimeout is Activities.WorkerTimeout's default.
