@@ -310,7 +310,7 @@ func (c Config) Validate() error {
 		d    time.Duration
 	}{{"MANAGED_AGENT_WORK_LEASE_TTL", c.WorkLeaseTTL}, {"MANAGED_AGENT_SELF_HOSTED_TOOL_TIMEOUT", c.SelfHostedToolTimeout}} {
 		check(c.parsed(v.name))
-		if v.d < time.Second {
+		if v.d != 0 && v.d < time.Second { // zero (a Config built in code) is the default
 			check(fmt.Errorf("%s=%s: must be at least 1s", v.name, v.d))
 		}
 	}

@@ -391,3 +391,42 @@ func TestSelfHostedWire(t *testing.T) {
 	resp, body = e.raw("GET", base+"/work_missing", "", asWorker...)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, body)
 }
+
+// managed-agents environment-worker serves a self-hosted environment with one of this
+// project's sandbox providers: the call runs in the session's sandbox, which the next turn
+// finds again, and which goes when the session is deleted.
+func TestEnvironmentWorkerDispatcherLocalProvider(t *testing.T) {
+	t.Parallel()
+	s := newSelfHosted(t, 5*time.Second)
+	sandboxes := t.TempDir()
+	d, err := app.NewEnvironmentWorker(app.Config{ServerURL: s.e.srv.URL, EnvironmentID: s.envID, EnvironmentKey: s.envKey,
+		Sandbox: "local", SandboxDir: sandboxes, EnvironmentWorkerConcurrency: 2, LogLevel: "error"}, option.WithMaxRetries(0))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+
+	s.send(toolMessage("echo kept > note.txt && pwd"))
+	evs := s.untilIdle()
+	msg := messageText(find(t, evs, "agent.message"))
+	require.Contains(t, msg, sandboxes, "the call ran in the dispatcher's local sandbox")
+	s.send(toolMessage("cat note.txt"))
+	evs = s.untilIdle()
+	require.Equal(t, "bash: kept", messageText(find(t, evs, "agent.message")))
+
+	entries, err := os.ReadDir(sandboxes)
+	require.NoError(t, err)
+	require.NotEmpty(t, entries)
+	// Deleting the session stops its work at once; the dispatcher then destroys the sandbox.
+	_, err = s.e.client.Beta.Sessions.Delete(context.Background(), s.sessionID, anthropic.BetaSessionDeleteParams{})
+	require.NoError(t, err)
+	require.Equal(t, "stopped", string(s.workItems(t)[0].State))
+	require.Eventually(t, func() bool {
+		entries, err := os.ReadDir(sandboxes)
+		return err == nil && len(entries) == 0
+	}, 30*time.Second, 200*time.Millisecond, "the deleted session's sandbox is still there")
+}

@@ -74,7 +74,11 @@ func (s *Server) principal(w http.ResponseWriter, r *http.Request) (sessions.Pri
 		writeError(w, r, http.StatusUnauthorized, "authentication_error", "invalid x-api-key", "")
 		return sessions.Principal{}, false
 	}
-	p, err := s.auth.Authenticate(r.Context(), key)
+	ctx := r.Context()
+	if itemRoutes[r.Pattern] {
+		ctx = sessions.WithStoppedWork(ctx)
+	}
+	p, err := s.auth.Authenticate(ctx, key)
 	if err != nil {
 		if errors.Is(err, sessions.ErrUnknownKey) {
 			writeError(w, r, http.StatusUnauthorized, "authentication_error", "invalid x-api-key", "")

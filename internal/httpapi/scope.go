@@ -28,6 +28,14 @@ var workerRoutes = map[string]bool{
 	"GET /v1/sessions/{id}/events/stream":                 true,
 }
 
+// itemRoutes are a work item's own routes, which the token of an item stopped moments ago
+// still reaches (sessions.WithStoppedWork).
+var itemRoutes = map[string]bool{
+	"GET /v1/environments/{id}/work/{work_id}":            true,
+	"POST /v1/environments/{id}/work/{work_id}/heartbeat": true,
+	"POST /v1/environments/{id}/work/{work_id}/stop":      true,
+}
+
 // sessionRoute reports whether pattern's {id} is a session id.
 func sessionRoute(pattern string) bool {
 	return strings.HasPrefix(pattern, "GET /v1/sessions/") || strings.HasPrefix(pattern, "POST /v1/sessions/")

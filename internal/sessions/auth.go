@@ -86,8 +86,26 @@ func (s *Service) authenticateSessionToken(ctx context.Context, token string) (P
 	if err != nil {
 		return Principal{}, err
 	}
+	if !w.Live() && !stoppedWorkAllowed(ctx) {
+		// The work is over: the token reaches its session no more.
+		return Principal{}, ErrUnknownKey
+	}
 	return Principal{KeyID: w.ID, WorkspaceID: w.WorkspaceID, Hint: SessionTokenPrefix + "…" + token[len(token)-4:],
 		EnvironmentID: w.EnvironmentID, SessionID: w.SessionID, WorkID: w.ID}, nil
+}
+
+type stoppedWorkKey struct{}
+
+// WithStoppedWork marks a request to one of a work item's own routes (get, heartbeat, stop):
+// the token of an item stopped moments ago still reaches it there, so its worker's last calls
+// get the item's answer (lease over, already stopped) instead of a 401.
+func WithStoppedWork(ctx context.Context) context.Context {
+	return context.WithValue(ctx, stoppedWorkKey{}, true)
+}
+
+func stoppedWorkAllowed(ctx context.Context) bool {
+	v, _ := ctx.Value(stoppedWorkKey{}).(bool)
+	return v
 }
 
 // WatchKey returns a channel closed when the key may have changed (revoked, rotated, or a

@@ -91,7 +91,7 @@ func (q *Queries) notifyTokenVoided(ctx context.Context, workID string) error {
 // else a new queued item (created true). A stopping item whose lease ran out is stopped first:
 // its worker is gone, and the session's calls need another.
 func (q *Queries) OfferSessionWork(ctx context.Context, workspaceID, environmentID, sessionID string, now time.Time) (WorkItem, bool, error) {
-	if _, err := q.db.Exec(ctx, `UPDATE work_items SET state = 'stopped', stopped_at = $2, token_hash = NULL
+	if _, err := q.db.Exec(ctx, `UPDATE work_items SET state = 'stopped', stopped_at = $2
 		WHERE session_id = $1 AND state = 'stopping' AND (lease_expires_at IS NULL OR lease_expires_at < $2)`, sessionID, now); err != nil {
 		return WorkItem{}, false, fmt.Errorf("stop the lapsed work of session %s: %w", sessionID, classify(err))
 	}
@@ -196,14 +196,13 @@ func (q *Queries) GetWork(ctx context.Context, environmentID, workID string, for
 	return w, nil
 }
 
-// SaveWork writes an item's mutable columns (the caller holds its lock); voidToken clears its
-// session token and tells every process so.
+// SaveWork writes an item's mutable columns (the caller holds its lock); voidToken tells every
+// process that its session token no longer reaches the session (the item stopped).
 func (q *Queries) SaveWork(ctx context.Context, w WorkItem, voidToken bool) error {
 	_, err := q.db.Exec(ctx, `UPDATE work_items SET state = $2, metadata = $3, acknowledged_at = $4, started_at = $5,
-		latest_heartbeat_at = $6, last_heartbeat = $7, lease_expires_at = $8, stop_requested_at = $9, stopped_at = $10,
-		token_hash = CASE WHEN $11 THEN NULL ELSE token_hash END
+		latest_heartbeat_at = $6, last_heartbeat = $7, lease_expires_at = $8, stop_requested_at = $9, stopped_at = $10
 		WHERE id = $1`, w.ID, w.State, nonNilMap(w.Metadata), w.AcknowledgedAt, w.StartedAt, w.LatestHeartbeatAt, w.LastHeartbeat,
-		w.LeaseExpiresAt, w.StopRequestedAt, w.StoppedAt, voidToken)
+		w.LeaseExpiresAt, w.StopRequestedAt, w.StoppedAt)
 	if err != nil {
 		return fmt.Errorf("save work %s: %w", w.ID, classify(err))
 	}
@@ -222,10 +221,17 @@ func (q *Queries) LiveSessionWork(ctx context.Context, sessionID string) (WorkIt
 	return w, nil
 }
 
-// WorkByToken returns the item whose live session token is token, or ErrNotFound (unknown,
-// reclaimed or stopped).
+// StoppedTokenGrace is how long a stopped item's session token still reaches the item itself
+// (its worker's last heartbeat and force-stop then get the item's answer, not a 401); the
+// session it never reaches again.
+const StoppedTokenGrace = 10 * time.Minute
+
+// WorkByToken returns the item whose session token is token, or ErrNotFound (unknown,
+// reclaimed by another claim, or stopped longer than StoppedTokenGrace). The caller decides
+// what a stopped item's token may still do.
 func (q *Queries) WorkByToken(ctx context.Context, token string) (WorkItem, error) {
-	w, err := scanWork(q.db.QueryRow(ctx, `SELECT `+workColumns+` FROM work_items w WHERE w.token_hash = $1 AND w.state <> 'stopped'`, hashKey(token)))
+	w, err := scanWork(q.db.QueryRow(ctx, `SELECT `+workColumns+` FROM work_items w WHERE w.token_hash = $1
+		AND (w.state <> 'stopped' OR w.stopped_at > now() - $2 * interval '1 second')`, hashKey(token), int64(StoppedTokenGrace/time.Second)))
 	if err != nil {
 		return WorkItem{}, fmt.Errorf("look up session token: %w", classify(err))
 	}
@@ -284,8 +290,7 @@ func (q *Queries) StopSessionWork(ctx context.Context, sessionID string, force b
 	rows, err := q.db.Query(ctx, `UPDATE work_items SET
 			state = CASE WHEN $3 OR state = 'queued' THEN 'stopped' ELSE 'stopping' END,
 			stopped_at = CASE WHEN $3 OR state = 'queued' THEN $2::timestamptz END,
-			stop_requested_at = coalesce(stop_requested_at, $2),
-			token_hash = CASE WHEN $3 OR state = 'queued' THEN NULL ELSE token_hash END
+			stop_requested_at = coalesce(stop_requested_at, $2)
 		WHERE session_id = $1 AND state <> 'stopped' AND ($3 OR state <> 'stopping')
 		RETURNING id, state`, sessionID, now, force)
 	if err != nil {
