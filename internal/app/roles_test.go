@@ -27,7 +27,7 @@ func listenQueries(t *testing.T, st *store.Store) []string {
 	return qs
 }
 
-// The API listens to committed events and key changes at once and to previews from the first stream that
+// The API listens to committed events, key changes and queued work at once and to previews from the first stream that
 // wants them, each on its own connection; Close releases both, and a second Close is harmless.
 func TestAPIListensPerTopic(t *testing.T) {
 	t.Parallel()
@@ -35,13 +35,14 @@ func TestAPIListensPerTopic(t *testing.T) {
 	require.NoError(t, err)
 	defer api.Close()
 	require.Eventually(t, func() bool {
-		return slices.Equal(listenQueries(t, api.Store), []string{"LISTEN " + string(store.TopicEvents), "LISTEN " + string(store.TopicKeys)})
-	}, 15*time.Second, 10*time.Millisecond, "the events and keys topics only, before any preview subscriber")
+		return slices.Equal(listenQueries(t, api.Store), []string{"LISTEN " + string(store.TopicEvents), "LISTEN " + string(store.TopicKeys), "LISTEN " + string(store.TopicWork)})
+	}, 15*time.Second, 10*time.Millisecond, "the events, keys and work topics only, before any preview subscriber")
 
 	_, unsubscribe := api.Previews.Subscribe("sesn_x")
 	defer unsubscribe()
 	require.Eventually(t, func() bool {
-		return slices.Equal(listenQueries(t, api.Store), []string{"LISTEN " + string(store.TopicEvents), "LISTEN " + string(store.TopicKeys), "LISTEN " + string(store.TopicPreviews)})
+		return slices.Equal(listenQueries(t, api.Store), []string{"LISTEN " + string(store.TopicEvents), "LISTEN " + string(store.TopicKeys),
+			"LISTEN " + string(store.TopicPreviews), "LISTEN " + string(store.TopicWork)})
 	}, 15*time.Second, 10*time.Millisecond, "a preview subscriber adds the previews topic")
 
 	// A second API on the same database shows the first one's connections are gone after Close.
@@ -51,6 +52,6 @@ func TestAPIListensPerTopic(t *testing.T) {
 	api.Close()
 	api.Close()
 	require.Eventually(t, func() bool {
-		return slices.Equal(listenQueries(t, other.Store), []string{"LISTEN " + string(store.TopicEvents), "LISTEN " + string(store.TopicKeys)})
-	}, 15*time.Second, 10*time.Millisecond, "only the other API's listener is left")
+		return slices.Equal(listenQueries(t, other.Store), []string{"LISTEN " + string(store.TopicEvents), "LISTEN " + string(store.TopicKeys), "LISTEN " + string(store.TopicWork)})
+	}, 15*time.Second, 10*time.Millisecond, "only the other API's listeners are left")
 }
