@@ -112,16 +112,6 @@ func (q *Queries) OfferSessionWork(ctx context.Context, workspaceID, environment
 	return w, false, nil
 }
 
-// InsertHealthcheckWork queues a healthcheck item on an environment.
-func (q *Queries) InsertHealthcheckWork(ctx context.Context, workspaceID, environmentID string, now time.Time) (WorkItem, error) {
-	w, err := scanWork(q.db.QueryRow(ctx, `INSERT INTO work_items AS w (id, workspace_id, environment_id, kind, state, created_at)
-		VALUES ($1, $2, $3, 'healthcheck', 'queued', $4) RETURNING `+workColumns, ids.New(ids.Work), workspaceID, environmentID, now))
-	if err != nil {
-		return WorkItem{}, fmt.Errorf("queue a healthcheck: %w", classify(err))
-	}
-	return w, q.notifyWork(ctx, environmentID)
-}
-
 // Claim is one poll's claim of a work item.
 type Claim struct {
 	EnvironmentID string

@@ -413,26 +413,6 @@ func (s *Service) Stats(ctx context.Context, p sessions.Principal, envID string)
 		OldestQueuedAt: timePtr(st.OldestQueuedAt), WorkersPolling: st.WorkersPolling}, nil
 }
 
-// Healthcheck queues a healthcheck item: a worker that polls claims it and stops it.
-func (s *Service) Healthcheck(ctx context.Context, p sessions.Principal, envID string) (wire.Work, error) {
-	if p.Scoped() {
-		return wire.Work{}, forbiddenf("only a workspace key can queue a healthcheck")
-	}
-	if err := s.environment(ctx, p, envID); err != nil {
-		return wire.Work{}, err
-	}
-	var w store.WorkItem
-	err := s.store.InTx(ctx, func(q *store.Queries) error {
-		var err error
-		w, err = q.InsertHealthcheckWork(ctx, p.WorkspaceID, envID, s.now())
-		return err
-	})
-	if err != nil {
-		return wire.Work{}, err
-	}
-	return workJSON(w), nil
-}
-
 func timePtr(t *time.Time) *wire.Time {
 	if t == nil {
 		return nil
