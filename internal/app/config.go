@@ -172,6 +172,10 @@ type Config struct {
 	// EnvironmentWorkerConcurrency is how many sessions environment-worker serves at once
 	// (MANAGED_AGENT_ENVIRONMENT_WORKER_CONCURRENCY, default 4).
 	EnvironmentWorkerConcurrency int
+	// EnvironmentWorkerMaxIdle is how long environment-worker keeps serving a session after its
+	// turn ended before it stops the session's work item
+	// (MANAGED_AGENT_ENVIRONMENT_WORKER_MAX_IDLE, default 60s, the SDK's).
+	EnvironmentWorkerMaxIdle time.Duration
 	// WorkLeaseTTL is a self-hosted work item's lease when its worker asks for none: a worker
 	// that stops heartbeating loses its item this long after its last heartbeat
 	// (MANAGED_AGENT_WORK_LEASE_TTL, default 60s; docs/self-hosted-environments.md).
@@ -308,7 +312,8 @@ func (c Config) Validate() error {
 	for _, v := range []struct {
 		name string
 		d    time.Duration
-	}{{"MANAGED_AGENT_WORK_LEASE_TTL", c.WorkLeaseTTL}, {"MANAGED_AGENT_SELF_HOSTED_TOOL_TIMEOUT", c.SelfHostedToolTimeout}} {
+	}{{"MANAGED_AGENT_WORK_LEASE_TTL", c.WorkLeaseTTL}, {"MANAGED_AGENT_SELF_HOSTED_TOOL_TIMEOUT", c.SelfHostedToolTimeout},
+		{"MANAGED_AGENT_ENVIRONMENT_WORKER_MAX_IDLE", c.EnvironmentWorkerMaxIdle}} {
 		check(c.parsed(v.name))
 		if v.d != 0 && v.d < time.Second { // zero (a Config built in code) is the default
 			check(fmt.Errorf("%s=%s: must be at least 1s", v.name, v.d))
@@ -600,6 +605,7 @@ func FromLookup(def Config, lookup func(string) (string, bool)) Config {
 	set(&c.EnvironmentID, "MANAGED_AGENT_ENVIRONMENT_ID")
 	set(&c.EnvironmentKey, "MANAGED_AGENT_ENVIRONMENT_KEY")
 	c.envInt(&c.EnvironmentWorkerConcurrency, "MANAGED_AGENT_ENVIRONMENT_WORKER_CONCURRENCY", get("MANAGED_AGENT_ENVIRONMENT_WORKER_CONCURRENCY"))
+	c.envDuration(&c.EnvironmentWorkerMaxIdle, "MANAGED_AGENT_ENVIRONMENT_WORKER_MAX_IDLE", get("MANAGED_AGENT_ENVIRONMENT_WORKER_MAX_IDLE"), "60s")
 	set(&c.VaultKeys, "MANAGED_AGENT_VAULT_KEYS")
 	set(&c.LogLevel, "MANAGED_AGENT_LOG_LEVEL")
 	set(&c.LogFormat, "MANAGED_AGENT_LOG_FORMAT")

@@ -68,6 +68,6 @@ func NewEnvironmentWorker(cfg Config, opts ...option.RequestOption) (*dispatcher
 	return dispatcher.New(dispatcher.Config{
 		Client: client, EnvironmentID: cfg.EnvironmentID, EnvironmentKey: cfg.EnvironmentKey,
 		Provider: p, Egress: ceiling.Resolve(sandbox.Network{Mode: sandbox.NetworkUnrestricted}),
-		Concurrency: cfg.EnvironmentWorkerConcurrency, Logger: logger,
+		Concurrency: cfg.EnvironmentWorkerConcurrency, MaxIdle: cfg.EnvironmentWorkerMaxIdle, Logger: logger,
 	})
 }
