@@ -9,7 +9,9 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -429,4 +431,42 @@ func TestEnvironmentWorkerDispatcherLocalProvider(t *testing.T) {
 		entries, err := os.ReadDir(sandboxes)
 		return err == nil && len(entries) == 0
 	}, 30*time.Second, 200*time.Millisecond, "the deleted session's sandbox is still there")
+}
+
+// environment-worker with the docker provider: the session's calls run in a container of its
+// own (uid 1000, /workspace, loopback only), which the deleted session's last item removes.
+func TestEnvironmentWorkerDispatcherDockerProvider(t *testing.T) {
+	t.Parallel()
+	if out, err := exec.Command("docker", "image", "inspect", "managed-agents-sandbox:dev").CombinedOutput(); err != nil {
+		t.Fatalf("the docker sandbox image is missing: run make sandbox-image (%v: %s)", err, out)
+	}
+	runner := managedAgentsBinary(t)
+	s := newSelfHosted(t, 5*time.Second)
+	d, err := app.NewEnvironmentWorker(app.Config{ServerURL: s.e.srv.URL, EnvironmentID: s.envID, EnvironmentKey: s.envKey,
+		Sandbox: "docker", DockerRunner: runner, DockerDeployment: "test", LogLevel: "error"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+
+	s.send(toolMessage("id -u; pwd; echo persisted > f.txt"))
+	evs := s.untilIdle()
+	require.Equal(t, "bash: 1000 /workspace", messageText(find(t, evs, "agent.message")))
+	s.send(toolMessage("cat f.txt; grep -c : /proc/net/dev"))
+	evs = s.untilIdle()
+	require.Equal(t, "bash: persisted 1", messageText(find(t, evs, "agent.message")), "one container across the session's runs, loopback only")
+
+	containers := func() string {
+		out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=managed-agents.session="+s.sessionID).CombinedOutput()
+		require.NoError(t, err, string(out))
+		return strings.TrimSpace(string(out))
+	}
+	require.NotEmpty(t, containers())
+	_, err = s.e.client.Beta.Sessions.Delete(context.Background(), s.sessionID, anthropic.BetaSessionDeleteParams{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return containers() == "" }, 60*time.Second, 250*time.Millisecond, "the deleted session's container is still there")
 }
