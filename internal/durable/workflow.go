@@ -308,6 +308,12 @@ func (s *sessionRun) signalled() bool {
 
 // waitForSignal waits for the signal that starts (or resumes) a turn, and takes its trace.
 func (s *sessionRun) waitForSignal(ctx workflow.Context) {
+	s.signals(ctx).Select(ctx)
+}
+
+// signals is a selector that takes the next wake signal, wake update or interrupt, and its
+// trace; a caller may add more to wait for.
+func (s *sessionRun) signals(ctx workflow.Context) workflow.Selector {
 	receive := func(c workflow.ReceiveChannel, _ bool) {
 		var sig WakeSignal
 		c.Receive(ctx, &sig)
@@ -317,7 +323,7 @@ func (s *sessionRun) waitForSignal(ctx workflow.Context) {
 	sel.AddReceive(s.wake, receive)
 	sel.AddReceive(s.woken, receive)
 	sel.AddReceive(s.interrupt, receive)
-	sel.Select(ctx)
+	return sel
 }
 
 // cancellable runs one step activity and cancels it if an interrupt arrives first. It returns
@@ -463,15 +469,7 @@ func (s *sessionRun) awaitWorker(ctx workflow.Context, plan Plan) (*Plan, error)
 	now = workflow.Now(ctx)
 	tctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
-	receive := func(c workflow.ReceiveChannel, _ bool) {
-		var sig WakeSignal
-		c.Receive(ctx, &sig)
-		s.trace.adopt(sig)
-	}
-	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(s.wake, receive)
-	sel.AddReceive(s.woken, receive)
-	sel.AddReceive(s.interrupt, receive)
+	sel := s.signals(ctx)
 	sel.AddFuture(workflow.NewTimer(tctx, min(workerRecheck, plan.WorkerDeadline.Sub(now))), func(workflow.Future) {})
 	sel.Select(ctx)
 	return nil, nil

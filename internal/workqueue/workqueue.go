@@ -129,6 +129,21 @@ func (s *Service) item(ctx context.Context, q *store.Queries, p sessions.Princip
 	return w, err
 }
 
+// change runs f on one item of the caller's, locked in a transaction, after the checks every
+// change makes (environment(), item()).
+func (s *Service) change(ctx context.Context, p sessions.Principal, envID, workID string, f func(q *store.Queries, w store.WorkItem) error) error {
+	if err := s.environment(ctx, p, envID); err != nil {
+		return err
+	}
+	return s.store.InTx(ctx, func(q *store.Queries) error {
+		w, err := s.item(ctx, q, p, envID, workID, true)
+		if err != nil {
+			return err
+		}
+		return f(q, w)
+	})
+}
+
 // PollOptions are a poll's parameters.
 type PollOptions struct {
 	// Block is how long to wait for an item (block_ms; zero answers at once).
@@ -214,27 +229,18 @@ func encodeSecret(token string) string {
 
 // Ack confirms a claim.
 func (s *Service) Ack(ctx context.Context, p sessions.Principal, envID, workID string) (wire.Work, error) {
-	if err := s.environment(ctx, p, envID); err != nil {
-		return wire.Work{}, err
-	}
 	var out store.WorkItem
-	err := s.store.InTx(ctx, func(q *store.Queries) error {
-		w, err := s.item(ctx, q, p, envID, workID, true)
-		if err != nil {
-			return err
-		}
+	err := s.change(ctx, p, envID, workID, func(q *store.Queries, w store.WorkItem) error {
 		if w.State != store.WorkStarting && w.State != store.WorkActive {
 			return conflictf("work %s is %s; only a claimed item can be acknowledged", workID, w.State)
 		}
-		if w.AcknowledgedAt == nil {
-			now := s.now()
-			w.AcknowledgedAt = &now
-			if err := q.SaveWork(ctx, w, false); err != nil {
-				return err
-			}
-		}
 		out = w
-		return nil
+		if w.AcknowledgedAt != nil {
+			return nil
+		}
+		now := s.now()
+		out.AcknowledgedAt = &now
+		return q.SaveWork(ctx, out, false)
 	})
 	if err != nil {
 		return wire.Work{}, err
@@ -257,15 +263,8 @@ func (s *Service) Heartbeat(ctx context.Context, p sessions.Principal, envID, wo
 	if opts.DesiredTTL < 0 {
 		return wire.WorkHeartbeat{}, invalidf("desired_ttl_seconds: must be positive")
 	}
-	if err := s.environment(ctx, p, envID); err != nil {
-		return wire.WorkHeartbeat{}, err
-	}
 	var out wire.WorkHeartbeat
-	err := s.store.InTx(ctx, func(q *store.Queries) error {
-		w, err := s.item(ctx, q, p, envID, workID, true)
-		if err != nil {
-			return err
-		}
+	err := s.change(ctx, p, envID, workID, func(q *store.Queries, w store.WorkItem) error {
 		current := leaseState(w)
 		if w.State == store.WorkStopping || w.State == store.WorkStopped {
 			// Not compared (the SDK's contract): whoever holds it must stop.
@@ -315,14 +314,7 @@ func leaseState(w store.WorkItem) wire.WorkHeartbeat {
 // else it becomes stopping and its worker learns so from its next heartbeat. A stopped item
 // is a 409, which the SDK's workers read as "already stopped".
 func (s *Service) Stop(ctx context.Context, p sessions.Principal, envID, workID string, force bool) error {
-	if err := s.environment(ctx, p, envID); err != nil {
-		return err
-	}
-	return s.store.InTx(ctx, func(q *store.Queries) error {
-		w, err := s.item(ctx, q, p, envID, workID, true)
-		if err != nil {
-			return err
-		}
+	return s.change(ctx, p, envID, workID, func(q *store.Queries, w store.WorkItem) error {
 		if w.State == store.WorkStopped {
 			return conflictf("work %s is already stopped", workID)
 		}
@@ -357,15 +349,9 @@ func (s *Service) UpdateMetadata(ctx context.Context, p sessions.Principal, envI
 	if p.WorkID != "" {
 		return wire.Work{}, forbiddenf("a session token cannot change a work item's metadata")
 	}
-	if err := s.environment(ctx, p, envID); err != nil {
-		return wire.Work{}, err
-	}
 	var out store.WorkItem
-	err := s.store.InTx(ctx, func(q *store.Queries) error {
-		w, err := s.item(ctx, q, p, envID, workID, true)
-		if err != nil {
-			return err
-		}
+	err := s.change(ctx, p, envID, workID, func(q *store.Queries, w store.WorkItem) error {
+		var err error
 		if w.Metadata, err = sessions.PatchMetadata("metadata", w.Metadata, patch, true); err != nil {
 			return err
 		}
