@@ -115,6 +115,9 @@ func adminCmd() *cobra.Command {
 					if k.Admin {
 						ws = "(admin)"
 					}
+					if k.EnvironmentID != "" {
+						ws += " (environment " + k.EnvironmentID + ")"
+					}
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Hint, ws, k.Label, keyState(k), k.CreatedAt.UTC().Format(time.RFC3339))
 				}
 			})

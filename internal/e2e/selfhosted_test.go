@@ -470,3 +470,57 @@ func TestEnvironmentWorkerDispatcherDockerProvider(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return containers() == "" }, 60*time.Second, 250*time.Millisecond, "the deleted session's container is still there")
 }
+
+// `managed-agents admin keys create --environment` makes an environment key: confined to the
+// environment, listed with it, rotated into a key of the same environment; a cloud
+// environment gets none.
+func TestAdminCLIEnvironmentKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	bin := managedAgentsBinary(t)
+	run := func(args ...string) (string, error) {
+		cmd := exec.Command(bin, append([]string{"admin"}, args...)...)
+		cmd.Env = append(os.Environ(), "MANAGED_AGENT_DATABASE_URL="+e.dbURL)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	ctx := context.Background()
+	ws := e.workspaceOf(t)
+	hosted, err := e.client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "hosted-here",
+		Config: anthropic.BetaEnvironmentNewParamsConfigUnion{OfSelfHosted: &anthropic.BetaSelfHostedConfigParams{}}})
+	require.NoError(t, err)
+	cloud, err := e.client.Beta.Environments.New(ctx, anthropic.BetaEnvironmentNewParams{Name: "cloud"})
+	require.NoError(t, err)
+
+	out, err := run("keys", "create", "--workspace", ws, "--environment", hosted.ID, "--label", "rack-1")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "environment: "+hosted.ID)
+	key, id := fieldOf(t, out, "key:"), fieldOf(t, out, "id:")
+	stats := "/v1/environments/" + hosted.ID + "/work/stats"
+	resp, body := e.raw("GET", stats, "", "x-api-key", key)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	resp, body = e.raw("GET", "/v1/agents", "", "x-api-key", key)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, body)
+
+	listing, err := run("keys", "list", "--workspace", ws)
+	require.NoError(t, err, listing)
+	require.Contains(t, listing, "(environment "+hosted.ID+")")
+
+	rotated, err := run("keys", "rotate", id, "--json")
+	require.NoError(t, err, rotated)
+	var k struct {
+		Key           string `json:"key"`
+		EnvironmentID string `json:"environment_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(rotated[strings.Index(rotated, "{"):]), &k))
+	require.Equal(t, hosted.ID, k.EnvironmentID)
+	resp, body = e.raw("GET", stats, "", "x-api-key", k.Key)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+
+	out, err = run("keys", "create", "--workspace", ws, "--environment", cloud.ID)
+	require.Error(t, err)
+	require.Contains(t, out, "is not self_hosted")
+	out, err = run("keys", "create", "--workspace", ws, "--environment", "env_nope")
+	require.Error(t, err)
+	require.Contains(t, out, "not found")
+}
