@@ -232,6 +232,60 @@ stringData:
 	})
 }
 
+// TestEnvironmentWorkerOnAPIServer installs the chart with the environment worker on, its key in
+// a Secret the operator made: the apiserver admits its pod in a restricted namespace, and its
+// ServiceAccount may run kubernetes sandboxes in the sandbox namespace and nothing else.
+func TestEnvironmentWorkerOnAPIServer(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	const ns, release = "selfhosted", "sh"
+	c.restrictedNamespace(t, ns)
+	c.mustRun(t, `apiVersion: v1
+kind: Secret
+metadata:
+  name: rack-1-key
+stringData:
+  key: sk-ma-environment
+`, "kubectl", "apply", "--namespace", ns, "-f", "-")
+	c.mustRun(t, "", "helm", "install", release, c.chart(), "--namespace", ns, "--set", "environmentWorker.enabled=true",
+		"--set", "environmentWorker.environmentID=env_01rack", "--set", "environmentWorker.existingSecret=rack-1-key",
+		"--set", "environmentWorker.existingSecretKey=key")
+
+	workloads := checkWorkloads(t, ctx, c, ns, release)
+	require.ElementsMatch(t, []string{"sh-managed-agents-api", "sh-managed-agents-worker", "sh-managed-agents-controller",
+		"sh-managed-agents-temporal", "sh-managed-agents-postgresql", "sh-managed-agents-environment-worker"}, names(workloads))
+	checkPodsAdmitted(t, ctx, c, ns, workloads)
+	checkService(t, ctx, c, ns, "sh-managed-agents", "api", workloads)
+	checkSecretRefs(t, ctx, c, ns, workloads)
+	checkServerConfig(t, ctx, c, ns, workloads)
+	ew := workloadNamed(t, workloads, "sh-managed-agents-environment-worker")
+	require.Equal(t, "http://sh-managed-agents.selfhosted.svc:8080", envValue(t, ew.template.Spec.Containers[0], "MANAGED_AGENT_SERVER_URL"))
+
+	for _, tc := range []struct {
+		verb, group, resource, namespace string
+		allowed                          bool
+	}{
+		{"create", "agents.managed-agents.io", "sandboxbindings", ns, true},
+		{"patch", "agents.managed-agents.io", "sandboxbindings", ns, true},
+		{"get", "", "secrets", ns, true},
+		{"list", "", "secrets", ns, false},
+		{"get", "", "secrets", "team-a", false},
+		{"create", "", "pods", ns, false},
+		{"list", "agents.managed-agents.io", "sessions", ns, false},
+	} {
+		user := fmt.Sprintf("system:serviceaccount:%s:sh-managed-agents-environment-worker", ns)
+		review, err := c.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:               user,
+				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: tc.verb, Group: tc.group, Resource: tc.resource, Namespace: tc.namespace},
+			},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.Equal(t, tc.allowed, review.Status.Allowed, "%s may %s %s %s in namespace %q: %s", user, tc.verb, tc.resource, tc.group, tc.namespace, review.Status.Reason)
+	}
+}
+
 // workload is a Deployment's or StatefulSet's pod template, with the volumes its controller
 // would add (a StatefulSet's claims).
 type workload struct {
@@ -296,7 +350,7 @@ func checkWorkloads(t *testing.T, ctx context.Context, c *cluster, ns, release s
 				"%s/%s: capabilities drop ALL, add none", w.name, ctr.Name)
 			require.NotEmpty(t, ctr.Resources.Requests, "%s/%s: resource requests", w.name, ctr.Name)
 			require.NotEmpty(t, ctr.Resources.Limits.Memory(), "%s/%s: a memory limit", w.name, ctr.Name)
-			if w.component != "worker" {
+			if w.component != "worker" && w.component != "environment-worker" {
 				require.NotNil(t, ctr.ReadinessProbe, "%s/%s: readiness probe", w.name, ctr.Name)
 				require.NotNil(t, ctr.LivenessProbe, "%s/%s: liveness probe", w.name, ctr.Name)
 			}

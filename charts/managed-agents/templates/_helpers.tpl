@@ -94,6 +94,30 @@ server's own configuration errors name their variable.
 {{- if and (eq .Values.model.provider "anthropic") (eq .Values.sandbox.provider "local") (not .Values.sandbox.allowUnsafeLocal) -}}
 {{- fail "model.provider=anthropic with sandbox.provider=local needs sandbox.allowUnsafeLocal=true: the local sandbox is not a security boundary" -}}
 {{- end -}}
+{{- with .Values.environmentWorker }}
+{{- if .enabled }}
+{{- if not .environmentID -}}
+{{- fail "environmentWorker.enabled=true needs environmentWorker.environmentID: the self-hosted environment (env_…) it serves" -}}
+{{- end -}}
+{{- if and .environmentKey .existingSecret -}}
+{{- fail "environmentWorker.environmentKey and environmentWorker.existingSecret are both set: the environment key comes from one of them" -}}
+{{- end -}}
+{{- if and .environmentKey $.Values.existingSecret (not .existingSecret) -}}
+{{- fail "environmentWorker.environmentKey is not used with existingSecret: put the key in that Secret under environment-key, or name a Secret of your own in environmentWorker.existingSecret" -}}
+{{- end -}}
+{{- if not (or .environmentKey .existingSecret $.Values.existingSecret) -}}
+{{- fail "environmentWorker.enabled=true needs the environment's key: environmentWorker.existingSecret (a Secret holding it under environmentWorker.existingSecretKey) or environmentWorker.environmentKey (kept in the chart's Secret); `managed-agents admin keys create --workspace … --environment env_…` makes one" -}}
+{{- end -}}
+{{- if and (eq .sandboxProvider "kubernetes") (ne $.Values.sandbox.provider "kubernetes") -}}
+{{- if not $.Values.sandbox.kubernetes.image -}}
+{{- fail "environmentWorker.sandboxProvider=kubernetes needs sandbox.kubernetes.image (the image sandboxes run in; any image with bash)" -}}
+{{- end -}}
+{{- if not $.Values.controller.enabled -}}
+{{- fail "environmentWorker.sandboxProvider=kubernetes needs controller.enabled=true: the controller runs the sandbox pods" -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/*
@@ -170,20 +194,34 @@ environment. Optional keys are optional references, so an existingSecret may lea
       key: anthropic-auth-token
       optional: true
 {{- end }}
+{{ include "managed-agents.sandboxEnv" (dict "ctx" . "provider" .Values.sandbox.provider) }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The sandbox provider's environment: MANAGED_AGENT_SANDBOX and the provider's settings from
+sandbox.*, and the remote providers' plain settings. Pass (dict "ctx" $ "provider" <name>): the
+worker's provider is sandbox.provider, environment-worker's may differ.
+*/}}
+{{- define "managed-agents.sandboxEnv" -}}
+{{- $ctx := .ctx -}}
+{{- $provider := .provider -}}
 - name: MANAGED_AGENT_SANDBOX
-  value: {{ .Values.sandbox.provider | quote }}
+  value: {{ $provider | quote }}
 - name: MANAGED_AGENT_ALLOW_UNSAFE_LOCAL_SANDBOX
-  value: {{ .Values.sandbox.allowUnsafeLocal | quote }}
-{{- with .Values.sandbox.idleStop }}
+  value: {{ $ctx.Values.sandbox.allowUnsafeLocal | quote }}
+{{- with $ctx.Values.sandbox.idleStop }}
 - name: MANAGED_AGENT_SANDBOX_IDLE_STOP
   value: {{ . | quote }}
 {{- end }}
-{{- with .Values.sandbox.retention }}
+{{- with $ctx.Values.sandbox.retention }}
 - name: MANAGED_AGENT_SANDBOX_RETENTION
   value: {{ . | quote }}
 {{- end }}
-{{- if eq .Values.sandbox.provider "docker" }}
-{{- with .Values.sandbox.docker }}
+{{- if eq $provider "docker" }}
+{{- with $ctx.Values.sandbox.docker }}
 {{- if .host }}
 - name: DOCKER_HOST
   value: {{ .host | quote }}
@@ -196,10 +234,10 @@ environment. Optional keys are optional references, so an existingSecret may lea
 {{- end }}
 {{- end }}
 {{- end }}
-{{- if eq .Values.sandbox.provider "kubernetes" }}
-{{- with .Values.sandbox.kubernetes }}
+{{- if eq $provider "kubernetes" }}
+{{- with $ctx.Values.sandbox.kubernetes }}
 - name: MANAGED_AGENT_KUBERNETES_NAMESPACE
-  value: {{ include "managed-agents.sandboxNamespace" $ | quote }}
+  value: {{ include "managed-agents.sandboxNamespace" $ctx | quote }}
 - name: MANAGED_AGENT_KUBERNETES_SANDBOXD_PORT
   value: {{ .sandboxdPort | quote }}
 {{- if .persistentWorkspace }}
@@ -220,12 +258,9 @@ environment. Optional keys are optional references, so an existingSecret may lea
 {{- end }}
 {{- end }}
 {{- end }}
-{{- range $name, $value := .Values.sandbox.remote.settings }}
+{{- range $name, $value := $ctx.Values.sandbox.remote.settings }}
 - name: {{ $name }}
   value: {{ $value | quote }}
-{{- end }}
-{{- with .Values.extraEnv }}
-{{ toYaml . }}
 {{- end }}
 {{- end -}}
 
@@ -269,4 +304,71 @@ tolerations:
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end -}}
+
+{{/*
+The sandbox provider of environment-worker (environmentWorker.sandboxProvider, else
+sandbox.provider); empty when it is not deployed.
+*/}}
+{{- define "managed-agents.environmentWorkerSandbox" -}}
+{{- if .Values.environmentWorker.enabled -}}
+{{- .Values.environmentWorker.sandboxProvider | default .Values.sandbox.provider -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The pods a sandbox pod's NetworkPolicy lets reach sandboxd (the controller's
+MANAGED_AGENT_SANDBOX_WORKER_SELECTOR): the release's workers, and when environment-worker runs
+kubernetes sandboxes too, the pods labelled with sandboxClientLabel (both of them).
+*/}}
+{{- define "managed-agents.sandboxWorkerSelector" -}}
+{{- if eq (include "managed-agents.environmentWorkerSandbox" .) "kubernetes" -}}
+{{- printf "app.kubernetes.io/instance=%s,managed-agents.io/sandbox-client=true" .Release.Name -}}
+{{- else -}}
+{{- printf "app.kubernetes.io/instance=%s,app.kubernetes.io/component=worker" .Release.Name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The pod label sandboxWorkerSelector selects on, when it does. */}}
+{{- define "managed-agents.sandboxClientLabel" -}}
+{{- if eq (include "managed-agents.environmentWorkerSandbox" .) "kubernetes" -}}
+managed-agents.io/sandbox-client: "true"
+{{- end -}}
+{{- end -}}
+
+{{/*
+The rules of a role that runs kubernetes sandboxes (the worker, environment-worker): it
+creates, watches and deletes SandboxBindings, patches them to suspend and resume them
+(spec.suspended), and reads their token Secrets. It never touches pods or claims: the
+controller runs them.
+*/}}
+{{- define "managed-agents.sandboxClientRules" -}}
+- apiGroups: ["agents.managed-agents.io"]
+  resources: ["sandboxbindings"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+{{- end -}}
+
+{{/*
+environment-worker's MANAGED_AGENT_SERVER_URL: environmentWorker.serverURL, else this release's
+API Service.
+*/}}
+{{- define "managed-agents.environmentWorkerServerURL" -}}
+{{- .Values.environmentWorker.serverURL | default (printf "http://%s.%s.svc:%v" (include "managed-agents.fullname" .) .Release.Namespace .Values.api.service.port) -}}
+{{- end -}}
+
+{{/*
+The secretKeyRef of environment-worker's key: environmentWorker.existingSecret's
+existingSecretKey, else environment-key of the chart's Secret (or of existingSecret).
+*/}}
+{{- define "managed-agents.environmentKeyRef" -}}
+{{- with .Values.environmentWorker.existingSecret -}}
+name: {{ . }}
+key: {{ $.Values.environmentWorker.existingSecretKey }}
+{{- else -}}
+name: {{ include "managed-agents.secretName" . }}
+key: environment-key
+{{- end -}}
 {{- end -}}
