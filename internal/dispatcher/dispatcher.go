@@ -58,7 +58,17 @@ type Config struct {
 type Dispatcher struct {
 	cfg Config
 	log *slog.Logger
+
+	mu sync.Mutex
+	// sandboxes are the sessions' sandboxes this dispatcher made and has not destroyed, and
+	// serving counts the items of each session being served now.
+	sandboxes map[string]*sessionSandbox
+	serving   map[string]int
 }
+
+// sweepInterval is how often the sandboxes of sessions not being served are checked: one whose
+// session was deleted or terminated since its last item goes.
+const sweepInterval = time.Minute
 
 // New checks cfg and makes a Dispatcher.
 func New(cfg Config) (*Dispatcher, error) {
@@ -72,7 +82,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	cfg.Concurrency = cmp.Or(max(cfg.Concurrency, 0), 4)
 	log := cmp.Or(cfg.Logger, slog.Default()).With("environment_id", cfg.EnvironmentID, "provider", cfg.Provider.Name())
-	return &Dispatcher{cfg: cfg, log: log}, nil
+	return &Dispatcher{cfg: cfg, log: log, sandboxes: map[string]*sessionSandbox{}, serving: map[string]int{}}, nil
 }
 
 // Run polls until ctx ends (nil) or the server refuses the key for good (the error). Sessions
@@ -88,6 +98,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	slots := make(chan struct{}, d.cfg.Concurrency)
 	var serving sync.WaitGroup
 	defer serving.Wait()
+	sweeping, stopSweeping := context.WithCancel(ctx)
+	defer stopSweeping() // before the Wait above: the sweep ends with Run, whatever ends it
+	serving.Go(func() { d.sweep(sweeping) })
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -110,7 +123,15 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // with this session's sandbox tools.
 func (d *Dispatcher) serve(ctx context.Context, work anthropic.BetaSelfHostedWork) {
 	log := d.log.With("work_id", work.ID, "session_id", work.Data.ID)
-	sb := &sessionSandbox{provider: d.cfg.Provider, egress: d.cfg.Egress, sessionID: work.Data.ID}
+	sb := d.begin(work.Data.ID)
+	ended := false
+	end := func() {
+		if !ended {
+			ended = true
+			d.end(work.Data.ID)
+		}
+	}
+	defer end()
 	workdir, err := os.MkdirTemp("", "managed-agents-worker-")
 	if err != nil {
 		log.Error("cannot make the item's scratch directory", "error", err)
@@ -133,9 +154,76 @@ func (d *Dispatcher) serve(ctx context.Context, work anthropic.BetaSelfHostedWor
 	if err != nil {
 		log.Warn("work item ended with an error", "error", err)
 	}
-	if string(work.Data.Type) == "session" && d.sessionOver(context.WithoutCancel(ctx), work.Data.ID) {
-		if err := sb.destroy(context.WithoutCancel(ctx)); err != nil {
-			log.Warn("cannot destroy the session's sandbox", "error", err)
+	end() // before the check: an item being served keeps its session's sandbox
+	if string(work.Data.Type) == "session" {
+		d.destroyIfOver(context.WithoutCancel(ctx), work.Data.ID, sb)
+	}
+}
+
+// begin returns the session's sandbox handle (one per session while the dispatcher runs) and
+// counts the item as being served.
+func (d *Dispatcher) begin(sessionID string) *sessionSandbox {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.serving[sessionID]++
+	sb := d.sandboxes[sessionID]
+	if sb == nil {
+		sb = &sessionSandbox{provider: d.cfg.Provider, egress: d.cfg.Egress, sessionID: sessionID}
+		d.sandboxes[sessionID] = sb
+	}
+	return sb
+}
+
+func (d *Dispatcher) end(sessionID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.serving[sessionID]--; d.serving[sessionID] <= 0 {
+		delete(d.serving, sessionID)
+	}
+}
+
+// destroyIfOver destroys the session's sandbox when the session is deleted or terminated and
+// no item of it is being served.
+func (d *Dispatcher) destroyIfOver(ctx context.Context, sessionID string, sb *sessionSandbox) {
+	if !d.sessionOver(ctx, sessionID) {
+		return
+	}
+	d.mu.Lock()
+	busy := d.serving[sessionID] > 0
+	if !busy {
+		delete(d.sandboxes, sessionID)
+	}
+	d.mu.Unlock()
+	if busy {
+		return
+	}
+	if err := sb.destroy(ctx); err != nil {
+		d.log.Warn("cannot destroy the session's sandbox", "session_id", sessionID, "error", err)
+	}
+}
+
+// sweep destroys, every sweepInterval, the sandboxes of sessions deleted or terminated while
+// no item of theirs was served. Sandboxes a previous dispatcher process made are not known
+// here: the provider's own expiry (remote providers) or an operator cleans those up.
+func (d *Dispatcher) sweep(ctx context.Context) {
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		idle := map[string]*sessionSandbox{}
+		for id, sb := range d.sandboxes {
+			if d.serving[id] == 0 {
+				idle[id] = sb
+			}
+		}
+		d.mu.Unlock()
+		for id, sb := range idle {
+			d.destroyIfOver(ctx, id, sb)
 		}
 	}
 }

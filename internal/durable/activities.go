@@ -69,8 +69,9 @@ type Plan struct {
 type SelfHostedWork interface {
 	// SelfHosted reports whether the session's environment is self-hosted.
 	SelfHosted(ctx context.Context, sessionID string) (bool, error)
-	// OfferSession makes sure the session has a live work item for a worker to claim.
-	OfferSession(ctx context.Context, sessionID string) (bool, error)
+	// OfferSession makes sure the session has a live work item for a worker to claim, and
+	// reports whether a worker holds it now (its lease has not run out).
+	OfferSession(ctx context.Context, sessionID string) (held bool, err error)
 }
 
 // InterruptWatch tells a step that its session was interrupted (turns.Interrupts): a step
@@ -167,12 +168,12 @@ func (a *Activities) planOf(ctx context.Context, sessionID string, turn turns.Tu
 		a.offerAtTurnStart(ctx, sessionID)
 	}
 	if turn.Step.Kind == agent.StepExecute {
-		return a.executePlan(ctx, sessionID, turn.Step.Calls)
+		return a.executePlan(ctx, sessionID, turn.Step.Calls, turn.History)
 	}
 	return Plan{Kind: turn.Step.Kind}, nil
 }
 
-func (a *Activities) executePlan(ctx context.Context, sessionID string, calls []agent.ToolCall) (Plan, error) {
+func (a *Activities) executePlan(ctx context.Context, sessionID string, calls []agent.ToolCall, history []wire.Event) (Plan, error) {
 	p := Plan{Kind: agent.StepExecute}
 	delegate, err := a.delegates(ctx, sessionID, calls)
 	if err != nil {
@@ -192,7 +193,7 @@ func (a *Activities) executePlan(ctx context.Context, sessionID string, calls []
 		needs = needs || c.NeedsSandbox()
 	}
 	if len(p.Delegated) > 0 {
-		p.WorkerDeadline = oldest.Add(a.workerTimeout())
+		p.WorkerDeadline = runnableSince(oldest, history).Add(a.workerTimeout())
 	}
 	if needs {
 		bound, err := a.hasSandbox(ctx, sessionID)
@@ -242,6 +243,27 @@ func (a *Activities) delegates(ctx context.Context, sessionID string, calls []ag
 	return a.Work.SelfHosted(ctx, sessionID)
 }
 
+// runnableSince is when the delegated calls could first run: their call's time, or the latest
+// resume of the turn (a confirmation that allowed them, an answer that woke a parked turn),
+// whichever is later. A worker's wait counts from there, not from a call a user confirmed an
+// hour after the model made it.
+func runnableSince(call time.Time, history []wire.Event) time.Time {
+	since := call
+	for _, ev := range history {
+		if ev.ProcessedAt == nil || (ev.Type != wire.EventSessionStatusRunning && ev.Type != wire.EventUserToolConfirmation) {
+			continue
+		}
+		if ev.ProcessedAt.After(since) {
+			since = *ev.ProcessedAt
+		}
+	}
+	return since
+}
+
+// maxHeldWait bounds how long a worker that keeps its lease may take over delegated calls
+// (several long calls in a row): past it the turn ends even though the worker heartbeats.
+const maxHeldWait = time.Hour
+
 // callTime is when a call entered the log: its wait for a worker counts from there.
 func callTime(ev wire.Event) time.Time {
 	if ev.ProcessedAt != nil {
@@ -257,10 +279,25 @@ func (a *Activities) OfferWork(ctx context.Context, sessionID string) (Plan, err
 	if a.Work == nil {
 		return Plan{}, temporal.NewNonRetryableApplicationError("no work queue configured for delegated calls", errTypePermanent, nil)
 	}
-	if _, err := a.Work.OfferSession(ctx, sessionID); err != nil {
+	held, err := a.Work.OfferSession(ctx, sessionID)
+	if err != nil {
 		return Plan{}, activityError(err)
 	}
-	return a.next(ctx, sessionID)
+	plan, err := a.next(ctx, sessionID)
+	if err != nil || !held || len(plan.Delegated) == 0 {
+		return plan, err
+	}
+	// A worker holds the session's work and heartbeats: it is running the calls (the SDK's
+	// runs one at a time, each up to its tool timeout), so the wait goes on, within
+	// maxHeldWait of the plan's own deadline.
+	extended := time.Now().Add(a.workerTimeout())
+	if limit := plan.WorkerDeadline.Add(maxHeldWait); extended.After(limit) {
+		extended = limit
+	}
+	if extended.After(plan.WorkerDeadline) {
+		plan.WorkerDeadline = extended
+	}
+	return plan, nil
 }
 
 // hasSandbox reports whether the session has a ready sandbox binding (a pending one still
@@ -489,6 +526,22 @@ type FailTurnInput struct {
 // retries_exhausted, and the session takes new messages again.
 func (a *Activities) FailTurn(ctx context.Context, in FailTurnInput) (Plan, error) {
 	if err := a.Turns.FailTurn(ctx, in.SessionID, errors.New(in.Message)); err != nil {
+		return Plan{}, activityError(err)
+	}
+	return a.next(ctx, in.SessionID)
+}
+
+// AbandonInput names the delegated calls of a session that no worker answered in time.
+type AbandonInput struct {
+	SessionID string
+	CallIDs   []string
+	Message   string
+}
+
+// AbandonDelegated ends the turn of delegated calls no worker answered in time
+// (turns.Service.AbandonDelegated) and returns the plan after it.
+func (a *Activities) AbandonDelegated(ctx context.Context, in AbandonInput) (Plan, error) {
+	if err := a.Turns.AbandonDelegated(ctx, in.SessionID, in.CallIDs, in.Message); err != nil {
 		return Plan{}, activityError(err)
 	}
 	return a.next(ctx, in.SessionID)

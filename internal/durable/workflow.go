@@ -451,13 +451,8 @@ const workerRecheck = 30 * time.Second
 // interrupt, a message) or workerRecheck, after which Advance decides again; past the plan's
 // deadline the turn ends with a session.error naming the call, never a session running
 // forever.
-func (s *sessionRun) awaitWorker(ctx workflow.Context, plan Plan) (*Plan, error) {
-	now := workflow.Now(ctx)
-	if !now.Before(plan.WorkerDeadline) {
-		msg := fmt.Sprintf("no environment worker answered tool call %s in time: check that a worker polls this self-hosted environment "+
-			"(docs/self-hosted-environments.md)", plan.Delegated[0])
-		return s.bookkeeping(ctx, acts.FailTurn, FailTurnInput{SessionID: s.p.SessionID, Message: msg})
-	}
+func (s *sessionRun) awaitWorker(ctx workflow.Context, _ Plan) (*Plan, error) {
+	// The offer first: it says whether a worker holds the work, which moves the deadline.
 	next, err := s.bookkeeping(ctx, acts.OfferWork, s.p.SessionID)
 	if err != nil {
 		return nil, err
@@ -465,8 +460,13 @@ func (s *sessionRun) awaitWorker(ctx workflow.Context, plan Plan) (*Plan, error)
 	if !next.awaitsWorker() {
 		return next, nil
 	}
-	plan = *next
-	now = workflow.Now(ctx)
+	plan := *next
+	now := workflow.Now(ctx)
+	if !now.Before(plan.WorkerDeadline) {
+		msg := fmt.Sprintf("no environment worker answered tool call %s in time: check that a worker polls this self-hosted environment "+
+			"(docs/self-hosted-environments.md)", plan.Delegated[0])
+		return s.bookkeeping(ctx, acts.AbandonDelegated, AbandonInput{SessionID: s.p.SessionID, CallIDs: plan.Delegated, Message: msg})
+	}
 	tctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
 	sel := s.signals(ctx)

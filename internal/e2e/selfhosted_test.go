@@ -244,7 +244,15 @@ func TestSelfHostedInterruptStopsTheWork(t *testing.T) {
 	evs := s.untilIdle()
 	require.Contains(t, types(evs), "user.interrupt")
 	require.Equal(t, "end_turn", last(evs).StopReason.Type)
-	require.Eventually(t, func() bool { return s.workItems(t)[0].State == "stopped" }, 60*time.Second, 200*time.Millisecond)
+	// The next run at once replaces the stopping item; its call is not cut short by the old
+	// worker's stop.
+	s.send(toolMessage("echo again"))
+	evs = s.untilIdle()
+	require.Equal(t, "bash: again", messageText(find(t, evs, "agent.message")))
+	require.Equal(t, "end_turn", last(evs).StopReason.Type)
+	items := s.workItems(t)
+	require.Len(t, items, 2)
+	require.Equal(t, "stopped", string(items[1].State), "the interrupted run's item")
 }
 
 // With no worker, a delegated call ends its turn with a session.error naming it once the
@@ -257,6 +265,10 @@ func TestSelfHostedNoWorkerTimesOut(t *testing.T) {
 	errEv := find(t, evs, "session.error")
 	require.Contains(t, errEv.RawJSON(), "no environment worker answered tool call")
 	require.Equal(t, "retries_exhausted", last(evs).StopReason.Type)
+	result := fieldsOf(t, find(t, evs, "agent.tool_result"))
+	require.Equal(t, true, result["is_error"], "the unanswered call is answered as failed, so no later worker runs it")
+	require.Equal(t, find(t, evs, "agent.tool_use").ID, result["tool_use_id"])
+	require.Equal(t, "stopped", string(s.workItems(t)[0].State))
 	s.send(userMessage("still there?"))
 	evs = s.untilIdle()
 	require.Equal(t, "echo: still there?", messageText(find(t, evs, "agent.message")))
@@ -269,9 +281,12 @@ func TestSelfHostedDeleteAndRevokedKey(t *testing.T) {
 	_, _, done := s.runWorker(t, s.envKey)
 	s.send(toolMessage("echo one"))
 	s.untilIdle()
-	require.Eventually(t, func() bool { return s.workItems(t)[0].State == "stopped" }, 30*time.Second, 200*time.Millisecond)
+	// The worker still holds the item (its runner waits MaxIdle after the idle): the delete
+	// stops it.
+	require.Equal(t, "active", string(s.workItems(t)[0].State))
 	_, err := s.e.client.Beta.Sessions.Delete(context.Background(), s.sessionID, anthropic.BetaSessionDeleteParams{})
 	require.NoError(t, err)
+	require.Equal(t, "stopped", string(s.workItems(t)[0].State))
 
 	keys, err := s.e.api.Service.ListKeys(context.Background(), s.e.workspaceOf(t))
 	require.NoError(t, err)
@@ -388,10 +403,38 @@ func TestSelfHostedWire(t *testing.T) {
 	require.Equal(t, http.StatusConflict, resp.StatusCode, body)
 	resp, body = e.raw("GET", "/v1/sessions/"+s.sessionID, "", asSession...)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, body)
-	resp, body = e.raw("GET", item+"/nope", "", asWorker...)
-	require.Equal(t, http.StatusNotFound, resp.StatusCode, body)
 	resp, body = e.raw("GET", base+"/work_missing", "", asWorker...)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, body)
+	require.Contains(t, body, "work work_missing not found")
+	resp, body = e.raw("GET", base+"/%FF", "", asWorker...)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+	resp, body = e.raw("GET", "/v1/sessions/%FF", "", asWorker...)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+	resp, body = e.raw("GET", base+"/poll", "", append(asWorker, "Anthropic-Worker-ID", "bad\xffid")...)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+
+	// A token claimed with a key that is then revoked stops working with it.
+	k2, err := e.api.Service.CreateKey(context.Background(), "test admin", sessions.KeyRequest{WorkspaceID: e.workspaceOf(t), EnvironmentID: s.envID})
+	require.NoError(t, err)
+	_, err = e.client.Beta.Sessions.Events.Send(context.Background(), other.ID, anthropic.BetaSessionEventSendParams{
+		Events: []anthropic.BetaManagedAgentsEventParamsUnion{userMessage("hello")}})
+	require.NoError(t, err)
+	asK2 := []string{"x-api-key", "", "authorization", "Bearer " + k2.Secret}
+	require.Eventually(t, func() bool {
+		resp, body = e.raw("GET", base+"/poll?block_ms=500", "", asK2...)
+		return resp.StatusCode == http.StatusOK && body != "null"
+	}, 30*time.Second, 100*time.Millisecond)
+	require.NoError(t, json.Unmarshal([]byte(body), &work))
+	raw, err = base64.RawURLEncoding.DecodeString(work["secret"].(string))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &secret))
+	asToken2 := []string{"x-api-key", "", "authorization", "Bearer " + secret.SessionsToken}
+	resp, body = e.raw("GET", "/v1/sessions/"+other.ID, "", asToken2...)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	_, err = e.api.Service.RevokeKey(context.Background(), "test admin", k2.ID)
+	require.NoError(t, err)
+	resp, body = e.raw("GET", "/v1/sessions/"+other.ID, "", asToken2...)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, body)
 }
 
 // managed-agents environment-worker serves a self-hosted environment with one of this

@@ -59,6 +59,9 @@ func (s *Server) checkScope(r *http.Request, p sessions.Principal) error {
 		return nil
 	}
 	id := r.PathValue("id")
+	if err := wire.CheckString("id", id); err != nil {
+		return badRequest(err.Error()) // before any lookup: the handler's own check comes later
+	}
 	if p.SessionID != "" {
 		if id != p.SessionID {
 			return &sessions.Error{Kind: sessions.KindForbidden, Message: fmt.Sprintf("this session token is confined to session %s", p.SessionID)}

@@ -28,8 +28,11 @@ func textChecked(pattern string, h apiHandler) apiHandler {
 				return badRequest(err.Error())
 			}
 		}
-		if strings.Contains(pattern, "{credential_id}") {
-			if err := wire.CheckString("credential_id", r.PathValue("credential_id")); err != nil {
+		for _, name := range []string{"credential_id", "work_id"} {
+			if !strings.Contains(pattern, "{"+name+"}") {
+				continue
+			}
+			if err := wire.CheckString(name, r.PathValue(name)); err != nil {
 				return badRequest(err.Error())
 			}
 		}
@@ -49,7 +52,7 @@ func textChecked(pattern string, h apiHandler) apiHandler {
 				}
 			}
 		}
-		for _, header := range []string{"Last-Event-ID", idempotencyKeyHeader} {
+		for _, header := range []string{"Last-Event-ID", idempotencyKeyHeader, "Anthropic-Worker-ID"} {
 			if err := wire.CheckString(header, r.Header.Get(header)); err != nil {
 				return badRequest(err.Error())
 			}

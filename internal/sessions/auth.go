@@ -44,7 +44,11 @@ func (p Principal) Scoped() bool { return p.EnvironmentID != "" }
 // one database read (KeyCache.fetch).
 func (s *Service) Authenticate(ctx context.Context, key string) (Principal, error) {
 	if strings.HasPrefix(key, SessionTokenPrefix) {
-		return s.authenticateSessionToken(ctx, key)
+		// An API key's random part may start with "st-" too: one that is no session token is
+		// looked up as a key.
+		if p, err := s.authenticateSessionToken(ctx, key); !errors.Is(err, ErrUnknownKey) {
+			return p, err
+		}
 	}
 	if p, ok := s.keys.lookup(key, s.now()); ok {
 		return p, nil

@@ -88,12 +88,23 @@ func (q *Queries) notifyTokenVoided(ctx context.Context, workID string) error {
 }
 
 // OfferSessionWork makes sure a session has a live work item: the live one if there is one,
-// else a new queued item (created true). A stopping item whose lease ran out is stopped first:
-// its worker is gone, and the session's calls need another.
+// else a new queued item (created true). A stopping item is stopped first and replaced: it
+// was asked to stop (an interrupt, whose turn is over), and the worker still holding it would
+// cut the new run's calls short when its next heartbeat tells it so.
 func (q *Queries) OfferSessionWork(ctx context.Context, workspaceID, environmentID, sessionID string, now time.Time) (WorkItem, bool, error) {
-	if _, err := q.db.Exec(ctx, `UPDATE work_items SET state = 'stopped', stopped_at = $2
-		WHERE session_id = $1 AND state = 'stopping' AND (lease_expires_at IS NULL OR lease_expires_at < $2)`, sessionID, now); err != nil {
-		return WorkItem{}, false, fmt.Errorf("stop the lapsed work of session %s: %w", sessionID, classify(err))
+	rows, err := q.db.Query(ctx, `UPDATE work_items SET state = 'stopped', stopped_at = $2
+		WHERE session_id = $1 AND state = 'stopping' RETURNING id`, sessionID, now)
+	if err != nil {
+		return WorkItem{}, false, fmt.Errorf("stop the stopping work of session %s: %w", sessionID, classify(err))
+	}
+	stopped, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return WorkItem{}, false, fmt.Errorf("stop the stopping work of session %s: %w", sessionID, classify(err))
+	}
+	for _, id := range stopped {
+		if err := q.notifyTokenVoided(ctx, id); err != nil {
+			return WorkItem{}, false, err
+		}
 	}
 	w, err := scanWork(q.db.QueryRow(ctx, `INSERT INTO work_items AS w (id, workspace_id, environment_id, kind, session_id, state, created_at)
 		VALUES ($1, $2, $3, 'session', $4, 'queued', $5)
@@ -118,6 +129,8 @@ type Claim struct {
 	WorkerID      string
 	// Token is the session token the claim issues; only its digest is stored.
 	Token string
+	// KeyID is the key that polled: the token works only while it does.
+	KeyID string
 	// ReclaimOlderThan: an item claimed but not acknowledged for this long goes to the next
 	// poll (its poll's answer was lost, or its worker died before the ack).
 	ReclaimOlderThan time.Duration
@@ -140,10 +153,11 @@ func (q *Queries) ClaimWork(ctx context.Context, c Claim) (w WorkItem, ok bool, 
 				OR (state IN ('starting', 'active') AND lease_expires_at < $2))
 			ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
 		UPDATE work_items w SET state = 'starting', claimed_at = $2, acknowledged_at = NULL, last_heartbeat = NULL,
-			lease_expires_at = $2::timestamptz + $4 * interval '1 millisecond', worker_id = $5, claims = w.claims + 1, token_hash = $6
+			lease_expires_at = $2::timestamptz + $4 * interval '1 millisecond', worker_id = $5, claims = w.claims + 1, token_hash = $6,
+			claim_key_id = nullif($7, '')
 		FROM next WHERE w.id = next.id
 		RETURNING `+workColumns,
-		c.EnvironmentID, c.Now, c.ReclaimOlderThan.Milliseconds(), c.Lease.Milliseconds(), c.WorkerID, hashKey(c.Token)))
+		c.EnvironmentID, c.Now, c.ReclaimOlderThan.Milliseconds(), c.Lease.Milliseconds(), c.WorkerID, hashKey(c.Token), c.KeyID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return WorkItem{}, false, nil
 	}
@@ -217,11 +231,16 @@ func (q *Queries) LiveSessionWork(ctx context.Context, sessionID string) (WorkIt
 const StoppedTokenGrace = 10 * time.Minute
 
 // WorkByToken returns the item whose session token is token, or ErrNotFound (unknown,
-// reclaimed by another claim, or stopped longer than StoppedTokenGrace). The caller decides
+// reclaimed by another claim, stopped longer than StoppedTokenGrace, or claimed by a key that
+// has since been revoked or has expired). The caller decides
 // what a stopped item's token may still do.
 func (q *Queries) WorkByToken(ctx context.Context, token string) (WorkItem, error) {
-	w, err := scanWork(q.db.QueryRow(ctx, `SELECT `+workColumns+` FROM work_items w WHERE w.token_hash = $1
-		AND (w.state <> 'stopped' OR w.stopped_at > now() - $2 * interval '1 second')`, hashKey(token), int64(StoppedTokenGrace/time.Second)))
+	w, err := scanWork(q.db.QueryRow(ctx, `SELECT `+workColumns+` FROM work_items w
+		LEFT JOIN api_keys k ON k.id = w.claim_key_id
+		WHERE w.token_hash = $1
+		AND (w.state <> 'stopped' OR w.stopped_at > now() - $2 * interval '1 second')
+		AND (w.claim_key_id IS NULL OR (k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())))`,
+		hashKey(token), int64(StoppedTokenGrace/time.Second)))
 	if err != nil {
 		return WorkItem{}, fmt.Errorf("look up session token: %w", classify(err))
 	}

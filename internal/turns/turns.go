@@ -714,6 +714,10 @@ func (s *Service) Terminate(ctx context.Context, sessionID string, cause string)
 		if rec.Status == wire.SessionStatusTerminated {
 			return nil
 		}
+		// A self-hosted worker holding the session's work stops with it.
+		if err := q.StopSessionWork(ctx, sessionID, true, s.now()); err != nil {
+			return err
+		}
 		a, err := s.decodeAgent(rec)
 		if err != nil {
 			return err
@@ -733,5 +737,49 @@ func (s *Service) Terminate(ctx context.Context, sessionID string, cause string)
 		}
 		rec.Status, rec.UpdatedAt, rec.TerminatedAt = wire.SessionStatusTerminated, now, &now
 		return q.UpdateSession(ctx, rec)
+	})
+}
+
+// AbandonDelegated ends a turn whose self-hosted calls no worker answered in time: each call
+// still without a result gets an is_error agent.tool_result saying so, then session.error
+// (exhausted) closes the turn, and the session's work item stops, all in one transaction. A
+// worker that comes later finds the calls answered and runs nothing the model and the user
+// were told did not run.
+func (s *Service) AbandonDelegated(ctx context.Context, sessionID string, callIDs []string, message string) error {
+	return s.store.InTx(ctx, func(q *store.Queries) error {
+		c, err := q.LockTurn(ctx, sessionID)
+		if err = goneIfEnded(c, err); err != nil {
+			return err
+		}
+		if c.Session.Status == wire.SessionStatusIdle || closedByError(c.Events) {
+			return nil
+		}
+		answered := map[string]bool{}
+		for _, ev := range c.Events {
+			if ev.Type == wire.EventAgentToolResult || ev.Type == wire.EventUserToolResult {
+				if b, err := wire.DecodeBody[wire.ToolResultBody](ev); err == nil {
+					answered[b.ToolUseID] = true
+				}
+			}
+		}
+		var bodies []body
+		for _, id := range callIDs {
+			if answered[id] {
+				continue
+			}
+			text := message
+			bodies = append(bodies, body{wire.EventAgentToolResult, wire.ToolResultBody{ToolUseID: id, IsError: true,
+				Content: []wire.ContentBlock{{Type: "text", Text: &text}}}})
+		}
+		bodies = append(bodies, body{wire.EventSessionError, wire.SessionErrorBody{Error: sessionError(errors.New(message), wire.RetryStatusExhausted)}})
+		evs, err := newEvents(bodies...)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		if _, err := q.AppendEvents(ctx, sessionID, evs, now); err != nil {
+			return err
+		}
+		return q.StopSessionWork(ctx, sessionID, true, now)
 	})
 }

@@ -187,7 +187,7 @@ func (s *Service) Poll(ctx context.Context, p sessions.Principal, envID string, 
 		// Watch before looking, so an item queued in between wakes this poll.
 		arrived, stop := s.arrived.Watch(envID)
 		token := sessions.NewSessionToken()
-		w, ok, err := s.store.ClaimWork(ctx, store.Claim{EnvironmentID: envID, WorkerID: opts.WorkerID, Token: token,
+		w, ok, err := s.store.ClaimWork(ctx, store.Claim{EnvironmentID: envID, WorkerID: opts.WorkerID, Token: token, KeyID: p.KeyID,
 			ReclaimOlderThan: reclaim, Lease: s.cfg.ClaimLease, Now: s.now()})
 		if err != nil || ok {
 			stop()

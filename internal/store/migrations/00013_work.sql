@@ -30,6 +30,9 @@ CREATE TABLE work_items (
     stop_requested_at   timestamptz,
     stopped_at          timestamptz,
     worker_id           text NOT NULL DEFAULT '',
+    -- claim_key_id is the key whose poll claimed the item: its session token works only while
+    -- that key does (a revoked environment key ends what it claimed).
+    claim_key_id        text,
     claims              integer NOT NULL DEFAULT 0,
     token_hash          bytea UNIQUE,
     CHECK ((kind = 'session') = (session_id IS NOT NULL))
