@@ -22,8 +22,14 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/anthropics/anthropic-sdk-go/v2/tools/agenttoolset"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/managed-agents/managed-agents/api/v1alpha1"
+	"github.com/managed-agents/managed-agents/controllers"
 	"github.com/managed-agents/managed-agents/internal/app"
+	"github.com/managed-agents/managed-agents/internal/dispatcher"
+	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes"
+	"github.com/managed-agents/managed-agents/internal/sandbox/kubernetes/kubetest"
 	"github.com/managed-agents/managed-agents/internal/sessions"
 )
 
@@ -566,4 +572,50 @@ func TestAdminCLIEnvironmentKeys(t *testing.T) {
 	out, err = run("keys", "create", "--workspace", ws, "--environment", "env_nope")
 	require.Error(t, err)
 	require.Contains(t, out, "not found")
+}
+
+// environment-worker with the kubernetes provider (envtest, the SandboxBinding controller and
+// the test's kubelet): each session's calls run in a sandbox pod of its own, found again by
+// the session's next run, and deleted with the session.
+func TestEnvironmentWorkerDispatcherKubernetesProvider(t *testing.T) {
+	t.Parallel()
+	const ns = "sandboxes"
+	c := kubetest.StartCluster(t)
+	c.Namespace(t, ns)
+	kubelet := kubetest.Start(t, c.Client, ns)
+	c.RunSandboxController(t, controllers.SandboxPods{SandboxdImage: "managed-agents:test",
+		Workers: controllers.PodPeer{Selector: map[string]string{"app.kubernetes.io/component": "environment-worker"}}})
+	p, err := kubernetes.New(kubernetes.Config{Client: c.Client, Namespace: ns, Image: "sandbox:test", Port: kubelet.Port(),
+		PollInterval: 20 * time.Millisecond, ReadyTimeout: time.Minute})
+	require.NoError(t, err)
+
+	s := newSelfHosted(t, 5*time.Second)
+	d, err := dispatcher.New(dispatcher.Config{Client: anthropic.NewClient(option.WithBaseURL(s.e.srv.URL), option.WithAPIKey("unused")),
+		EnvironmentID: s.envID, EnvironmentKey: s.envKey, Provider: p, Concurrency: 2, Logger: discardLogger()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+
+	s.send(toolMessage("echo in-a-pod > f.txt && cat f.txt"))
+	evs := s.untilIdle()
+	require.Equal(t, "bash: in-a-pod", messageText(find(t, evs, "agent.message")))
+	var bindings v1alpha1.SandboxBindingList
+	require.NoError(t, c.Client.List(ctx, &bindings, client.InNamespace(ns)))
+	require.Len(t, bindings.Items, 1, "one sandbox for the session")
+	s.send(toolMessage("cat f.txt"))
+	evs = s.untilIdle()
+	require.Equal(t, "bash: in-a-pod", messageText(find(t, evs, "agent.message")), "the session's next run finds its pod's files")
+
+	_, err = s.e.client.Beta.Sessions.Delete(context.Background(), s.sessionID, anthropic.BetaSessionDeleteParams{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var left v1alpha1.SandboxBindingList
+		require.NoError(t, c.Client.List(ctx, &left, client.InNamespace(ns)))
+		return len(left.Items) == 0
+	}, 60*time.Second, 250*time.Millisecond, "the deleted session's sandbox is still there")
 }
