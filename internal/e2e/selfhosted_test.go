@@ -126,6 +126,17 @@ func (s *selfHosted) runWorker(t *testing.T, key string, opts ...option.RequestO
 	return dir, lookup, done
 }
 
+// runDispatcher runs an environment-worker until the test ends, and checks it stops cleanly.
+func runDispatcher(t *testing.T, d *dispatcher.Dispatcher) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
 // workItems lists the environment's work with the environment key, through the SDK.
 func (s *selfHosted) workItems(t *testing.T) []anthropic.BetaSelfHostedWork {
 	t.Helper()
@@ -453,13 +464,7 @@ func TestEnvironmentWorkerDispatcherLocalProvider(t *testing.T) {
 	d, err := app.NewEnvironmentWorker(app.Config{ServerURL: s.e.srv.URL, EnvironmentID: s.envID, EnvironmentKey: s.envKey,
 		Sandbox: "local", SandboxDir: sandboxes, EnvironmentWorkerConcurrency: 2, LogLevel: "error"}, option.WithMaxRetries(0))
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	runDispatcher(t, d)
 
 	s.send(toolMessage("echo kept > note.txt && pwd"))
 	evs := s.untilIdle()
@@ -494,13 +499,7 @@ func TestEnvironmentWorkerDispatcherDockerProvider(t *testing.T) {
 	d, err := app.NewEnvironmentWorker(app.Config{ServerURL: s.e.srv.URL, EnvironmentID: s.envID, EnvironmentKey: s.envKey,
 		Sandbox: "docker", DockerRunner: runner, DockerDeployment: "test", LogLevel: "error"})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	runDispatcher(t, d)
 
 	s.send(toolMessage("id -u; pwd; echo persisted > f.txt"))
 	evs := s.untilIdle()
@@ -593,13 +592,8 @@ func TestEnvironmentWorkerDispatcherKubernetesProvider(t *testing.T) {
 	d, err := dispatcher.New(dispatcher.Config{Client: anthropic.NewClient(option.WithBaseURL(s.e.srv.URL), option.WithAPIKey("unused")),
 		EnvironmentID: s.envID, EnvironmentKey: s.envKey, Provider: p, Concurrency: 2, Logger: discardLogger()})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	runDispatcher(t, d)
+	ctx := t.Context()
 
 	s.send(toolMessage("echo in-a-pod > f.txt && cat f.txt"))
 	evs := s.untilIdle()
