@@ -123,7 +123,9 @@ func TestUpgradeAndRollback(t *testing.T) {
 	in, err := os.Open(dump)
 	require.NoError(t, err)
 	restore := exec.Command(tools.kubectl, "-n", r.ns, "exec", "-i", pg, "--",
-		"sh", "-c", `PGPASSWORD="$POSTGRES_PASSWORD" pg_restore -U "$POSTGRES_USER" -d "$POSTGRES_DB" --clean --if-exists`)
+		"sh", "-c", `export PGPASSWORD="$POSTGRES_PASSWORD"
+    psql -v ON_ERROR_STOP=1 -q -U "$POSTGRES_USER" -d "$POSTGRES_DB" -c "DROP SCHEMA public CASCADE; CREATE SCHEMA public;" &&
+    pg_restore --exit-on-error -U "$POSTGRES_USER" -d "$POSTGRES_DB"`)
 	restore.Stdin = in
 	msg, err := restore.CombinedOutput()
 	require.NoError(t, err, "pg_restore: %s", msg)
