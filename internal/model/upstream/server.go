@@ -125,11 +125,21 @@ func (s *Server) newID(prefix string) string {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := &Request{Header: r.Header.Clone()}
 	ex := Exchange{Request: req}
-	defer func() {
+	// The exchange is recorded before the first byte of the answer goes out, not when the
+	// handler returns: the client may finish reading (and a test read Exchanges) before then.
+	// Every field of ex is set by then.
+	recorded := false
+	record := func() {
+		if recorded {
+			return
+		}
+		recorded = true
 		s.mu.Lock()
 		s.exchanges = append(s.exchanges, ex)
 		s.mu.Unlock()
-	}()
+	}
+	defer record()
+	w = &recordingWriter{ResponseWriter: w, before: record}
 	body, apiErr := s.readRequest(r, req)
 	req.Raw = body
 	if apiErr != nil {
@@ -187,6 +197,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	usage.OutputTokens = a.outputTokens
 	ex.Status, ex.Usage, ex.StopReason, ex.Content = http.StatusOK, usage, a.stopReason, a.content
 	s.respond(w, &ex, reply, a)
+}
+
+// recordingWriter calls before once, ahead of the answer's first header or byte.
+type recordingWriter struct {
+	http.ResponseWriter
+	before func()
+}
+
+func (w *recordingWriter) WriteHeader(status int) {
+	w.before()
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *recordingWriter) Write(b []byte) (int, error) {
+	w.before()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *recordingWriter) Flush() {
+	w.before()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // respond writes the answer: a Message in JSON, or its events when the request streams.
